@@ -1,0 +1,64 @@
+/* interpose/config.h - every VMEM_* setting, parsed once at start-up.
+ *
+ * The table of variables (name, default, range, unit, help) lives in
+ * config.c and is mirrored in docs/configuration.md.  Parsing is pure: it
+ * takes a lookup callback, so unit tests feed it values without touching
+ * the environment.  A bad value makes the whole configuration invalid:
+ * vmem then prints one line per problem and stays pass-through.
+ */
+#ifndef VMEM_INTERPOSE_CONFIG_H
+#define VMEM_INTERPOSE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { VMEM_POLICY_NONE, VMEM_POLICY_ALL, VMEM_POLICY_CONV, VMEM_POLICY_DYN } vmem_policy_t;
+typedef enum { VMEM_ALGO_DEFAULT, VMEM_ALGO_MEM, VMEM_ALGO_PERF } vmem_conv_algo_t;
+typedef enum { VMEM_WS_OFF, VMEM_WS_WR, VMEM_WS_WD } vmem_ws_mode_t;
+typedef enum { VMEM_MB_ALL, VMEM_MB_POW2, VMEM_MB_UNDIVIDED } vmem_microbatch_t;
+typedef enum { VMEM_LOG_ERROR, VMEM_LOG_WARN, VMEM_LOG_INFO, VMEM_LOG_DEBUG } vmem_log_level_t;
+
+typedef struct {
+	bool enabled;              /* false: pass-through (VMEM_DISABLE=1 or a bad value) */
+	vmem_policy_t policy;      /* VMEM_POLICY */
+	uint64_t device_limit;     /* VMEM_DEVICE_LIMIT bytes; 0 = default (free - reserve) */
+	uint64_t device_reserve;   /* VMEM_DEVICE_RESERVE bytes kept for context/libraries */
+	uint64_t host_limit;       /* VMEM_HOST_LIMIT bytes of pinned host memory; 0 = unlimited */
+	uint64_t chunk_size;       /* VMEM_CHUNK_SIZE: physical chunk, multiple of the granularity; 0 = granularity */
+	uint64_t small_threshold;  /* VMEM_SMALL_THRESHOLD: below it, allocations share chunks and stay resident */
+	uint64_t va_size;          /* VMEM_VA_SIZE: virtual range reserved at start-up */
+	vmem_conv_algo_t conv_algo;      /* VMEM_CONV_ALGO */
+	vmem_ws_mode_t workspace;        /* VMEM_WORKSPACE */
+	uint64_t workspace_limit;        /* VMEM_WORKSPACE_LIMIT bytes; 0 = none */
+	vmem_microbatch_t microbatch;    /* VMEM_MICROBATCH */
+	char trace_path[4096];           /* VMEM_TRACE; "" = off */
+	char cache_path[4096];           /* VMEM_CACHE; "" = off */
+	vmem_log_level_t log_level;      /* VMEM_LOG */
+	bool stats;                      /* VMEM_STATS */
+} vmem_config_t;
+
+/* Returns the value of a variable or NULL when unset (getenv in production). */
+typedef const char *(*vmem_getenv_fn)(const char *name, void *ctx);
+/* Receives one complete error line (without trailing newline). */
+typedef void (*vmem_config_err_fn)(const char *line, void *ctx);
+
+/* Fills *cfg with defaults, then applies every variable found by `get`.
+ * Returns the number of bad values (each reported once through `err` as
+ * "VMEM_X=<value>: <what is wrong>; <what is accepted>"); on any error
+ * cfg->enabled is false.  Thread-safe (no globals). */
+int vmem_config_parse(vmem_config_t *cfg, vmem_getenv_fn get, void *get_ctx,
+		      vmem_config_err_fn err, void *err_ctx);
+
+/* Parses a size "123", "64K", "1.5G", "8GiB", "2T"; suffixes are binary
+ * (K = 1024).  Returns 0 and *out on success, -1 on syntax error, -2 on
+ * overflow. */
+int vmem_parse_size(const char *s, uint64_t *out);
+
+/* The process-wide configuration, valid after vmem_init(); read-only. */
+extern vmem_config_t vmem_cfg;
+
+/* Prints every effective value through the logger (VMEM_LOG=info). */
+void vmem_config_print(const vmem_config_t *cfg);
+
+#endif
