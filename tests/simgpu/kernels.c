@@ -1,0 +1,303 @@
+/* tests/simgpu/kernels.c - host implementations of the kernels the
+ * simulator can launch, by extern "C" name.
+ *
+ * The simulated GPU cannot run PTX.  minitrain's kernels.cu (and the
+ * tests) name their kernels; cudaLibraryGetKernel / cuLibraryGetKernel
+ * look the name up here and hand out a pointer into this table as the
+ * kernel handle.  Parameter sizes must match the CUDA prototypes exactly:
+ * vmem reads the parameter buffer layout through cudaFuncGetParamInfo to
+ * find the device pointers a launch touches.
+ *
+ * Each run function, in dry-run mode, only checks the ranges it would touch
+ * (simgpu_check), so stray pointers are still caught without computing.
+ * The cost functions count FLOPs and bytes moved for the roofline model in
+ * simgpu_op_seconds.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "core.h"
+
+#define ARG(type, i) (*(type *)args[i])
+
+/* ---- mt_sgd_momentum(float *w, float *v, const float *dw, float lr,
+ *                      float momentum, float weight_decay,
+ *                      unsigned long long n) */
+static const uint16_t sgd_sizes[] = { 8, 8, 8, 4, 4, 4, 8 };
+
+static void sgd_run(void **args, unsigned threads)
+{
+	float *w = ARG(float *, 0), *v = ARG(float *, 1);
+	const float *dw = ARG(const float *, 2);
+	float lr = ARG(float, 3), mom = ARG(float, 4), wd = ARG(float, 5);
+	unsigned long long n = ARG(unsigned long long, 6), i;
+
+	(void)threads;
+	if (simgpu_dryrun()) {
+		simgpu_check(w, n * sizeof(float), false);
+		simgpu_check(v, n * sizeof(float), false);
+		simgpu_check(dw, n * sizeof(float), false);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		v[i] = mom * v[i] + dw[i] + wd * w[i];
+		w[i] = w[i] - lr * v[i];
+	}
+}
+
+static void sgd_cost(void **args, double *flops, double *bytes)
+{
+	double n = (double)ARG(unsigned long long, 6);
+
+	*flops = 6.0 * n;
+	*bytes = 5.0 * 4.0 * n;
+}
+
+/* ---- mt_xent_grad(const float *prob, const int *labels, float *dlogits,
+ *                   float *sample_loss, int batch, int classes,
+ *                   float scale) */
+static const uint16_t xent_sizes[] = { 8, 8, 8, 8, 4, 4, 4 };
+
+static void xent_run(void **args, unsigned threads)
+{
+	const float *prob = ARG(const float *, 0);
+	const int *labels = ARG(const int *, 1);
+	float *dlogits = ARG(float *, 2), *loss = ARG(float *, 3);
+	int batch = ARG(int, 4), classes = ARG(int, 5);
+	float scale = ARG(float, 6);
+	size_t b, c, nc;
+
+	(void)threads;
+	if (batch <= 0 || classes <= 0)
+		return;
+	nc = (size_t)batch * (size_t)classes;
+	if (simgpu_dryrun()) {
+		simgpu_check(prob, nc * sizeof(float), false);
+		simgpu_check(labels, (size_t)batch * sizeof(int), false);
+		simgpu_check(dlogits, nc * sizeof(float), false);
+		simgpu_check(loss, (size_t)batch * sizeof(float), false);
+		return;
+	}
+	for (b = 0; b < (size_t)batch; b++) {
+		int label = labels[b];
+		const float *pr = prob + b * (size_t)classes;
+		float *dl = dlogits + b * (size_t)classes;
+		float p;
+
+		for (c = 0; c < (size_t)classes; c++)
+			dl[c] = (pr[c] - ((int)c == label ? 1.0f : 0.0f)) * scale;
+		/* an out-of-range label reads nothing: its loss is that of
+		 * probability 0 */
+		p = label >= 0 && label < classes ? pr[label] : 0.0f;
+		loss[b] = -logf(fmaxf(p, 1e-12f));
+	}
+}
+
+static void xent_cost(void **args, double *flops, double *bytes)
+{
+	double nb = (double)ARG(int, 4), nc = nb * (double)ARG(int, 5);
+
+	*flops = 2.0 * nc + 20.0 * nb;
+	*bytes = 4.0 * (2.0 * nc + 2.0 * nb);
+}
+
+/* ---- mt_channel_copy / mt_channel_slice(float *dst, const float *src,
+ *      int n, int c_a, int c_b, int c_off, int hw, int accumulate)
+ * copy:  dst[(i*c_dst + c_off + c)*hw + p] (=|+=) src[(i*c_src + c)*hw + p]
+ *        for c < c_src (parameters: n, c_src, c_dst, c_off)
+ * slice: dst[(i*c_dst + c)*hw + p] (=|+=) src[(i*c_src + c_off + c)*hw + p]
+ *        for c < c_dst (parameters: n, c_dst, c_src, c_off) */
+static const uint16_t chan_sizes[] = { 8, 8, 4, 4, 4, 4, 4, 4 };
+
+/* Moves `nimg` blocks of `len` floats: block i goes from
+ * src + i*sstride to dst + i*dstride. */
+static void chan_move(float *dst, size_t dstride, const float *src,
+		      size_t sstride, size_t nimg, size_t len, int acc)
+{
+	size_t i, k;
+
+	if (simgpu_dryrun()) {
+		for (i = 0; i < nimg; i++) {
+			simgpu_check(dst + i * dstride, len * sizeof(float), false);
+			simgpu_check(src + i * sstride, len * sizeof(float), false);
+		}
+		return;
+	}
+	for (i = 0; i < nimg; i++) {
+		float *d = dst + i * dstride;
+		const float *s = src + i * sstride;
+
+		if (acc) {
+			for (k = 0; k < len; k++)
+				d[k] += s[k];
+		} else {
+			memmove(d, s, len * sizeof(float));
+		}
+	}
+}
+
+static bool chan_dims(void **args, size_t *n, size_t *ca, size_t *cb,
+		      size_t *off, size_t *hw)
+{
+	int v[5], i;
+
+	for (i = 0; i < 5; i++) {
+		v[i] = ARG(int, 2 + i);
+		if (v[i] < 0)
+			return false;
+	}
+	*n = (size_t)v[0];
+	*ca = (size_t)v[1];
+	*cb = (size_t)v[2];
+	*off = (size_t)v[3];
+	*hw = (size_t)v[4];
+	return true;
+}
+
+static void copy_run(void **args, unsigned threads)
+{
+	size_t n, c_src, c_dst, c_off, hw;
+
+	(void)threads;
+	if (!chan_dims(args, &n, &c_src, &c_dst, &c_off, &hw))
+		return;
+	chan_move(ARG(float *, 0) + c_off * hw, c_dst * hw,
+		  ARG(const float *, 1), c_src * hw, n, c_src * hw,
+		  ARG(int, 7));
+}
+
+static void slice_run(void **args, unsigned threads)
+{
+	size_t n, c_dst, c_src, c_off, hw;
+
+	(void)threads;
+	if (!chan_dims(args, &n, &c_dst, &c_src, &c_off, &hw))
+		return;
+	chan_move(ARG(float *, 0), c_dst * hw,
+		  ARG(const float *, 1) + c_off * hw, c_src * hw, n,
+		  c_dst * hw, ARG(int, 7));
+}
+
+/* both move n * c_a * hw floats (c_a: the channels copied) */
+static void chan_cost(void **args, double *flops, double *bytes)
+{
+	double moved = (double)ARG(int, 2) * ARG(int, 3) * ARG(int, 6);
+	int acc = ARG(int, 7);
+
+	*flops = acc ? moved : 0.0;
+	*bytes = 4.0 * moved * (acc ? 3.0 : 2.0);
+}
+
+/* ---- mt_fill(float *p, float value, unsigned long long n) */
+static const uint16_t fill_sizes[] = { 8, 4, 8 };
+
+static void fill_run(void **args, unsigned threads)
+{
+	float *p = ARG(float *, 0), value = ARG(float, 1);
+	unsigned long long n = ARG(unsigned long long, 2), i;
+
+	(void)threads;
+	if (simgpu_dryrun()) {
+		simgpu_check(p, n * sizeof(float), false);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		p[i] = value;
+}
+
+static void fill_cost(void **args, double *flops, double *bytes)
+{
+	*flops = 0.0;
+	*bytes = 4.0 * (double)ARG(unsigned long long, 2);
+}
+
+/* ---- mt_probe(float *a, unsigned long long x, float *b, int y, double z,
+ *               const void *c): a parameter-scanning test kernel; c is
+ * never dereferenced. */
+static const uint16_t probe_sizes[] = { 8, 8, 8, 4, 8, 8 };
+
+static void probe_run(void **args, unsigned threads)
+{
+	float *a = ARG(float *, 0), *b = ARG(float *, 2);
+
+	(void)threads;
+	if (simgpu_dryrun()) {
+		simgpu_check(a, sizeof(float), false);
+		simgpu_check(b, sizeof(float), false);
+		return;
+	}
+	a[0] = (float)ARG(int, 3);
+	b[0] = (float)ARG(double, 4);
+}
+
+static void probe_cost(void **args, double *flops, double *bytes)
+{
+	(void)args;
+	*flops = 0.0;
+	*bytes = 8.0;
+}
+
+#define KERNEL(name, sizes, run, cost) \
+	{ name, (int)(sizeof(sizes) / sizeof(sizes[0])), sizes, run, cost }
+
+static const simgpu_kernel_t kernels[] = {
+	KERNEL("mt_sgd_momentum", sgd_sizes, sgd_run, sgd_cost),
+	KERNEL("mt_xent_grad", xent_sizes, xent_run, xent_cost),
+	KERNEL("mt_channel_copy", chan_sizes, copy_run, chan_cost),
+	KERNEL("mt_channel_slice", chan_sizes, slice_run, chan_cost),
+	KERNEL("mt_fill", fill_sizes, fill_run, fill_cost),
+	KERNEL("mt_probe", probe_sizes, probe_run, probe_cost),
+};
+
+#define NKERNELS (sizeof(kernels) / sizeof(kernels[0]))
+
+const simgpu_kernel_t *simgpu_kernel_table(size_t *count)
+{
+	*count = NKERNELS;
+	return kernels;
+}
+
+const simgpu_kernel_t *simgpu_kernel_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; name && i < NKERNELS; i++) {
+		if (!strcmp(kernels[i].name, name))
+			return &kernels[i];
+	}
+	return NULL;
+}
+
+/* A handle is the address of the kernel's table entry; anything else
+ * (e.g. an nvcc host stub) is not ours. */
+const simgpu_kernel_t *simgpu_kernel_from_handle(const void *func)
+{
+	uintptr_t p = (uintptr_t)func, b = (uintptr_t)kernels;
+
+	if (p < b || p >= b + sizeof(kernels))
+		return NULL;
+	if ((p - b) % sizeof(kernels[0]))
+		return NULL;
+	return (const simgpu_kernel_t *)func;
+}
+
+simgpu_status_t simgpu_kernel_param(const simgpu_kernel_t *k, size_t i,
+				    size_t *offset, size_t *size)
+{
+	size_t off = 0, j, sz;
+
+	if (!k || i >= (size_t)k->nparams)
+		return SIMGPU_EINVAL;
+	for (j = 0; j <= i; j++) {
+		sz = k->param_size[j];
+		/* natural alignment: a parameter of n bytes (n <= 8) sits
+		 * at a multiple of n */
+		if (sz)
+			off = (off + sz - 1) / sz * sz;
+		if (j < i)
+			off += sz;
+	}
+	*offset = off;
+	*size = k->param_size[i];
+	return SIMGPU_OK;
+}
