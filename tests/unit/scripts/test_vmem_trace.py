@@ -1,0 +1,428 @@
+#!/usr/bin/env python3
+# Tests of scripts/vmem-trace on synthetic traces (tracegen.py): summary
+# numbers, steady-iteration detection, dataflow-graph edges, Chrome JSON,
+# the SVG plot, and the errors for truncated and foreign files.
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import tracegen  # noqa: E402
+
+SCRIPTS = os.environ.get('VMEM_SCRIPTS_DIR') or os.path.join(HERE, '..', '..', '..', 'scripts')
+VMEM_TRACE = os.path.join(SCRIPTS, 'vmem-trace')
+
+
+def run(*args):
+	"""(exit status, stdout, stderr) of vmem-trace ARGS."""
+	p = subprocess.run([sys.executable, VMEM_TRACE] + [str(a) for a in args],
+			   stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+	return p.returncode, p.stdout, p.stderr
+
+
+def parse_dot(text):
+	"""{seq: label} and [(src seq, dst seq, label)] of vmem-trace's DOT."""
+	nodes = {}
+	edges = []
+	for line in text.splitlines():
+		m = re.match(r'\s*n(\d+) \[label="((?:[^"\\]|\\.)*)"', line)
+		if m:
+			nodes[int(m.group(1))] = m.group(2).replace('\\n', '\n')
+			continue
+		m = re.match(r'\s*n(\d+) -> n(\d+) \[label="([^"]*)"', line)
+		if m:
+			edges.append((int(m.group(1)), int(m.group(2)), m.group(3)))
+	return nodes, edges
+
+
+class TraceCase(unittest.TestCase):
+	def setUp(self):
+		self.tmp = tempfile.TemporaryDirectory()
+		self.dir = self.tmp.name
+
+	def tearDown(self):
+		self.tmp.cleanup()
+
+	def path(self, name):
+		return os.path.join(self.dir, name)
+
+	def ok(self, *args):
+		rc, out, err = run(*args)
+		self.assertEqual(rc, 0, 'vmem-trace %s: exit %d\nstderr:\n%s' % (args, rc, err))
+		self.assertNotIn('Traceback', err)
+		return out, err
+
+	def summary(self, path):
+		out, _ = self.ok('summary', path, '--json', '--top', '0')
+		return json.loads(out)
+
+	def small_trace(self, name, build):
+		"""A hand-made trace: build(tb) adds records."""
+		p = self.path(name)
+		tb = tracegen.TraceBuilder(p)
+		build(tb)
+		tb.end()
+		tb.close()
+		return p
+
+
+class SummaryTest(TraceCase):
+	def test_summary_counts_every_op_and_memory_record(self):
+		p = self.path('v.jsonl')
+		info = tracegen.vgg16_trace(p, iters=3, budget=True)
+		s = self.summary(p)
+		got = defaultdict(int)
+		for e in s['ops']:
+			got[e['op']] += e['calls']
+		want = {k[3:]: v for k, v in info['counts'].items() if k.startswith('op:')}
+		self.assertEqual(dict(got), want)
+		for kind in ('alloc', 'free', 'offload', 'prefetch', 'fault_in', 'evict'):
+			self.assertEqual(s['memory']['events'][kind]['count'], info['counts'].get(kind, 0), kind)
+		self.assertEqual(s['memory']['events']['offload']['count'], 12 * 3)
+		self.assertEqual(s['memory']['peak_resident'], info['peak_resident'])
+		self.assertEqual(s['memory']['peak_host'], info['peak_host'])
+		self.assertEqual(s['memory']['budget'], info['budget'])
+		self.assertEqual(s['allocations_total'], len(info['allocs']))
+		sizes = {e['alloc']: e['bytes'] for e in s['allocations']}
+		self.assertEqual(sizes, info['allocs'])
+		self.assertTrue(s['records']['end'])
+		self.assertFalse(s['truncated'])
+
+	def test_summary_allocation_lifetime_is_first_to_last_use(self):
+		def build(tb):
+			a = tb.alloc(4096)                                        # seq 1
+			b = tb.alloc(8192)                                        # seq 2
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(a, 'r', 'x'), (b, 'w', 'y')])  # 3
+			tb.op('memset', 'cudaMemset', [(a, 'w', 'dst')])          # 4
+			tb.op('act_fwd', 'cudnnActivationForward', [(b, 'r', 'x'), (b, 'w', 'y')])  # 5
+			tb.free(a)                                                # 6
+		s = self.summary(self.small_trace('l.jsonl', build))
+		by = {e['alloc']: e for e in s['allocations']}
+		self.assertEqual((by[1]['bytes'], by[1]['alloc_seq'], by[1]['free_seq']), (4096, 1, 6))
+		self.assertEqual((by[1]['first_use'], by[1]['last_use'], by[1]['uses']), (3, 4, 2))
+		self.assertEqual((by[1]['reads'], by[1]['writes']), (1, 1))
+		self.assertEqual((by[2]['first_use'], by[2]['last_use'], by[2]['uses']), (3, 5, 2))
+		self.assertIsNone(by[2]['free_seq'])
+		# Largest first.
+		self.assertEqual([e['alloc'] for e in s['allocations']], [2, 1])
+
+	def test_summary_text_has_tables_and_steady_iteration(self):
+		p = self.path('v.jsonl')
+		info = tracegen.vgg16_trace(p, iters=3)
+		out, _ = self.ok('summary', p)
+		for heading in ('ops (', 'steady iteration', 'memory', 'allocations ('):
+			self.assertIn(heading, out)
+		a, b = info['last_iter']
+		self.assertIn('last complete repetition: seq %d..%d' % (a, b), out)
+		self.assertRegex(out, r'conv_fwd\s+cudnnConvolutionForward\s+13\n')
+
+
+class SteadyTest(TraceCase):
+	def test_steady_iteration_is_the_last_iteration(self):
+		for iters in (2, 3, 5):
+			p = self.path('v%d.jsonl' % iters)
+			info = tracegen.vgg16_trace(p, iters=iters)
+			st = self.summary(p)['steady']
+			self.assertIsNotNone(st, 'no steady iteration in %d iterations' % iters)
+			a, b = info['last_iter']
+			self.assertEqual((st['start_seq'], st['end_seq']), (a, b), 'iters=%d' % iters)
+			# One iteration, not two: 2 memcpy in, 13 conv, ... 1 sync.
+			self.assertEqual(st['per_kind']['conv_fwd'], 13)
+			self.assertEqual(st['per_kind']['sync'], 1)
+			self.assertEqual(st['period'], st['ops'])
+
+	def test_steady_iteration_without_teardown_ops(self):
+		p = self.path('v.jsonl')
+		info = tracegen.vgg16_trace(p, iters=4, teardown=False)
+		st = self.summary(p)['steady']
+		self.assertEqual((st['start_seq'], st['end_seq']), info['last_iter'])
+
+	def test_no_steady_iteration_in_a_single_iteration(self):
+		p = self.path('one.jsonl')
+		tracegen.vgg16_trace(p, iters=1)
+		self.assertIsNone(self.summary(p)['steady'])
+		out, _ = self.ok('summary', p)
+		self.assertIn('none found', out)
+
+
+class GraphTest(TraceCase):
+	def graph(self, path, *extra):
+		out, err = self.ok('graph', path, *extra)
+		return parse_dot(out), out, err
+
+	def test_graph_of_vgg16_shows_13_conv_and_3_fc_chain(self):
+		p = self.path('v.jsonl')
+		info = tracegen.vgg16_trace(p, iters=3, budget=True)
+		(nodes, edges), text, _ = self.graph(p)
+		a, b = info['last_iter']
+		self.assertTrue(all(a <= s <= b for s in nodes), 'nodes outside the last iteration')
+		kind = {s: lbl.split('\n')[0] for s, lbl in nodes.items()}
+		softmax = [s for s in nodes if kind[s] == 'softmax_fwd']
+		self.assertEqual(len(softmax), 1)
+		forward = sorted(s for s in nodes if s < softmax[0])
+		layers = [s for s in forward if kind[s] in ('conv_fwd', 'gemm')]
+		self.assertEqual([kind[s] for s in layers], ['conv_fwd'] * 13 + ['gemm'] * 3)
+		succ = defaultdict(set)
+		for s, d, _ in edges:
+			succ[s].add(d)
+
+		def reaches(x, y):
+			seen, todo = set(), [x]
+			while todo:
+				n = todo.pop()
+				if n == y:
+					return True
+				for m in succ[n]:
+					if m not in seen and m <= y:
+						seen.add(m)
+						todo.append(m)
+			return False
+		for x, y in zip(layers, layers[1:]):
+			self.assertTrue(reaches(x, y), 'no path from %s #%d to %s #%d' % (kind[x], x, kind[y], y))
+		# The forward chain goes through the layers in order: no layer
+		# reaches an earlier one, and the workspace makes no conv->conv edge.
+		for s, d, _ in edges:
+			self.assertLess(s, d)
+			if kind[s] == 'conv_fwd':
+				self.assertNotEqual(kind[d], 'conv_fwd', 'workspace edge %d->%d' % (s, d))
+		self.assertIn('digraph vmem', text)
+
+	def test_graph_three_layer_chain(self):
+		def build(tb):
+			x, w1, y1, y2, w3, y3 = (tb.alloc(n) for n in (1024, 256, 2048, 2048, 512, 4096))
+			tb.op('memcpy', 'cudaMemcpy', [(x, 'w', 'dst')])
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(x, 'r', 'x'), (w1, 'r', 'w'), (y1, 'w', 'y')])
+			tb.op('act_fwd', 'cudnnActivationForward', [(y1, 'r', 'x'), (y2, 'w', 'y')])
+			tb.op('gemm', 'cublasSgemm_v2', [(w3, 'r', 'A'), (y2, 'r', 'B'), (y3, 'w', 'C')])
+		(nodes, edges), _, _ = self.graph(self.small_trace('c.jsonl', build), '--iter', 'all')
+		kind = {s: lbl.split('\n')[0] for s, lbl in nodes.items()}
+		self.assertEqual(sorted(kind.values()), ['act_fwd', 'conv_fwd', 'gemm'])
+		inv = {v: k for k, v in kind.items()}
+		self.assertEqual(sorted((s, d) for s, d, _ in edges),
+				 [(inv['conv_fwd'], inv['act_fwd']), (inv['act_fwd'], inv['gemm'])])
+		self.assertEqual(sorted(lbl for _, _, lbl in edges), ['2.0 KiB', '2.0 KiB'])
+
+	def test_graph_fork_and_join(self):
+		def build(tb):
+			x, y, p, q = (tb.alloc(4096) for _ in range(4))
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(x, 'r', 'x'), (y, 'w', 'y')])   # 5
+			tb.op('act_fwd', 'cudnnActivationForward', [(y, 'r', 'x'), (p, 'w', 'y')])     # 6
+			tb.op('pool_fwd', 'cudnnPoolingForward', [(y, 'r', 'x'), (q, 'w', 'y')])       # 7
+			tb.op('add_tensor', 'cudnnAddTensor', [(p, 'r', 'a'), (q, 'rw', 'c')])         # 8
+			tb.op('softmax_fwd', 'cudnnSoftmaxForward', [(q, 'r', 'x'), (x, 'w', 'y')])    # 9
+		(nodes, edges), _, _ = self.graph(self.small_trace('f.jsonl', build))
+		self.assertEqual(sorted(nodes), [5, 6, 7, 8, 9])
+		self.assertEqual(sorted((s, d) for s, d, _ in edges), [(5, 6), (5, 7), (6, 8), (7, 8), (8, 9)])
+
+	def test_graph_edge_carries_only_the_overlap(self):
+		def build(tb):
+			a = tb.alloc(1 << 20)
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(a, 'w', 'y', 4096, 0)])       # 2
+			tb.op('act_fwd', 'cudnnActivationForward', [(a, 'w', 'y', 4096, 4096)])      # 3
+			tb.op('gemm', 'cublasSgemm_v2', [(a, 'r', 'B', 4096, 2048)])                 # 4
+			tb.op('gemm', 'cublasSgemm_v2', [(a, 'r', 'B', 1024, 65536)])                # 5
+		(nodes, edges), _, _ = self.graph(self.small_trace('o.jsonl', build))
+		self.assertEqual(sorted(edges), [(2, 4, '2.0 KiB'), (3, 4, '2.0 KiB')])
+
+	def test_graph_non_compute_write_and_workspace_make_no_edge(self):
+		def build(tb):
+			a, ws, out = tb.alloc(4096), tb.alloc(8192), tb.alloc(4096)
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(ws, 'rw', 'ws'), (a, 'w', 'y')])  # 4
+			tb.op('memcpy', 'cudaMemcpy', [(a, 'w', 'dst')])                                # 5
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(a, 'r', 'x'), (ws, 'rw', 'ws'), (out, 'w', 'y')])  # 6
+		(nodes, edges), _, _ = self.graph(self.small_trace('n.jsonl', build))
+		self.assertEqual(sorted(nodes), [4, 6])
+		self.assertEqual(edges, [])
+
+	def test_graph_writes_output_file(self):
+		p = self.path('v.jsonl')
+		tracegen.vgg16_trace(p, iters=2)
+		out = self.path('g.dot')
+		self.ok('graph', p, '-o', out)
+		with open(out) as f:
+			nodes, edges = parse_dot(f.read())
+		self.assertGreater(len(nodes), 16)
+		self.assertGreater(len(edges), 16)
+
+
+class ChromeTest(TraceCase):
+	def test_chrome_is_valid_json_with_stream_copy_and_counter_tracks(self):
+		p = self.path('v.jsonl')
+		info = tracegen.vgg16_trace(p, iters=2, budget=True)
+		out = self.path('c.json')
+		self.ok('chrome', p, '-o', out)
+		with open(out) as f:
+			doc = json.load(f)
+		ev = doc['traceEvents']
+		names = {e['tid']: e['args']['name'] for e in ev
+			 if e['ph'] == 'M' and e['name'] == 'thread_name'}
+		self.assertIn('stream 0x0', names.values())
+		self.assertIn('copies on stream 0xd2h', names.values())
+		self.assertIn('copies on stream 0xh2d', names.values())
+		self.assertEqual(len(set(names)), len(names), 'a tid named twice')
+		nops = sum(v for k, v in info['counts'].items() if k.startswith('op:'))
+		xs = [e for e in ev if e['ph'] == 'X' and e['cat'] not in tracegen_mem_kinds()]
+		self.assertEqual(len(xs), nops)
+		stream_tid = [t for t, n in names.items() if n == 'stream 0x0'][0]
+		self.assertTrue(all(e['tid'] == stream_tid for e in xs))
+		offl = [e for e in ev if e.get('cat') == 'offload']
+		self.assertEqual(len(offl), info['counts']['offload'])
+		self.assertTrue(all(names[e['tid']] == 'copies on stream 0xd2h' for e in offl))
+		counters = {e['name'] for e in ev if e['ph'] == 'C'}
+		self.assertEqual(counters, {'resident bytes', 'host bytes', 'budget bytes'})
+		for e in ev:
+			if e['ph'] in ('X', 'C', 'i'):
+				self.assertIsInstance(e['ts'], (int, float))
+			if e['ph'] == 'X':
+				self.assertGreaterEqual(e['dur'], 0)
+
+	def test_chrome_of_truncated_trace_is_still_valid_json(self):
+		p = self.path('v.jsonl')
+		tracegen.vgg16_trace(p, iters=2)
+		with open(p, 'rb') as f:
+			data = f.read()
+		with open(p, 'wb') as f:
+			f.write(data[:len(data) // 2])
+		rc, out, err = run('chrome', p)
+		self.assertEqual(rc, 0, err)
+		json.loads(out)
+		self.assertIn('truncated', err)
+
+
+def tracegen_mem_kinds():
+	return {'alloc', 'free', 'offload', 'prefetch', 'fault_in', 'evict', 'oom'}
+
+
+class MemoryTest(TraceCase):
+	def test_memory_svg_is_well_formed_with_three_series_and_shading(self):
+		p = self.path('v.jsonl')
+		tracegen.vgg16_trace(p, iters=3, budget=True)
+		for xmode in ('time', 'seq'):
+			out = self.path('m-%s.svg' % xmode)
+			self.ok('memory', p, '-o', out, '--x', xmode)
+			root = ET.parse(out).getroot()
+			ns = '{http://www.w3.org/2000/svg}'
+			self.assertEqual(root.tag, ns + 'svg')
+			self.assertEqual(len(root.findall(ns + 'polyline')), 3)
+			texts = ' '.join(t.text or '' for t in root.iter(ns + 'text'))
+			self.assertIn('MiB', texts)
+			self.assertIn('resident', texts)
+			self.assertIn('budget', texts)
+			self.assertIn('steady iteration', texts)
+
+	def test_memory_svg_without_memory_records_warns(self):
+		def build(tb):
+			tb.op('sync', 'cudaDeviceSynchronize')
+		p = self.small_trace('e.jsonl', build)
+		out = self.path('e.svg')
+		_, err = self.ok('memory', p, '-o', out)
+		self.assertIn('no memory records', err)
+		ET.parse(out)
+
+
+class BadInputTest(TraceCase):
+	def write(self, name, data):
+		p = self.path(name)
+		with open(p, 'wb') as f:
+			f.write(data)
+		return p
+
+	def assertFails(self, args, pattern):
+		rc, out, err = run(*args)
+		self.assertEqual(rc, 2, 'exit status; stderr:\n' + err)
+		self.assertNotIn('Traceback', err)
+		self.assertRegex(err, pattern)
+		self.assertEqual(len(err.strip().splitlines()), 1, 'one line expected:\n' + err)
+
+	def test_foreign_file_is_rejected_with_its_first_line(self):
+		p = self.write('f.txt', b'hello world\nmore\n')
+		for cmd in ('summary', 'graph', 'chrome', 'memory'):
+			self.assertFails([cmd, p], r"^vmem-trace: .*f\.txt: not a vmem trace \(first line is "
+				r"'hello world'\); expected a header written by VMEM_TRACE$")
+
+	def test_json_without_header_is_foreign(self):
+		p = self.write('j.jsonl', b'{"type":"op","seq":1}\n')
+		self.assertFails(['summary', p], r'not a vmem trace \(first line is')
+
+	def test_binary_and_empty_files_are_foreign(self):
+		self.assertFails(['summary', self.write('b.bin', b'\x00\xff\xfe' * 100)], 'not a vmem trace')
+		self.assertFails(['summary', self.write('e.jsonl', b'')], r'not a vmem trace \(the file is empty\)')
+
+	def test_unknown_format_version_is_a_clear_error(self):
+		p = self.write('v.jsonl', b'{"type":"header","format":99,"vmem":"9.0"}\n')
+		self.assertFails(['summary', p], r'trace format 99 is not supported .*reads format 1.*vmem 9\.0')
+
+	def test_missing_file(self):
+		self.assertFails(['summary', self.path('nope.jsonl')], 'cannot read: No such file')
+
+	def test_unwritable_output(self):
+		p = self.path('v.jsonl')
+		tracegen.vgg16_trace(p, iters=1)
+		self.assertFails(['graph', p, '-o', self.path('no/such/dir/g.dot')], 'cannot write')
+
+	def test_missing_end_record_warns_and_reads_the_records(self):
+		p = self.path('t.jsonl')
+		info = tracegen.vgg16_trace(p, iters=2, end=False)
+		rc, out, err = run('summary', p, '--json')
+		self.assertEqual(rc, 0, err)
+		self.assertIn('no "end" record: the trace is truncated', err)
+		s = json.loads(out)
+		self.assertTrue(s['truncated'])
+		self.assertEqual(s['records']['ops'] + s['records']['memory'], info['records'] - 1)
+
+	def test_cut_last_line_warns_and_reads_the_rest(self):
+		p = self.path('t.jsonl')
+		tracegen.vgg16_trace(p, iters=2)
+		with open(p, 'rb') as f:
+			lines = f.read().splitlines(True)
+		keep = lines[:100]
+		with open(p, 'wb') as f:
+			f.write(b''.join(keep) + lines[100][:17])
+		rc, out, err = run('summary', p, '--json')
+		self.assertEqual(rc, 0, err)
+		self.assertIn('the last line (line 101) is cut', err)
+		s = json.loads(out)
+		self.assertEqual(s['records']['ops'] + s['records']['memory'], 99)
+
+	def test_damaged_middle_line_is_skipped_with_a_warning(self):
+		p = self.path('t.jsonl')
+		tracegen.vgg16_trace(p, iters=1)
+		with open(p, 'rb') as f:
+			lines = f.read().splitlines(True)
+		lines[5] = b'{"type":"op", garbage\n'
+		with open(p, 'wb') as f:
+			f.write(b''.join(lines))
+		rc, _, err = run('summary', p)
+		self.assertEqual(rc, 0, err)
+		self.assertIn('1 line(s) are not JSON objects and were skipped (first: line 6)', err)
+
+	def test_dropped_records_are_reported(self):
+		p = self.path('d.jsonl')
+		tracegen.vgg16_trace(p, iters=1, dropped=7)
+		_, err = self.ok('summary', p)
+		self.assertIn('dropped 7 record(s)', err)
+
+	def test_gzip_trace_is_read(self):
+		p = self.path('v.jsonl')
+		tracegen.vgg16_trace(p, iters=2)
+		with open(p, 'rb') as f, gzip.open(p + '.gz', 'wb') as g:
+			g.write(f.read())
+		self.assertEqual(self.summary(p + '.gz')['records'], self.summary(p)['records'])
+
+	def test_bad_command_line_is_a_usage_error(self):
+		rc, _, err = run('graph')
+		self.assertEqual(rc, 2)
+		self.assertIn('usage:', err)
+		self.assertNotIn('Traceback', err)
+
+
+if __name__ == '__main__':
+	unittest.main()
