@@ -61,4 +61,23 @@ extern vmem_config_t vmem_cfg;
 /* Prints every effective value through the logger (VMEM_LOG=info). */
 void vmem_config_print(const vmem_config_t *cfg);
 
+/* ---- Additions (interpose/config.c). */
+
+/* The i-th variable of the table: its name and the effective value in
+ * `cfg` as a user would write it ("8G", "none").  Returns 0, or -1 past
+ * the end of the table (iterate from 0). */
+int vmem_config_value(const vmem_config_t *cfg, int i, const char **name,
+		      char *buf, size_t len);
+/* The i-th variable's help text (NULL past the end), default and unit. */
+const char *vmem_config_help(int i, const char **def, const char **unit);
+/* Writes every setting as a JSON object body ("policy":"none",
+ * "device_limit":0,...) for the trace header; returns its length, 0 when
+ * `len` is too small. */
+size_t vmem_config_json(const vmem_config_t *cfg, char *buf, size_t len);
+/* Writes `s` as a quoted JSON string (escaping quotes, backslashes and
+ * control characters) into buf; returns the length written (0 when len <
+ * 3).  Output that does not fit is cut at a character boundary, still
+ * quoted.  Pure, thread-safe. */
+size_t vmem_json_escape(const char *s, char *buf, size_t len);
+
 #endif

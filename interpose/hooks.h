@@ -68,4 +68,137 @@ void hook_call_args(hook_call_t *c, const char *fmt, ...) __attribute__((format(
 cudaError_t hook_call_prepare(hook_call_t *c);
 void hook_call_finish(hook_call_t *c);
 
+/* ====================================================================
+ * Additions (interpose/hooks.c): how a hook family is written.
+ *
+ * 1. One X-macro list per family file names every real function the file
+ *    calls: X(name, return type, (parameter list), (argument list)).
+ *
+ *	#define CUDART_REALS(X)                                            \
+ *		X(cudaMalloc, cudaError_t, (void **p, size_t n), (p, n))  \
+ *		X(cudaFree, cudaError_t, (void *p), (p))
+ *	#define CUDART_REAL(name, ret, params, args) \
+ *		HOOK_DEFINE_REAL(HOOK_LIB_CUDART, name, ret, params, args)
+ *	CUDART_REALS(CUDART_REAL)
+ *
+ *    HOOK_DEFINE_REAL makes, per name, the typed pointer type
+ *    real_<name>_t, a resolver slot and `real_<name>()`, which returns the
+ *    real function (resolved lazily, exact name, from the family's
+ *    library, cached in an atomic) or NULL when no library defines it.
+ *    A name that cuda.h / cublas_v2.h turns into a versioned one by macro
+ *    (cuMemAlloc -> cuMemAlloc_v2, cublasSgemm -> cublasSgemm_v2) must be
+ *    listed under its real exported name.
+ *
+ * 2. Each hook is thin (STYLE.md "Thin hooks"):
+ *
+ *	cudaError_t cudaMemset(void *p, int v, size_t n)
+ *	{
+ *		real_cudaMemset_t real = real_cudaMemset();
+ *		hook_call_t c;
+ *		cudaError_t st;
+ *
+ *		if (!real)
+ *			return hook_missing("cudaMemset", cudaErrorSymbolNotFound);
+ *		if (!hook_begin())
+ *			return real(p, v, n);        // re-entrant or vmem disabled
+ *		hook_call_init(&c, VMEM_OP_MEMSET, "cudaMemset", NULL);
+ *		hook_call_ref(&c, p, n, VMEM_ACCESS_W, "dst");
+ *		st = hook_call_prepare(&c);
+ *		if (st == cudaSuccess)
+ *			st = real(p, v, n);
+ *		hook_call_finish(&c);
+ *		hook_end();
+ *		return st;
+ *	}
+ *
+ *    When hook_call_prepare fails (the call's tensors do not fit the
+ *    budget together) the hook returns the API's own out-of-memory status
+ *    (CUDNN_STATUS_ALLOC_FAILED, CUBLAS_STATUS_ALLOC_FAILED, ...) after
+ *    hook_call_finish.
+ *
+ * 3. Add the exported names to interpose/vmem.map (the file says how), and
+ *    the .c file to `vmem_hook_sources` in interpose/meson.build.
+ * ==================================================================== */
+
+/* Libraries a hooked function can come from.  Each is looked up by
+ * soname with dlopen(RTLD_NOLOAD) first, so a library the application
+ * loaded RTLD_LOCAL (a Python extension) is found. */
+typedef enum {
+	HOOK_LIB_CUDART,    /* libcudart.so.13 (loaded by vmem when needed) */
+	HOOK_LIB_CUDA,      /* libcuda.so.1 (loaded by vmem when needed) */
+	HOOK_LIB_CUDNN,     /* libcudnn.so.9, then libcudnn_graph/_ops/_cnn/_adv.so.9 */
+	HOOK_LIB_CUBLAS,    /* libcublas.so.13 */
+	HOOK_LIB_CUBLASLT,  /* libcublasLt.so.13 */
+	HOOK_LIB_COUNT
+} hook_lib_t;
+
+/* A resolver slot: one per real function, static in the family file.
+ * `fn` is published with release order once found and never changes
+ * afterwards; `logged` makes the "not found" message appear once. */
+typedef struct {
+	const char *name;
+	hook_lib_t lib;
+	void *fn;     /* accessed with __atomic builtins only */
+	int logged;   /* accessed with __atomic builtins only */
+} hook_sym_t;
+
+/* The real function of slot `s`, or NULL when none of the family's
+ * libraries (nor RTLD_NEXT) defines it; a NULL result is not cached (the
+ * library may be loaded later).  Never returns a symbol of libvmem.so
+ * itself.  Thread-safe, lock-free after the first success. */
+void *hook_resolve(hook_sym_t *s);
+
+#define HOOK_DEFINE_REAL(lib_, name, ret, params, args)                       \
+	typedef ret (*real_##name##_t) params;                                \
+	static hook_sym_t hook_sym_##name = { #name, lib_, NULL, 0 };         \
+	static inline real_##name##_t real_##name(void)                       \
+	{                                                                     \
+		void *f_ = __atomic_load_n(&hook_sym_##name.fn,               \
+					   __ATOMIC_ACQUIRE);                 \
+		if (__builtin_expect(f_ != NULL, 1))                          \
+			return (real_##name##_t)f_;                           \
+		return (real_##name##_t)hook_resolve(&hook_sym_##name);      \
+	}
+
+/* Logs once per name "vmem: error: <name>: not found in any loaded CUDA
+ * library; returning <err>" and returns `err` (an int status code of the
+ * hook's API) so a hook can `return hook_missing("cudnnX", ...)`. */
+int hook_missing(const char *name, int err);
+
+/* Entry of every hook: true when the hook should do vmem's work (sets the
+ * re-entry guard and makes sure vmem is initialised); false when this
+ * thread is already inside vmem or vmem is disabled (bad configuration,
+ * VMEM_DISABLE=1): the hook then only calls the real function.  A true
+ * return must be paired with hook_end(). */
+bool hook_begin(void);
+void hook_end(void);
+
+/* True when vmem is initialised and enabled (configuration valid). */
+bool vmem_enabled(void);
+
+/* hook_real() for the runtime's own CUDA calls: like hook_real, and when
+ * the library is libcudart.so.13 or libcuda.so.1 and is not loaded yet,
+ * loads it (RTLD_LAZY | RTLD_LOCAL). */
+void *hook_real_load(const char *name);
+
+/* Monotonic clock in ns (CLOCK_MONOTONIC), the base of every timing. */
+uint64_t hook_clock_ns(void);
+
+/* Kernel launches (interpose/hook_launch.c), shared by the runtime and
+ * driver launch hooks: adds to `c` one read-write ref per vmem pointer
+ * found in the parameters (see interpose/scan.h) and the "kernel" arg
+ * (name, or the function's address).  `args` is CUDA's array of pointers
+ * to parameter values; for driver launches `extra` may instead carry a
+ * packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER).  `driver` selects the
+ * layout query (cuFuncGetParamInfo instead of cudaFuncGetParamInfo). */
+void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extra, bool driver);
+
+/* Start-up and exit of the whole shim (interpose/init.c).  vmem_init runs
+ * vmem_startup exactly once (pthread_once) with the re-entry guard set, so
+ * every CUDA call made while starting goes to the real function. */
+void vmem_startup(void);
+void vmem_shutdown(void);
+/* Set by vmem_startup: configuration valid and VMEM_DISABLE unset. */
+void vmem_set_enabled(bool on);
+
 #endif

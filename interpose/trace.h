@@ -59,4 +59,42 @@ void trace_mem(trace_mem_kind_t kind, uint64_t alloc_id, uintptr_t ptr,
 	       const void *stream, uint64_t resident, uint64_t host,
 	       uint64_t budget, const char *api);
 
+/* ---- Additions (interpose/trace.c). */
+
+#define TRACE_FORMAT_VERSION 1
+
+/* Records dropped because the ring was full (or the file failed), and
+ * lines that reached the file. */
+uint64_t trace_dropped(void);
+uint64_t trace_written(void);
+
+/* The runtime calls this from runtime_init with its reserved range and
+ * device budget, before the trace is opened, so the header carries them
+ * (vmem_startup opens the trace after runtime_init). */
+void trace_set_va(uintptr_t base, uint64_t size, uint64_t budget);
+
+/* trace_open with a ring of `ring_bytes`; without the writer thread when
+ * `start_writer` is false (everything stays in the ring until
+ * trace_close: tests fill the ring deterministically).  Returns 0, or -1
+ * when the trace could not be opened (one warning logged). */
+int trace_open_ring(const char *path, size_t ring_bytes, bool start_writer);
+
+/* Appends one complete line (with its newline) to the ring.  Returns 0,
+ * or -1 when tracing is off or the ring has no room (counted as dropped). */
+int trace_append(const char *line, size_t len);
+
+/* Formats one op record (with its newline) into buf; returns its length,
+ * 0 when it does not fit.  Pure: exposed for tests and the benchmark. */
+size_t trace_format_op(char *buf, size_t cap, uint64_t seq, uint64_t t_ns, uint64_t dur_ns,
+		       long tid, vmem_op_kind_t kind, const char *api, const void *stream,
+		       const trace_ref_t *refs, int nrefs, const char *args_json);
+
+/* Provided by the shim (interpose/init.c; unit tests provide fakes):
+ * JSON members (without braces, no leading comma) for the header --
+ * "device", "cudnn", "cublas", "cudart" -- and for the "end" record
+ * ("cudnn"/"cublas" versions once those libraries are loaded).  Called
+ * from trace_open/trace_close with vmem's re-entry guard set. */
+void trace_header_fields(char *buf, size_t len);
+void trace_end_fields(char *buf, size_t len);
+
 #endif

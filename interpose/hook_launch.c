@@ -1,0 +1,256 @@
+/* interpose/hook_launch.c - kernel launches through the CUDA runtime
+ * (cudaLaunchKernel, cudaLaunchKernelExC and their per-thread-stream
+ * variants) and the parameter scanning shared with the driver launches.
+ *
+ * The parameter layout comes from cudaFuncGetParamInfo (runtime handles:
+ * host stubs and cudaKernel_t) or cuFuncGetParamInfo (CUfunction), asked
+ * once per function (interpose/scan.c caches it).  Runtime queries leave
+ * CUDA's per-thread "last error" set when they step past the last
+ * parameter; frameworks check cudaGetLastError after every launch
+ * (PyTorch's C10_CUDA_KERNEL_LAUNCH_CHECK), so the query is made only
+ * when no error of the application is pending, and the error it leaves is
+ * cleared.  See docs/launch-paths.md for what is and is not seen.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "interpose/hooks.h"
+#include "interpose/log.h"
+#include "interpose/runtime.h"
+#include "interpose/scan.h"
+#include "interpose/stats.h"
+
+#define HOOK_EXPORT __attribute__((visibility("default")))
+
+#define LAUNCH_REALS(X)                                                               \
+	X(cudaLaunchKernel, cudaError_t,                                              \
+	  (const void *f, dim3 g, dim3 b, void **a, size_t sh, cudaStream_t s),       \
+	  (f, g, b, a, sh, s))                                                        \
+	X(cudaLaunchKernel_ptsz, cudaError_t,                                         \
+	  (const void *f, dim3 g, dim3 b, void **a, size_t sh, cudaStream_t s),       \
+	  (f, g, b, a, sh, s))                                                        \
+	X(cudaLaunchKernelExC, cudaError_t,                                           \
+	  (const cudaLaunchConfig_t *cfg, const void *f, void **a), (cfg, f, a))      \
+	X(cudaLaunchKernelExC_ptsz, cudaError_t,                                      \
+	  (const cudaLaunchConfig_t *cfg, const void *f, void **a), (cfg, f, a))      \
+	X(cudaFuncGetParamInfo, cudaError_t,                                          \
+	  (const void *f, size_t i, size_t *off, size_t *size), (f, i, off, size))    \
+	X(cudaFuncGetName, cudaError_t, (const char **name, const void *f), (name, f)) \
+	X(cudaPeekAtLastError, cudaError_t, (void), ())                               \
+	X(cudaGetLastError, cudaError_t, (void), ())
+
+#define LAUNCH_REAL(name, ret, params, args) HOOK_DEFINE_REAL(HOOK_LIB_CUDART, name, ret, params, args)
+LAUNCH_REALS(LAUNCH_REAL)
+
+#define DRV_REALS(X)                                                                   \
+	X(cuFuncGetParamInfo, CUresult, (CUfunction f, size_t i, size_t *off, size_t *size), \
+	  (f, i, off, size))                                                           \
+	X(cuFuncGetName, CUresult, (const char **name, CUfunction f), (name, f))
+
+#define DRV_REAL(name, ret, params, args) HOOK_DEFINE_REAL(HOOK_LIB_CUDA, name, ret, params, args)
+DRV_REALS(DRV_REAL)
+
+static int rt_query(const void *func, int i, size_t *off, size_t *size)
+{
+	real_cudaFuncGetParamInfo_t q = real_cudaFuncGetParamInfo();
+	cudaError_t st;
+
+	if (!q)
+		return -1;
+	st = q(func, (size_t)i, off, size);
+	if (st == cudaSuccess)
+		return 0;
+	/* Past the last parameter (or no parameters at all). */
+	if (st == cudaErrorInvalidValue && i >= 0)
+		return 1;
+	return -1;
+}
+
+static int rt_name(const void *func, char *buf, size_t len)
+{
+	real_cudaFuncGetName_t q = real_cudaFuncGetName();
+	const char *name = NULL;
+
+	if (!q || q(&name, func) != cudaSuccess || !name)
+		return -1;
+	snprintf(buf, len, "%s", name);
+	return 0;
+}
+
+static int drv_query(const void *func, int i, size_t *off, size_t *size)
+{
+	real_cuFuncGetParamInfo_t q = real_cuFuncGetParamInfo();
+	CUresult st;
+
+	if (!q)
+		return -1;
+	st = q((CUfunction)func, (size_t)i, off, size);
+	if (st == CUDA_SUCCESS)
+		return 0;
+	if (st == CUDA_ERROR_INVALID_VALUE)
+		return 1;
+	return -1;
+}
+
+static int drv_name(const void *func, char *buf, size_t len)
+{
+	real_cuFuncGetName_t q = real_cuFuncGetName();
+	const char *name = NULL;
+
+	if (!q || q(&name, (CUfunction)func) != CUDA_SUCCESS || !name)
+		return -1;
+	snprintf(buf, len, "%s", name);
+	return 0;
+}
+
+static const scan_layout_t *layout_of(const void *func, bool driver, scan_layout_t *tmpl,
+				      scan_param_t *tmp)
+{
+	const scan_layout_t *l = scan_layout_find(func);
+	real_cudaPeekAtLastError_t peek;
+	real_cudaGetLastError_t clear;
+
+	if (l)
+		return l;
+	if (driver)
+		return scan_layout(func, drv_query, drv_name, tmpl, tmp);
+	peek = real_cudaPeekAtLastError();
+	clear = real_cudaGetLastError();
+	if (peek && peek() != cudaSuccess)
+		return NULL;   /* the application's error must survive: ask later */
+	l = scan_layout(func, rt_query, rt_name, tmpl, tmp);
+	if (clear)
+		clear();
+	return l;
+}
+
+static bool owns(uintptr_t p)
+{
+	return runtime_owns(p);
+}
+
+void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extra, bool driver)
+{
+	scan_param_t tmp[SCAN_MAX_PARAMS];
+	scan_layout_t tmpl;
+	const scan_layout_t *l = layout_of(func, driver, &tmpl, tmp);
+	vmem_ref_t refs[VMEM_MAX_REFS];
+	int n = 0, missed = 0;
+
+	if (l && l->name)
+		hook_call_args(c, "\"kernel\":\"%s\"", l->name);
+	else
+		hook_call_args(c, "\"kernel\":\"0x%" PRIxPTR "\"", (uintptr_t)func);
+	if (args && l && l->nparams >= 0) {
+		n = scan_args(args, l->params, l->nparams, owns, refs, VMEM_MAX_REFS - c->nrefs,
+			      &missed);
+	} else if (!args && extra) {
+		const void *buf = NULL;
+		size_t size = 0;
+
+		for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2) {
+			if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+				buf = extra[i + 1];
+			else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+				size = *(const size_t *)extra[i + 1];
+		}
+		n = scan_buffer(buf, size, owns, refs, VMEM_MAX_REFS - c->nrefs, &missed);
+	} else if (args) {
+		stats_add(STATS_UNKNOWN_PARAMS, 1);
+		vmem_warn("kernel %p: parameter layout unknown; its pointer arguments are not seen (see docs/launch-paths.md)",
+			  func);
+	}
+	for (int i = 0; i < n; i++)
+		hook_call_ref(c, (const void *)refs[i].ptr, 0, VMEM_ACCESS_RW, refs[i].role);
+	if (missed)
+		stats_add(STATS_REFS_DROPPED, (uint64_t)missed);
+}
+
+static cudaError_t launch(real_cudaLaunchKernel_t real, const char *api, const void *f, dim3 g,
+			  dim3 b, void **a, size_t sh, cudaStream_t s)
+{
+	hook_call_t c;
+	cudaError_t st;
+
+	hook_call_init(&c, VMEM_OP_LAUNCH, api, s);
+	hook_launch_refs(&c, f, a, NULL, false);
+	hook_call_args(&c, "\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shmem\":%zu",
+		       g.x, g.y, g.z, b.x, b.y, b.z, sh);
+	st = hook_call_prepare(&c);
+	if (st == cudaSuccess)
+		st = real(f, g, b, a, sh, s);
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT cudaError_t cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t sh,
+					 cudaStream_t s)
+{
+	real_cudaLaunchKernel_t real = real_cudaLaunchKernel();
+
+	if (!real)
+		return (cudaError_t)hook_missing("cudaLaunchKernel", cudaErrorSymbolNotFound);
+	if (!hook_begin())
+		return real(f, g, b, a, sh, s);
+	return launch(real, "cudaLaunchKernel", f, g, b, a, sh, s);
+}
+
+HOOK_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a, size_t sh,
+					      cudaStream_t s)
+{
+	real_cudaLaunchKernel_ptsz_t real = real_cudaLaunchKernel_ptsz();
+
+	if (!real)
+		return (cudaError_t)hook_missing("cudaLaunchKernel_ptsz", cudaErrorSymbolNotFound);
+	if (!hook_begin())
+		return real(f, g, b, a, sh, s);
+	return launch(real, "cudaLaunchKernel_ptsz", f, g, b, a, sh, s);
+}
+
+static cudaError_t launch_ex(real_cudaLaunchKernelExC_t real, const char *api,
+			     const cudaLaunchConfig_t *cfg, const void *f, void **a)
+{
+	hook_call_t c;
+	cudaError_t st;
+
+	hook_call_init(&c, VMEM_OP_LAUNCH, api, cfg ? cfg->stream : NULL);
+	hook_launch_refs(&c, f, a, NULL, false);
+	if (cfg)
+		hook_call_args(&c, "\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shmem\":%zu",
+			       cfg->gridDim.x, cfg->gridDim.y, cfg->gridDim.z, cfg->blockDim.x,
+			       cfg->blockDim.y, cfg->blockDim.z, cfg->dynamicSmemBytes);
+	st = hook_call_prepare(&c);
+	if (st == cudaSuccess)
+		st = real(cfg, f, a);
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *cfg, const void *f, void **a)
+{
+	real_cudaLaunchKernelExC_t real = real_cudaLaunchKernelExC();
+
+	if (!real)
+		return (cudaError_t)hook_missing("cudaLaunchKernelExC", cudaErrorSymbolNotFound);
+	if (!hook_begin())
+		return real(cfg, f, a);
+	return launch_ex(real, "cudaLaunchKernelExC", cfg, f, a);
+}
+
+HOOK_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *cfg, const void *f,
+						 void **a)
+{
+	real_cudaLaunchKernelExC_ptsz_t real = real_cudaLaunchKernelExC_ptsz();
+
+	if (!real)
+		return (cudaError_t)hook_missing("cudaLaunchKernelExC_ptsz", cudaErrorSymbolNotFound);
+	if (!hook_begin())
+		return real(cfg, f, a);
+	return launch_ex(real, "cudaLaunchKernelExC_ptsz", cfg, f, a);
+}

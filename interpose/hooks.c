@@ -1,0 +1,388 @@
+/* interpose/hooks.c - symbol resolution, the re-entry guard and the
+ * per-call record every hook fills (see hooks.h).
+ *
+ * Resolution is by exact name in the library that defines the symbol:
+ * dlopen(soname, RTLD_NOLOAD) finds a library even when a framework loaded
+ * it RTLD_LOCAL from inside a Python extension, where dlsym(RTLD_NEXT)
+ * does not; RTLD_NEXT is the fallback (a statically linked or renamed
+ * library).  Any address inside libvmem.so itself is refused, so a hook
+ * can never resolve to itself and recurse.
+ */
+#include "interpose/hooks.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "interpose/config.h"
+#include "interpose/log.h"
+#include "interpose/runtime.h"
+#include "interpose/stats.h"
+#include "interpose/trace.h"
+
+/* ---- libraries ---- */
+
+static const char *const lib_sonames[HOOK_LIB_COUNT][8] = {
+	[HOOK_LIB_CUDART] = { "libcudart.so.13" },
+	[HOOK_LIB_CUDA] = { "libcuda.so.1" },
+	/* cuDNN 9 splits its symbols: the graph/backend API and versions live
+	 * in libcudnn_graph, legacy ops in _ops/_cnn/_adv; libcudnn.so.9 is
+	 * the shim that forwards to them. */
+	[HOOK_LIB_CUDNN] = { "libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9",
+			     "libcudnn_cnn.so.9", "libcudnn_adv.so.9" },
+	[HOOK_LIB_CUBLAS] = { "libcublas.so.13" },
+	[HOOK_LIB_CUBLASLT] = { "libcublasLt.so.13", "libcublas.so.13" },
+};
+
+/* Handles of libraries found loaded; written once (a dlopen handle of a
+ * loaded library stays valid: we hold a reference). */
+static void *lib_handles[HOOK_LIB_COUNT][8];
+
+static void *own_base;
+
+static void own_base_init(void)
+{
+	Dl_info info;
+
+	if (dladdr((void *)&own_base_init, &info) && info.dli_fbase)
+		__atomic_store_n(&own_base, info.dli_fbase, __ATOMIC_RELEASE);
+}
+
+/* True when `fn` lies in libvmem.so (a hook, never a real function). */
+static bool is_own(void *fn)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	Dl_info info;
+
+	pthread_once(&once, own_base_init);
+	if (!dladdr(fn, &info))
+		return false;
+	return info.dli_fbase == __atomic_load_n(&own_base, __ATOMIC_ACQUIRE);
+}
+
+static void *lib_handle(hook_lib_t lib, int i, bool load)
+{
+	void *h = __atomic_load_n(&lib_handles[lib][i], __ATOMIC_ACQUIRE);
+	void *expected = NULL;
+
+	if (h)
+		return h;
+	h = dlopen(lib_sonames[lib][i], RTLD_NOLOAD | RTLD_LAZY);
+	if (!h && load)
+		h = dlopen(lib_sonames[lib][i], RTLD_LAZY | RTLD_LOCAL);
+	if (!h)
+		return NULL;
+	if (!__atomic_compare_exchange_n(&lib_handles[lib][i], &expected, h, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		dlclose(h);   /* another thread stored the same library first */
+	return __atomic_load_n(&lib_handles[lib][i], __ATOMIC_ACQUIRE);
+}
+
+static void *lookup(const char *name, int lib, bool load)
+{
+	void *fn;
+
+	if (lib >= 0) {
+		for (int i = 0; i < 8 && lib_sonames[lib][i]; i++) {
+			void *h = lib_handle(lib, i, load && i == 0);
+
+			if (!h)
+				continue;
+			fn = dlsym(h, name);
+			if (fn && !is_own(fn))
+				return fn;
+		}
+	}
+	fn = dlsym(RTLD_NEXT, name);
+	if (fn && !is_own(fn))
+		return fn;
+	return NULL;
+}
+
+void *hook_resolve(hook_sym_t *s)
+{
+	void *fn = __atomic_load_n(&s->fn, __ATOMIC_ACQUIRE);
+
+	if (fn)
+		return fn;
+	fn = lookup(s->name, (int)s->lib, false);
+	if (fn)
+		__atomic_store_n(&s->fn, fn, __ATOMIC_RELEASE);
+	return fn;
+}
+
+int hook_missing(const char *name, int err)
+{
+	vmem_error("%s: not found in any loaded CUDA library; returning error %d", name, err);
+	return err;
+}
+
+/* Which library an arbitrary name is looked up in first (hook_real):
+ * exact family naming, longest prefix first.  This only orders the
+ * search; it never decides what is intercepted. */
+static int lib_of(const char *name)
+{
+	if (strncmp(name, "cudnn", 5) == 0)
+		return HOOK_LIB_CUDNN;
+	if (strncmp(name, "cublasLt", 8) == 0)
+		return HOOK_LIB_CUBLASLT;
+	if (strncmp(name, "cublas", 6) == 0)
+		return HOOK_LIB_CUBLAS;
+	if (strncmp(name, "cuda", 4) == 0)
+		return HOOK_LIB_CUDART;
+	if (name[0] == 'c' && name[1] == 'u' && name[2] >= 'A' && name[2] <= 'Z')
+		return HOOK_LIB_CUDA;
+	return -1;
+}
+
+/* hook_real's cache: an append-only table, published by `real_count`
+ * (release), so readers scan it without a lock; writers take real_lock. */
+#define REAL_CACHE 256
+#define REAL_NAME_MAX 64
+static struct {
+	char name[REAL_NAME_MAX];
+	void *fn;
+} real_cache[REAL_CACHE];
+static unsigned real_count;
+static pthread_mutex_t real_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *real_cached(const char *name)
+{
+	unsigned n = __atomic_load_n(&real_count, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = 0; i < n; i++)
+		if (strcmp(real_cache[i].name, name) == 0)
+			return real_cache[i].fn;
+	return NULL;
+}
+
+static void *real_get(const char *name, bool load)
+{
+	void *fn = real_cached(name);
+	int lib;
+
+	if (fn)
+		return fn;
+	lib = lib_of(name);
+	fn = lookup(name, lib, load && (lib == HOOK_LIB_CUDART || lib == HOOK_LIB_CUDA));
+	if (!fn)
+		return NULL;
+	if (strlen(name) < REAL_NAME_MAX) {
+		pthread_mutex_lock(&real_lock);
+		if (!real_cached(name) && real_count < REAL_CACHE) {
+			unsigned n = real_count;
+
+			strcpy(real_cache[n].name, name);
+			real_cache[n].fn = fn;
+			__atomic_store_n(&real_count, n + 1, __ATOMIC_RELEASE);
+		}
+		pthread_mutex_unlock(&real_lock);
+	}
+	return fn;
+}
+
+void *hook_real(const char *name)
+{
+	return real_get(name, false);
+}
+
+void *hook_real_load(const char *name)
+{
+	return real_get(name, true);
+}
+
+/* ---- guard and init ---- */
+
+/* initial-exec: libvmem.so is loaded at start-up (LD_PRELOAD), so its TLS
+ * is static and reaching it never calls into the loader (which may
+ * allocate) from inside a hook. */
+static __thread int guard_depth __attribute__((tls_model("initial-exec")));
+/* Start of the real call of this thread's hook in flight (stats). */
+static __thread uint64_t guard_real_start __attribute__((tls_model("initial-exec")));
+/* True between a successful runtime_prepare and its runtime_complete. */
+static __thread bool call_prepared __attribute__((tls_model("initial-exec")));
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static bool enabled;
+
+bool hook_guard_enter(void)
+{
+	if (guard_depth > 0)
+		return false;
+	guard_depth++;
+	return true;
+}
+
+void hook_guard_leave(void)
+{
+	guard_depth--;
+}
+
+static void init_run(void)
+{
+	guard_depth++;
+	vmem_startup();
+	guard_depth--;
+}
+
+void vmem_init(void)
+{
+	pthread_once(&init_once, init_run);
+}
+
+void vmem_set_enabled(bool on)
+{
+	__atomic_store_n(&enabled, on, __ATOMIC_RELEASE);
+}
+
+bool vmem_enabled(void)
+{
+	return __atomic_load_n(&enabled, __ATOMIC_ACQUIRE);
+}
+
+bool hook_begin(void)
+{
+	if (guard_depth > 0)
+		return false;
+	guard_depth++;
+	vmem_init();
+	if (!vmem_enabled()) {
+		guard_depth--;
+		return false;
+	}
+	return true;
+}
+
+void hook_end(void)
+{
+	guard_depth--;
+}
+
+uint64_t hook_clock_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the per-call record ---- */
+
+void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const void *stream)
+{
+	c->kind = kind;
+	c->api = api;
+	c->stream = stream;
+	c->nrefs = 0;
+	c->seq = 0;
+	c->t_start = hook_clock_ns();
+	c->args_len = 0;
+	c->args[0] = '\0';
+}
+
+void hook_call_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access, const char *role)
+{
+	if (!ptr)
+		return;
+	if (c->nrefs >= VMEM_MAX_REFS) {
+		stats_add(STATS_REFS_DROPPED, 1);
+		return;
+	}
+	c->refs[c->nrefs].ptr = (uintptr_t)ptr;
+	c->refs[c->nrefs].bytes = bytes;
+	c->refs[c->nrefs].access = access;
+	c->refs[c->nrefs].role = role;
+	c->nrefs++;
+}
+
+void hook_call_args(hook_call_t *c, const char *fmt, ...)
+{
+	size_t room = sizeof(c->args) - c->args_len;
+	va_list ap;
+	int n;
+
+	if (room <= 1)
+		return;
+	if (c->args_len > 0) {
+		c->args[c->args_len++] = ',';
+		c->args[c->args_len] = '\0';
+		room--;
+	}
+	va_start(ap, fmt);
+	n = vsnprintf(c->args + c->args_len, room, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= room) {
+		/* Truncated: drop the partial pair, keeping the JSON valid. */
+		while (c->args_len > 0 && c->args[c->args_len - 1] == ',')
+			c->args_len--;
+		c->args[c->args_len] = '\0';
+		return;
+	}
+	c->args_len += (size_t)n;
+}
+
+typedef cudaError_t (*is_capturing_fn)(cudaStream_t, enum cudaStreamCaptureStatus *);
+
+static bool capturing(const void *stream)
+{
+	is_capturing_fn real = (is_capturing_fn)hook_real("cudaStreamIsCapturing");
+	enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+
+	if (!real || real((cudaStream_t)stream, &st) != cudaSuccess)
+		return false;
+	return st != cudaStreamCaptureStatusNone;
+}
+
+cudaError_t hook_call_prepare(hook_call_t *c)
+{
+	cudaError_t st = cudaSuccess;
+
+	call_prepared = false;
+	if (runtime_active() && c->nrefs > 0 && capturing(c->stream)) {
+		/* DESIGN "CUDA graphs": no mapping changes inside a capture; the
+		 * captured work replays later, when vmem cannot intervene. */
+		stats_add(STATS_CAPTURE_PASSTHROUGH, 1);
+	} else if (runtime_active()) {
+		st = runtime_prepare(c->refs, c->nrefs, (cudaStream_t)c->stream, c->resolved);
+		call_prepared = st == cudaSuccess;
+	}
+	if (!call_prepared) {
+		for (int i = 0; i < c->nrefs; i++) {
+			c->resolved[i].alloc_id = 0;
+			c->resolved[i].offset = 0;
+			c->resolved[i].bytes = c->refs[i].bytes;
+			c->resolved[i].ptr = c->refs[i].ptr;
+			c->resolved[i].access = c->refs[i].access;
+			c->resolved[i].role = c->refs[i].role;
+		}
+	}
+	/* The op's seq is taken after the fault-ins and evictions of prepare,
+	 * so a reader sorting by seq sees them before the op that needed them. */
+	c->seq = trace_next_seq();
+	guard_real_start = hook_clock_ns();
+	return st;
+}
+
+void hook_call_finish(hook_call_t *c)
+{
+	uint64_t t_end = hook_clock_ns();
+	uint64_t real_ns = guard_real_start ? t_end - guard_real_start : 0;
+	uint64_t vmem_ns;
+
+	if (call_prepared)
+		runtime_complete(c->resolved, c->nrefs, (cudaStream_t)c->stream);
+	call_prepared = false;
+	if (c->seq == 0)
+		c->seq = trace_next_seq();
+	if (trace_enabled())
+		trace_op(c->seq, c->t_start, t_end - c->t_start, c->kind, c->api, c->stream,
+			 c->resolved, c->nrefs, c->args_len ? c->args : NULL);
+	guard_real_start = 0;
+	t_end = hook_clock_ns();
+	vmem_ns = t_end - c->t_start;
+	vmem_ns = vmem_ns > real_ns ? vmem_ns - real_ns : 0;
+	stats_call((int)c->kind, vmem_ns, real_ns);
+}
