@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Checks minitrain on the simulated GPU (suite 'sim').
+
+usage: check_minitrain.py MINITRAIN CHECK [ARGS...]
+
+Checks (each prints what it expected and what it got, exit 1 on failure):
+  train NET [minitrain args]      runs; loss lines, checksum and peak printed
+  decreasing NET [args]           as train, and the last loss is below the first
+  same ARGSETS...                 every ';'-separated argument set gives the
+                                  same checksum (and the same losses)
+  oom MEM [args]                  with SIMGPU_MEM=MEM: exit 3, 'out of memory'
+  dryrun [args]                   with SIMGPU_DRYRUN=1: runs, reports peak
+  badargs                         bad options exit 2 naming option and value
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+CHECKSUM = re.compile(r"^checksum: (0x[0-9a-f]{16})$", re.M)
+PEAK = re.compile(r"^peak: (\d+) MiB$", re.M)
+ITER = re.compile(r"^iter (\d+) loss (\S+) time (\S+) ms$", re.M)
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(binary, args, env_extra=None, expect_rc=0):
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    cmd = [binary] + args
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    dt = time.time() - t0
+    print("$ %s%s  (%.1f s, exit %d)" % (
+        "".join("%s=%s " % kv for kv in (env_extra or {}).items()),
+        " ".join(cmd), dt, p.returncode))
+    out = p.stdout
+    if expect_rc is not None and p.returncode != expect_rc:
+        print(out[-3000:])
+        print(p.stderr[-3000:])
+        fail("expected exit code %d, got %d" % (expect_rc, p.returncode))
+    return p
+
+
+def parse(p, args):
+    iters = [(int(i), float(l), float(t)) for i, l, t in ITER.findall(p.stdout)]
+    cs = CHECKSUM.findall(p.stdout)
+    pk = PEAK.findall(p.stdout)
+    want = int(args[args.index("--iters") + 1]) if "--iters" in args else 5
+    if len(iters) != want:
+        print(p.stdout[-3000:])
+        fail("expected %d 'iter' lines, got %d" % (want, len(iters)))
+    if len(cs) != 1 or len(pk) != 1:
+        print(p.stdout[-3000:])
+        fail("expected one 'checksum:' and one 'peak:' line, got %d and %d"
+             % (len(cs), len(pk)))
+    if "--json" in args:
+        last = p.stdout.strip().splitlines()[-1]
+        j = json.loads(last)
+        for k in ("net", "batch", "image", "iters", "alloc", "losses",
+                  "checksum", "peak_bytes", "iter_ms"):
+            if k not in j:
+                fail("JSON summary lacks '%s': %s" % (k, last))
+        if j["checksum"] != cs[0]:
+            fail("JSON checksum %s, text checksum %s" % (j["checksum"], cs[0]))
+    return iters, cs[0], int(pk[0])
+
+
+def check_train(binary, args, decreasing=False):
+    net = args[0]
+    args = ["--net", net] + args[1:]
+    p = run(binary, args)
+    iters, cs, peak = parse(p, args)
+    losses = [l for _, l, _ in iters]
+    print("losses %s checksum %s peak %d MiB" % (
+        " ".join("%.4f" % l for l in losses), cs, peak))
+    for l in losses:
+        if l != l or l <= 0 or l > 1e4:
+            fail("loss %r is not a finite positive number" % l)
+    if peak <= 0:
+        fail("expected a positive peak, got %d MiB" % peak)
+    if decreasing and not losses[-1] < losses[0]:
+        fail("expected the loss to go down: first %.6f, last %.6f"
+             % (losses[0], losses[-1]))
+    print("OK")
+
+
+def check_same(binary, argsets):
+    ref = None
+    for a in argsets:
+        args = a.split()
+        p = run(binary, args)
+        iters, cs, peak = parse(p, args)
+        losses = [l for _, l, _ in iters]
+        print("  checksum %s peak %d MiB losses %s" % (
+            cs, peak, " ".join("%.6f" % l for l in losses)))
+        if ref is None:
+            ref = (a, cs, losses)
+        else:
+            if cs != ref[1]:
+                fail("expected checksum %s (from: %s), got %s (from: %s)"
+                     % (ref[1], ref[0], cs, a))
+            if losses != ref[2]:
+                fail("expected losses %s (from: %s), got %s (from: %s)"
+                     % (ref[2], ref[0], losses, a))
+    print("OK: %d runs, checksum %s" % (len(argsets), ref[1]))
+
+
+def check_oom(binary, mem, args):
+    p = run(binary, args, {"SIMGPU_MEM": mem}, expect_rc=None)
+    err = p.stderr
+    m = re.search(r"out of memory: (\S+) requested (\d+) bytes", err)
+    if p.returncode != 3 or not m:
+        print(p.stdout[-2000:])
+        print(err[-2000:])
+        fail("expected exit 3 and 'out of memory: <call> requested <n> bytes', "
+             "got exit %d" % p.returncode)
+    if "checksum:" in p.stdout:
+        fail("expected no checksum after out of memory")
+    print("OK: %s" % m.group(0))
+
+
+def check_dryrun(binary, args):
+    p = run(binary, args, {"SIMGPU_DRYRUN": "1"})
+    iters, cs, peak = parse(p, args)
+    print("dry run peak: %d MiB (%.1f GiB)" % (peak, peak / 1024.0))
+    for line in p.stdout.splitlines():
+        if line.startswith("  ") or line.startswith("memory report"):
+            print(line)
+    if peak < 1024:
+        fail("expected a peak of several GiB, got %d MiB" % peak)
+    print("OK")
+
+
+def check_badargs(binary):
+    cases = [
+        (["--net", "vgg16", "--batch", "zero"], "--batch", "zero"),
+        (["--net", "vgg16", "--alloc", "pooled"], "--alloc", "pooled"),
+        (["--net", "nosuchnet"], "--net", "nosuchnet"),
+        (["--net", "vgg16", "--conv-api", "v8"], "--conv-api", "v8"),
+        (["--net", "vgg16", "--batch-change", "3"], "--batch-change", "3"),
+        (["--net", "alexnet", "--image", "4"], "--image", "4"),
+        (["--net", "vgg16", "--lr", "-1"], "--lr", "-1"),
+    ]
+    for args, opt, val in cases:
+        p = run(binary, args, expect_rc=2)
+        lines = p.stderr.strip().splitlines()
+        if len(lines) != 1 or opt not in lines[0] or val not in lines[0]:
+            fail("expected one line naming %s and '%s', got %r" % (opt, val, p.stderr))
+    p = run(binary, ["--help"])
+    for net in ("alexnet", "vgg16", "vgg19", "vgg416", "resnet", "inception",
+                "densenet", "random:SEED"):
+        if net not in p.stdout:
+            fail("--help does not list %s" % net)
+    print("OK")
+
+
+def main():
+    if len(sys.argv) < 3:
+        fail(__doc__)
+    binary, check, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if check == "train":
+        check_train(binary, rest)
+    elif check == "decreasing":
+        check_train(binary, rest, decreasing=True)
+    elif check == "same":
+        check_same(binary, " ".join(rest).split(";"))
+    elif check == "oom":
+        check_oom(binary, rest[0], rest[1:])
+    elif check == "dryrun":
+        check_dryrun(binary, rest)
+    elif check == "badargs":
+        check_badargs(binary)
+    else:
+        fail("unknown check %s" % check)
+
+
+if __name__ == "__main__":
+    main()
