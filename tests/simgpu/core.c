@@ -1232,7 +1232,9 @@ simgpu_status_t simgpu_event_record(void *e, void *s)
 	st = stream_of(s);
 	ev = event_of(e);
 	if (st && ev) {
-		ev->t = stream_end(st);
+		/* the stream reaches the event no earlier than the host
+		 * issued it */
+		ev->t = dmax(stream_end(st), clk.host);
 		ev->recorded = true;
 	}
 	pthread_mutex_unlock(&lock);
