@@ -1,0 +1,147 @@
+/* interpose/hook_dnn.h - the pure part of the cuDNN and cuBLAS hooks.
+ *
+ * A hooked cuDNN or cuBLAS call names its tensors by pointer and
+ * describes them with descriptors or GEMM shapes.  To make a tensor
+ * resident before the call (DESIGN.md point 3) vmem needs the byte range
+ * the call may touch, and for the dataflow graph each tensor's role and
+ * access.  This module computes both without calling CUDA:
+ *
+ *  - extents: the bytes a strided tensor spans, a column-major GEMM
+ *    operand spans, a strided batch spans; element sizes of cuDNN and CUDA
+ *    data types;
+ *  - the cuDNN graph-API side table: cuDNN's backend descriptors are
+ *    opaque, and PyTorch destroys a convolution's operation graph long
+ *    before it executes the cached plan.  So the table follows the
+ *    SetAttribute/GetAttribute calls as they happen and copies, by value,
+ *    what each descriptor leads to (tensor -> operation -> operation graph
+ *    -> heuristics / engine -> engine config -> execution plan).  At
+ *    cudnnBackendExecute it turns (plan, variant pack) into an op kind and
+ *    one ref per variant-pack pointer.  docs/cudnn-graph.md describes the
+ *    chain PyTorch builds.
+ *
+ * The hook files (hook_cudnn.c, hook_cudnn_backend.c, hook_cublas.c) read
+ * descriptors with the real cuDNN/cuBLAS getters and feed this module;
+ * the unit tests (tests/unit/interpose_dnn) feed it synthetic values.
+ * Constants are cuDNN's and CUDA's own enums (headers only, nothing is
+ * linked).
+ */
+#ifndef VMEM_INTERPOSE_HOOK_DNN_H
+#define VMEM_INTERPOSE_HOOK_DNN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/event.h"
+
+/* ---- Extents.  All return 0 for "unknown or empty": the runtime then
+ * decides the extent from the allocation (policy/event.h).  Overflow is
+ * "unknown", never a wrapped small number.  Pure and thread-safe. */
+
+/* Bits per element of a cudnnDataType_t / cudaDataType_t; 0 when unknown. */
+unsigned hook_cudnn_dtype_bits(int cudnn_dtype);
+unsigned hook_cuda_dtype_bits(int cuda_dtype);
+
+/* Bytes spanned by a strided tensor: (max over dims of (dim-1)*stride) + 1
+ * elements, rounded up to whole bytes.  Stride 0 (broadcast) is allowed;
+ * a negative stride or dimension, or nbdims outside 1..HOOK_DNN_MAX_DIMS,
+ * gives 0.  A zero dimension (empty tensor) gives 0. */
+#define HOOK_DNN_MAX_DIMS 8
+uint64_t hook_strided_extent(int nbdims, const int64_t *dims,
+			     const int64_t *strides, unsigned elem_bits);
+/* Bytes of a fully packed tensor (a cuDNN filter): product of dims. */
+uint64_t hook_packed_extent(int nbdims, const int64_t *dims, unsigned elem_bits);
+
+/* Bytes spanned by a column-major rows x cols matrix with leading
+ * dimension ld (ld >= rows): (cols-1)*ld + rows elements.  ld < rows is
+ * invalid (0). */
+uint64_t hook_matrix_extent(int64_t rows, int64_t cols, int64_t ld, unsigned elem_bits);
+/* Adds (batch-1) strides to one matrix's extent (strided batched GEMM);
+ * stride in elements, may be 0 (every batch reads the same matrix). */
+uint64_t hook_batched_extent(uint64_t one, int64_t stride_elems, int64_t batch,
+			     unsigned elem_bits);
+
+/* The three operands of cuBLAS' C = alpha*op(A)*op(B) + beta*C (column
+ * major): op(A) is m x k, op(B) is k x n, C is m x n.  `trans*` is a
+ * cublasOperation_t: anything but CUBLAS_OP_N (0) stores the operand
+ * transposed.  Element sizes in bits. */
+typedef struct {
+	uint64_t a, b, c;
+} hook_gemm_extents_t;
+hook_gemm_extents_t hook_gemm_extents(int transa, int transb, int64_t m, int64_t n,
+				      int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
+				      unsigned abits, unsigned bbits, unsigned cbits);
+
+/* ---- The graph-API side table (cudnnBackend* descriptors). */
+
+/* Most tensors remembered per operation / graph, and uid/pointer pairs per
+ * variant pack; more are dropped (and counted in hook_bdt_stats_t). */
+#define HOOK_BDT_MAX_TENSORS 12
+#define HOOK_BDT_MAX_VP 16
+
+/* What one cudnnBackendExecute does: the op kind found from the plan, and
+ * one ref per variant-pack pointer (plus the workspace).  `conv` holds
+ * n, c, h, w, k, r, s when `have_conv` (from the conv's data-side tensor
+ * and its filter). */
+typedef struct {
+	vmem_op_kind_t kind;
+	bool known_plan;          /* the plan was followed back to a graph */
+	int nrefs;
+	vmem_ref_t refs[VMEM_MAX_REFS];
+	bool have_conv;
+	int64_t conv[7];
+	uint64_t ws_bytes;        /* plan's workspace size when known, else 0 */
+} hook_bdt_exec_t;
+
+typedef struct {
+	uint64_t tracked;         /* descriptors in the table now */
+	uint64_t peak;
+	uint64_t untracked;       /* creations refused because the table was full */
+	uint64_t dropped;         /* tensors / pairs beyond the per-entry limits */
+} hook_bdt_stats_t;
+
+typedef struct hook_bdt hook_bdt_t;
+
+/* A table that tracks at most `max_entries` descriptors at a time (memory
+ * is bounded by max_entries * sizeof an entry, about 600 bytes).  NULL
+ * when out of memory.  Every function below is thread-safe (one mutex
+ * per table); descriptors are plain handles (uintptr_t) never
+ * dereferenced, so fake handles work in tests. */
+hook_bdt_t *hook_bdt_new(size_t max_entries);
+void hook_bdt_free(hook_bdt_t *t);
+
+/* cudnnBackendCreateDescriptor succeeded: starts tracking `desc` (a
+ * cudnnBackendDescriptorType_t `type`), forgetting any stale entry of a
+ * reused handle.  Returns false when the table is full. */
+bool hook_bdt_create(hook_bdt_t *t, uintptr_t desc, int type);
+/* cudnnBackendDestroyDescriptor: forgets `desc` (unknown: no-op). */
+void hook_bdt_destroy(hook_bdt_t *t, uintptr_t desc);
+/* cudnnBackendSetAttribute succeeded with these arguments.  Descriptor
+ * elements (CUDNN_TYPE_BACKEND_DESCRIPTOR) are read as handles and looked
+ * up in the table; what they lead to is copied into `desc`'s entry. */
+void hook_bdt_set(hook_bdt_t *t, uintptr_t desc, int attr, int attr_type,
+		  int64_t count, const void *elems);
+/* cudnnBackendGetAttribute succeeded and returned `count` elements in
+ * `elems`: descriptor outputs (heuristics results, a config's engine)
+ * inherit what `desc` leads to; a plan's workspace size is remembered. */
+void hook_bdt_get(hook_bdt_t *t, uintptr_t desc, int attr, int attr_type,
+		  int64_t count, const void *elems);
+/* The cudnnBackendDescriptorType_t `desc` was created with, or -1 when
+ * the table does not track it. */
+int hook_bdt_type(hook_bdt_t *t, uintptr_t desc);
+/* Records the workspace size of an execution plan (the hook reads it
+ * after Finalize). */
+void hook_bdt_set_ws(hook_bdt_t *t, uintptr_t plan, uint64_t bytes);
+
+/* Fills *out for cudnnBackendExecute(handle, plan, vpack).  Never fails:
+ * an unknown plan gives kind "other" with every known pointer rw; an
+ * unknown variant pack gives no refs.  Forward conv: x r, w r, y w;
+ * backward data: w r, dy r, dx w; backward filter: x r, dy r, dw w; the
+ * written tensor is rw when the operation's beta is not 0; the workspace
+ * is "ws" w.  Any other graph: kind "other", every pointer rw. */
+void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
+		      hook_bdt_exec_t *out);
+
+void hook_bdt_stats(hook_bdt_t *t, hook_bdt_stats_t *out);
+
+#endif
