@@ -1,0 +1,217 @@
+/* tests/sim/interpose/hookprog.c - drives libvmem.so's cudart hooks on
+ * the simulated GPU (LD_PRELOAD=libvmem.so, LD_LIBRARY_PATH=simgpu_dir).
+ * Linked against the real libcudart like an application.
+ *
+ *   hookprog basic     one allocation, a copy, a set, a launch; prints "ok"
+ *   hookprog threads   two threads, each allocating, filling with mt_fill,
+ *                      copying back and checking, many rounds; prints "ok"
+ *                      and the number of allocations checked
+ *   hookprog probe     one launch of mt_probe(a, x, b, y, z, c) with a and b
+ *                      from cudaMalloc, c a host pointer; prints the four
+ *                      word values so the runner can match the trace
+ *   hookprog driver    cuMemAlloc/cuMemFree/cuMemGetInfo and
+ *                      cuLaunchKernel obtained through
+ *                      cudaGetDriverEntryPointByVersion; prints "ok"
+ * Exit status 0 on success; every failure prints what was expected and got.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#define CHECK(call)                                                              \
+	do {                                                                     \
+		cudaError_t e_ = (call);                                         \
+		if (e_ != cudaSuccess) {                                         \
+			fprintf(stderr, "hookprog: %s failed: %s (%d), expected cudaSuccess\n", \
+				#call, cudaGetErrorName(e_), (int)e_);           \
+			exit(1);                                                 \
+		}                                                                \
+	} while (0)
+
+static const char image[] = "// simulated GPU: any image is accepted\n";
+static cudaKernel_t k_fill, k_probe;
+
+static void load_kernels(void)
+{
+	cudaLibrary_t lib;
+
+	CHECK(cudaLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+	CHECK(cudaLibraryGetKernel(&k_fill, lib, "mt_fill"));
+	CHECK(cudaLibraryGetKernel(&k_probe, lib, "mt_probe"));
+}
+
+static void fill(float *p, float v, unsigned long long n, cudaStream_t s)
+{
+	void *args[] = { &p, &v, &n };
+
+	CHECK(cudaLaunchKernel((const void *)k_fill, (dim3){ (unsigned)((n + 255) / 256), 1, 1 }, (dim3){ 256, 1, 1 }, args, 0, s));
+}
+
+static int basic(void)
+{
+	enum { N = 4096 };
+	float *d, h[N];
+
+	CHECK(cudaMalloc((void **)&d, N * sizeof(float)));
+	CHECK(cudaMemset(d, 0, N * sizeof(float)));
+	fill(d, 2.5f, N, NULL);
+	CHECK(cudaDeviceSynchronize());
+	CHECK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+	for (int i = 0; i < N; i++)
+		if (h[i] != 2.5f) {
+			fprintf(stderr, "hookprog: h[%d] = %g, expected 2.5\n", i, h[i]);
+			return 1;
+		}
+	CHECK(cudaFree(d));
+	printf("ok\n");
+	return 0;
+}
+
+enum { ROUNDS = 200 };
+static int thread_fail;
+
+static void *worker(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	cudaStream_t s;
+	static __thread float h[1 << 14];
+
+	CHECK(cudaStreamCreate(&s));
+	for (int r = 0; r < ROUNDS; r++) {
+		unsigned long long n = 1024 + (unsigned long long)((r * 37 + id * 101) % 8192);
+		float v = (float)(id * 1000 + r);
+		float *d;
+
+		CHECK(cudaMalloc((void **)&d, n * sizeof(float)));
+		fill(d, v, n, s);
+		CHECK(cudaMemcpyAsync(h, d, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+		CHECK(cudaStreamSynchronize(s));
+		for (unsigned long long i = 0; i < n; i++)
+			if (h[i] != v) {
+				fprintf(stderr, "hookprog: thread %d round %d: h[%llu] = %g, expected %g\n",
+					id, r, i, h[i], v);
+				__atomic_store_n(&thread_fail, 1, __ATOMIC_RELAXED);
+				return NULL;
+			}
+		CHECK(cudaFree(d));
+	}
+	CHECK(cudaStreamDestroy(s));
+	return NULL;
+}
+
+static int threads(void)
+{
+	pthread_t t[2];
+	size_t free0, free1, total;
+
+	CHECK(cudaMemGetInfo(&free0, &total));
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	if (thread_fail)
+		return 1;
+	CHECK(cudaDeviceSynchronize());
+	CHECK(cudaMemGetInfo(&free1, &total));
+	/* Every allocation was freed: free memory is back where it started
+	 * (a lost allocation would keep its bytes). */
+	if (free1 != free0) {
+		fprintf(stderr, "hookprog: free memory %zu after the threads, expected %zu (as before)\n",
+			free1, free0);
+		return 1;
+	}
+	printf("ok %d allocations\n", 2 * ROUNDS);
+	return 0;
+}
+
+static int probe(void)
+{
+	float *a, *b, hv[2];
+	unsigned long long x = 0x1234;
+	int y = 7;
+	double z = 3.5;
+	static char host_buf[64];
+	const void *c = host_buf;
+	void *args[] = { &a, &x, &b, &y, &z, &c };
+
+	CHECK(cudaMalloc((void **)&a, 1 << 20));
+	CHECK(cudaMalloc((void **)&b, 1 << 20));
+	CHECK(cudaLaunchKernel((const void *)k_probe, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, args, 0, NULL));
+	CHECK(cudaDeviceSynchronize());
+	CHECK(cudaMemcpy(&hv[0], a, sizeof(float), cudaMemcpyDeviceToHost));
+	CHECK(cudaMemcpy(&hv[1], b, sizeof(float), cudaMemcpyDeviceToHost));
+	if (hv[0] != 7.0f || hv[1] != 3.5f) {
+		fprintf(stderr, "hookprog: probe wrote a[0]=%g b[0]=%g, expected 7 and 3.5\n", hv[0], hv[1]);
+		return 1;
+	}
+	printf("a=%p b=%p x=0x%llx c=%p\n", (void *)a, (void *)b, x, c);
+	CHECK(cudaFree(a));
+	CHECK(cudaFree(b));
+	return 0;
+}
+
+typedef CUresult (*cu_alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*cu_free_fn)(CUdeviceptr);
+typedef CUresult (*cu_info_fn)(size_t *, size_t *);
+
+static void *entry(const char *name)
+{
+	void *fn = NULL;
+	enum cudaDriverEntryPointQueryResult q;
+
+	CHECK(cudaGetDriverEntryPointByVersion(name, &fn, 13000, cudaEnableDefault, &q));
+	if (!fn || q != cudaDriverEntryPointSuccess) {
+		fprintf(stderr, "hookprog: no driver entry point for %s (result %d)\n", name, (int)q);
+		exit(1);
+	}
+	return fn;
+}
+
+static int driver(void)
+{
+	cu_alloc_fn alloc = (cu_alloc_fn)entry("cuMemAlloc");
+	cu_free_fn dfree = (cu_free_fn)entry("cuMemFree");
+	cu_info_fn info = (cu_info_fn)entry("cuMemGetInfo");
+	CUdeviceptr p;
+	size_t f, t;
+	float h[256];
+
+	if (alloc(&p, sizeof(h)) != CUDA_SUCCESS || info(&f, &t) != CUDA_SUCCESS) {
+		fprintf(stderr, "hookprog: cuMemAlloc/cuMemGetInfo through entry points failed\n");
+		return 1;
+	}
+	fill((float *)(uintptr_t)p, 1.5f, 256, NULL);
+	CHECK(cudaMemcpy(h, (void *)(uintptr_t)p, sizeof(h), cudaMemcpyDeviceToHost));
+	if (h[255] != 1.5f) {
+		fprintf(stderr, "hookprog: h[255] = %g after mt_fill, expected 1.5\n", h[255]);
+		return 1;
+	}
+	if (dfree(p) != CUDA_SUCCESS) {
+		fprintf(stderr, "hookprog: cuMemFree through the entry point failed\n");
+		return 1;
+	}
+	printf("ok\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "basic";
+
+	load_kernels();
+	if (strcmp(mode, "basic") == 0)
+		return basic();
+	if (strcmp(mode, "threads") == 0)
+		return threads();
+	if (strcmp(mode, "probe") == 0)
+		return probe();
+	if (strcmp(mode, "driver") == 0)
+		return driver();
+	fprintf(stderr, "hookprog: unknown mode '%s'; expected basic, threads, probe or driver\n", mode);
+	return 2;
+}

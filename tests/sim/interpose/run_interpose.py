@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""Runner of the tests/sim/interpose checks: runs hookprog (or minitrain)
+with LD_PRELOAD=libvmem.so on the simulated GPU and checks its output, its
+stderr and the VMEM_TRACE file.  Every failure prints what was expected and
+what was got.  Exit 0 pass, 1 fail, 77 skipped."""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(args, cmd, env_extra=None, preload=True, check=True):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("VMEM_"):
+            del env[k]
+    if preload:
+        env["LD_PRELOAD"] = args.vmem
+    else:
+        env.pop("LD_PRELOAD", None)
+    env.update(env_extra or {})
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=550)
+    if check and p.returncode != 0:
+        fail("%s exited %d, expected 0\n--- stdout\n%s--- stderr\n%s" %
+             (" ".join(cmd), p.returncode, p.stdout, p.stderr))
+    return p
+
+
+def read_trace(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    recs = []
+    for i, line in enumerate(lines):
+        try:
+            recs.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            fail("trace line %d is not JSON (%s): %r" % (i + 1, e, line[:200]))
+    if not recs or recs[0].get("type") != "header":
+        fail("trace: first record should be the header, got %r" % (recs[:1],))
+    if recs[-1].get("type") != "end":
+        fail("trace: last record should be 'end', got %r" % (recs[-1],))
+    if recs[-1].get("dropped") != 0:
+        fail("trace: %s records dropped, expected 0" % recs[-1].get("dropped"))
+    seqs = [r["seq"] for r in recs[1:]]
+    if len(set(seqs)) != len(seqs):
+        fail("trace: duplicate seq numbers")
+    return recs
+
+
+def ops(recs, **match):
+    return [r for r in recs if r.get("type") == "op" and
+            all(r.get(k) == v for k, v in match.items())]
+
+
+def t_exports(args):
+    nm = subprocess.run(["nm", "-D", "--defined-only", args.vmem], capture_output=True,
+                        text=True, check=True).stdout
+    exported = {l.split()[-1].split("@")[0] for l in nm.splitlines()
+                if len(l.split()) >= 3 and l.split()[1] in "TtWiV"}
+    text = re.sub(r"/\*.*?\*/", "", open(args.map).read(), flags=re.S)
+    m = re.search(r"global:(.*?)local:", text, re.S)
+    if not m:
+        fail("no 'global: ... local:' block in %s" % args.map)
+    listed = {n.strip() for n in m.group(1).split(";") if n.strip()}
+    extra = sorted(exported - listed)
+    missing = sorted(listed - exported)
+    if extra or missing:
+        fail("exports differ from %s\n  exported but not listed: %s\n  listed but not exported: %s"
+             % (args.map, extra or "none", missing or "none"))
+    print("ok: %d exported symbols match vmem.map" % len(exported))
+
+
+def t_passthrough(args):
+    p = run(args, [args.prog, "basic"], {"VMEM_DISABLE": "1"})
+    if p.stdout.strip() != "ok" or p.stderr:
+        fail("VMEM_DISABLE=1: expected stdout 'ok' and no stderr, got %r / %r" % (p.stdout, p.stderr))
+    print("ok")
+
+
+BAD = [
+    ("VMEM_POLICY", "fastest", "unknown value; accepted: none, all, conv, dyn"),
+    ("VMEM_DEVICE_LIMIT", "8Q", "not a size"),
+    ("VMEM_DEVICE_LIMIT", "-1", "not a size"),
+    ("VMEM_HOST_LIMIT", "99999999999999999999", "too large"),
+    ("VMEM_CHUNK_SIZE", "3M", "not a multiple"),
+    ("VMEM_VA_SIZE", "1M", "out of range"),
+    ("VMEM_STATS", "maybe", "not a boolean"),
+    ("VMEM_LOG", "verbose", "unknown value; accepted: error, warn, info, debug"),
+    ("VMEM_WORKSPACE", "max", "unknown value"),
+    ("VMEM_MICROBATCH", "3", "unknown value"),
+]
+
+
+def t_bad_settings(args):
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        for var, val, what in BAD:
+            p = run(args, [args.prog, "basic"], {var: val, "VMEM_TRACE": trace})
+            lines = p.stderr.splitlines()
+            want = "vmem: error: %s=%s: " % (var, val)
+            if p.stdout.strip() != "ok":
+                fail("%s=%s: program output %r, expected 'ok' (pass-through)" % (var, val, p.stdout))
+            if len(lines) != 1 or not lines[0].startswith(want) or what not in lines[0]:
+                fail("%s=%s: expected one stderr line starting %r and containing %r, got:\n%s"
+                     % (var, val, want, what, p.stderr))
+            if os.path.exists(trace):
+                fail("%s=%s: vmem should be pass-through, but it wrote a trace" % (var, val))
+            print("ok: %s" % lines[0])
+
+
+def t_bad_trace_path(args):
+    path = "/nonexistent-vmem-dir/t.jsonl"
+    p = run(args, [args.prog, "basic"], {"VMEM_TRACE": path})
+    lines = p.stderr.splitlines()
+    want = "vmem: warning: VMEM_TRACE=%s: cannot open" % path
+    if p.stdout.strip() != "ok":
+        fail("program output %r, expected 'ok'" % p.stdout)
+    if len(lines) != 1 or not lines[0].startswith(want):
+        fail("expected one stderr line starting %r, got:\n%s" % (want, p.stderr))
+    print("ok: " + lines[0])
+
+
+def t_threads(args):
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        p = run(args, [args.prog, "threads"], {"VMEM_TRACE": trace})
+        if p.stdout.strip() != "ok 400 allocations":
+            fail("expected 'ok 400 allocations', got %r; stderr:\n%s" % (p.stdout, p.stderr))
+        recs = read_trace(trace)
+    launches = ops(recs, op="launch")
+    copies = ops(recs, op="memcpy")
+    tids = {r["tid"] for r in launches}
+    if len(launches) != 400 or len(copies) != 400:
+        fail("expected 400 launch and 400 memcpy ops, got %d and %d" % (len(launches), len(copies)))
+    if len(tids) != 2:
+        fail("expected launches from 2 threads, got tids %s" % sorted(tids))
+    allocs = [r for r in recs if r["type"] == "alloc"]
+    frees = [r for r in recs if r["type"] == "free"]
+    if allocs and len(allocs) != len(frees):
+        fail("expected as many free records as alloc records, got %d and %d" % (len(allocs), len(frees)))
+    print("ok: 400 launches, 400 copies from 2 threads; %d alloc / %d free records" % (len(allocs), len(frees)))
+
+
+def t_probe(args):
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        p = run(args, [args.prog, "probe"], {"VMEM_TRACE": trace})
+        m = re.match(r"a=(0x[0-9a-f]+) b=(0x[0-9a-f]+) x=(0x[0-9a-f]+) c=(0x[0-9a-f]+)", p.stdout)
+        if not m:
+            fail("unexpected probe output %r" % p.stdout)
+        a, b, x, c = (int(v, 16) for v in m.groups())
+        recs = read_trace(trace)
+    launch = ops(recs, op="launch")
+    if len(launch) != 1:
+        fail("expected 1 launch op, got %d" % len(launch))
+    if not [r for r in recs if r["type"] == "alloc"]:
+        print("SKIP: the runtime writes no alloc records (pass-through stage): "
+              "cudaMalloc pointers are not vmem's, nothing to scan for")
+        sys.exit(SKIP)
+    got = sorted(int(t["ptr"], 16) for t in launch[0]["tensors"])
+    if got != sorted([a, b]):
+        fail("mt_probe launch: expected exactly the tensors %s, got %s (x=%#x, host c=%#x)"
+             % ([hex(a), hex(b)], [hex(v) for v in got], x, c))
+    roles = sorted(t["role"] for t in launch[0]["tensors"])
+    if roles != ["arg0", "arg2"] or any(t["acc"] != "rw" for t in launch[0]["tensors"]):
+        fail("expected roles arg0, arg2 with access rw, got %s" % launch[0]["tensors"])
+    print("ok: launch traced exactly a (arg0) and b (arg2)")
+
+
+def stats_calls(stderr):
+    calls = {}
+    for line in stderr.splitlines():
+        f = line.split()
+        if len(f) >= 3 and f[0] == "vmem:" and f[2].isdigit():
+            calls[f[1]] = int(f[2])
+    return calls
+
+
+def t_driver(args):
+    p = run(args, [args.prog, "driver"], {"VMEM_STATS": "1"})
+    if p.stdout.strip() != "ok":
+        fail("expected 'ok', got %r\n%s" % (p.stdout, p.stderr))
+    calls = stats_calls(p.stderr)
+    want = {"malloc": 1, "free": 1, "meminfo": 1, "launch": 1}
+    got = {k: calls.get(k) for k in want}
+    if got != want:
+        fail("entry points should be vmem's wrappers: expected calls %s, got %s\n%s"
+             % (want, got, p.stderr))
+    print("ok: cuMemAlloc/cuMemFree/cuMemGetInfo from the entry-point query went through vmem")
+
+
+def t_stats(args):
+    p = run(args, [args.prog, "basic"], {"VMEM_STATS": "1"})
+    calls = stats_calls(p.stderr)
+    want = {"malloc": 1, "free": 1, "memset": 1, "launch": 1, "memcpy": 1, "sync": 1}
+    got = {k: calls.get(k) for k in want}
+    if got != want or "call kind" not in p.stderr:
+        fail("VMEM_STATS=1: expected the table with calls %s, got %s\n%s" % (want, got, p.stderr))
+    print("ok: stats table\n" + p.stderr)
+
+
+def checksums(out):
+    return [l for l in out.splitlines() if l.startswith("checksum:")]
+
+
+def t_minitrain_checksums(args):
+    if not args.minitrain or not os.path.exists(args.minitrain):
+        print("SKIP: minitrain not built")
+        sys.exit(SKIP)
+    combos = [
+        ["--net", "alexnet"], ["--net", "vgg16"], ["--net", "resnet"],
+        ["--net", "inception"], ["--net", "random:7"],
+        ["--net", "vgg16", "--conv-api", "graph"],
+    ]
+    failures = []
+    for net in combos:
+        for style in ["per-tensor", "network", "caching"]:
+            cmd = [args.minitrain] + net + ["--alloc", style] + args.mt_args
+            base = run(args, cmd, preload=False, check=False)
+            if base.returncode != 0:
+                failures.append("%s: fails without vmem (exit %d): %s"
+                                % (" ".join(cmd), base.returncode, base.stderr.strip()[-300:]))
+                continue
+            got = run(args, cmd, {"VMEM_POLICY": "none"}, check=False)
+            exp_c, got_c = checksums(base.stdout), checksums(got.stdout)
+            if got.returncode != 0 or exp_c != got_c or not exp_c:
+                failures.append("%s\n  expected %s\n  got      %s (exit %d) %s"
+                                % (" ".join(cmd), exp_c, got_c, got.returncode,
+                                   got.stderr.strip()[-300:]))
+            else:
+                print("ok: %s: %s" % (" ".join(cmd[1:]), exp_c[-1]))
+    if failures:
+        fail("\n".join(failures))
+
+
+def t_minitrain_trace(args):
+    if not args.minitrain or not os.path.exists(args.minitrain):
+        print("SKIP: minitrain not built")
+        sys.exit(SKIP)
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "vgg16.jsonl")
+        cmd = [args.minitrain, "--net", "vgg16"] + args.mt_args
+        # minitrain counts its own calls when MT_COUNT_CALLS=1 is set
+        # ("calls: <api> <n>" lines at exit); the trace must have exactly
+        # one op per call.
+        p = run(args, cmd, {"VMEM_POLICY": "none", "VMEM_TRACE": trace, "MT_COUNT_CALLS": "1"})
+        recs = read_trace(trace)
+        counts = {}
+        for line in p.stdout.splitlines() + p.stderr.splitlines():
+            m = re.match(r"calls:\s+(\S+)\s+(\d+)", line)
+            if m:
+                counts[m.group(1)] = int(m.group(2))
+        if not counts:
+            print("SKIP: minitrain does not print call counts (calls: <api> <n>)")
+            sys.exit(SKIP)
+        by_api = {}
+        for r in ops(recs):
+            by_api[r["api"]] = by_api.get(r["api"], 0) + 1
+        bad = {k: (v, by_api.get(k, 0)) for k, v in counts.items() if by_api.get(k, 0) != v}
+        if bad:
+            fail("op events per API (minitrain's count, trace's count): %s" % bad)
+        print("ok: one op per call for %d APIs" % len(counts))
+        if os.path.exists(args.vmem_trace):
+            g = subprocess.run([sys.executable, args.vmem_trace, "graph", trace],
+                               capture_output=True, text=True)
+            if g.returncode != 0 or "digraph" not in g.stdout:
+                fail("vmem-trace graph failed (exit %d): %s" % (g.returncode, g.stderr))
+            print("ok: vmem-trace graph wrote %d lines of DOT" % len(g.stdout.splitlines()))
+
+
+TESTS = {
+    "exports": t_exports, "passthrough": t_passthrough, "bad-settings": t_bad_settings,
+    "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
+    "driver-entry-points": t_driver, "stats": t_stats,
+    "minitrain-checksums": t_minitrain_checksums, "minitrain-trace": t_minitrain_trace,
+}
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("test", choices=sorted(TESTS))
+    ap.add_argument("--vmem", required=True)
+    ap.add_argument("--prog", required=True)
+    ap.add_argument("--map", required=True)
+    ap.add_argument("--minitrain")
+    ap.add_argument("--vmem-trace", default="")
+    ap.add_argument("--mt-args", nargs="*", default=["--iters", "2"])
+    TESTS[ap.parse_args().test](ap.parse_args())
