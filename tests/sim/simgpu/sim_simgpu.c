@@ -13,6 +13,7 @@
  */
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -596,6 +597,51 @@ static void case_preload(void)
 	printf("preload: shim saw %d call(s)\n", calls());
 }
 
+/* Several threads allocating, copying and synchronising at once (PyTorch
+ * runs backward on its own thread): no lost accounting, no crash. */
+static void *thread_body(void *arg)
+{
+	cudaStream_t s;
+	cudaEvent_t e;
+	char host[4096];
+	void *d;
+	int i, bad = 0;
+
+	memset(host, (int)(uintptr_t)arg, sizeof(host));
+	cudaStreamCreate(&s);
+	cudaEventCreate(&e);
+	for (i = 0; i < 500; i++) {
+		bad += cudaMalloc(&d, 3 * 4096) != cudaSuccess;
+		bad += cudaMemcpyAsync(d, host, sizeof(host),
+				       cudaMemcpyHostToDevice, s) != cudaSuccess;
+		bad += cudaEventRecord(e, s) != cudaSuccess;
+		bad += cudaEventSynchronize(e) != cudaSuccess;
+		bad += cudaFree(d) != cudaSuccess;
+	}
+	cudaEventDestroy(e);
+	cudaStreamDestroy(s);
+	return (void *)(intptr_t)bad;
+}
+
+static void case_threads(void)
+{
+	pthread_t t[4];
+	size_t free0, free1, total;
+	void *bad;
+	int i;
+
+	CK(cudaMemGetInfo(&free0, &total));
+	for (i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, thread_body, (void *)(intptr_t)(i + 1));
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], &bad);
+		EXPECT_EQ("failed calls in a thread", 0, (intptr_t)bad);
+	}
+	CK(cudaMemGetInfo(&free1, &total));
+	EXPECT_EQ("free memory after all threads freed", free0, free1);
+	printf("threads: 4 x 500 malloc/copy/sync/free\n");
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -611,6 +657,7 @@ static const struct {
 	{ "report", case_report },
 	{ "kernel", case_kernel },
 	{ "preload", case_preload },
+	{ "threads", case_threads },
 };
 
 int main(int argc, char **argv)
