@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+# scripts/torch/bandwidth.py - pinned host <-> device copy bandwidth, each
+# direction alone and both at once (two streams), timed with CUDA events.
+# This is the link vmem's offloads (D2H) and prefetches (H2D) share; the
+# vDNN paper's overlap argument (vDNN §III-C) depends on both directions
+# running concurrently on separate copy engines.
+#
+#   python3 bandwidth.py [--size 256M] [--repeat 10] [--json]
+"""Pinned host-device copy bandwidth, H2D, D2H and both at once."""
+
+import argparse
+import json
+import sys
+
+import torch
+
+
+def parse_size(text):
+	scale = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
+	t = text.strip().upper().rstrip('B').rstrip('I')
+	try:
+		if t and t[-1] in scale:
+			return int(float(t[:-1]) * scale[t[-1]])
+		return int(t)
+	except ValueError:
+		raise argparse.ArgumentTypeError('%r is not a size (e.g. 256M)' % text)
+
+
+def main():
+	p = argparse.ArgumentParser(description=__doc__)
+	p.add_argument('--size', type=parse_size, default=256 << 20, help='bytes per copy (default 256M)')
+	p.add_argument('--repeat', type=int, default=10, help='copies per measurement (default 10)')
+	p.add_argument('--json', action='store_true', help='print a JSON summary as the last line')
+	a = p.parse_args()
+	if not torch.cuda.is_available():
+		sys.exit('bandwidth: error: CUDA is not available (torch %s)' % torch.__version__)
+	n = a.size
+	dev = torch.device('cuda')
+	h_src = torch.empty(n, dtype=torch.uint8, pin_memory=True).fill_(1)
+	h_dst = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+	d_src = torch.ones(n, dtype=torch.uint8, device=dev)
+	d_dst = torch.empty(n, dtype=torch.uint8, device=dev)
+	page = torch.empty(n, dtype=torch.uint8).fill_(1)
+	s_h2d, s_d2h = torch.cuda.Stream(), torch.cuda.Stream()
+
+	def timed(copies):
+		"""copies: list of (stream, fn).  Returns seconds from a common start
+		to each stream's end, and to the end of all."""
+		torch.cuda.synchronize()
+		start = torch.cuda.Event(enable_timing=True)
+		start.record()
+		ends = []
+		for stream, fn in copies:
+			stream.wait_event(start)
+			with torch.cuda.stream(stream):
+				for _ in range(a.repeat):
+					fn()
+				e = torch.cuda.Event(enable_timing=True)
+				e.record(stream)
+				ends.append(e)
+		torch.cuda.synchronize()
+		secs = [start.elapsed_time(e) / 1e3 for e in ends]
+		return secs, max(secs)
+
+	def h2d():
+		d_dst.copy_(h_src, non_blocking=True)
+
+	def d2h():
+		h_dst.copy_(d_src, non_blocking=True)
+
+	def h2d_pageable():
+		d_dst.copy_(page, non_blocking=False)
+
+	for fn, s in ((h2d, s_h2d), (d2h, s_d2h)):
+		timed([(s, fn)])   # warm-up
+	gb = n * a.repeat / 1e9
+	res = {'size': n, 'repeat': a.repeat, 'gpu': torch.cuda.get_device_name(dev),
+	       'torch': torch.__version__, 'cuda': torch.version.cuda}
+	(t,), _ = timed([(s_h2d, h2d)])
+	res['h2d_GBps'] = gb / t
+	(t,), _ = timed([(s_d2h, d2h)])
+	res['d2h_GBps'] = gb / t
+	(th, td), tall = timed([(s_h2d, h2d), (s_d2h, d2h)])
+	res['both_h2d_GBps'] = gb / th
+	res['both_d2h_GBps'] = gb / td
+	res['both_total_GBps'] = 2 * gb / tall
+	(t,), _ = timed([(s_h2d, h2d_pageable)])
+	res['h2d_pageable_GBps'] = gb / t
+	if not torch.equal(h_dst[:4096].cpu(), torch.ones(4096, dtype=torch.uint8)):
+		sys.exit('bandwidth: error: D2H copy did not arrive')
+	print('pinned H2D alone        %7.2f GB/s' % res['h2d_GBps'])
+	print('pinned D2H alone        %7.2f GB/s' % res['d2h_GBps'])
+	print('both at once: H2D %7.2f GB/s, D2H %7.2f GB/s, total %7.2f GB/s' % (
+		res['both_h2d_GBps'], res['both_d2h_GBps'], res['both_total_GBps']))
+	print('pageable H2D (reference) %6.2f GB/s' % res['h2d_pageable_GBps'])
+	print('(%d copies of %.0f MiB each; GB = 1e9 bytes)' % (a.repeat, n / 2**20))
+	if a.json:
+		print(json.dumps(res, sort_keys=True))
+	return 0
+
+
+if __name__ == '__main__':
+	sys.exit(main())
