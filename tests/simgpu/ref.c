@@ -20,6 +20,46 @@
 #define COLS_TARGET 1024        /* columns per im2col group of images */
 #define GROUP_BYTES (64u << 20) /* cap of an im2col buffer for >1 image */
 
+/* Scratch buffers, cached per thread and grown on demand: the kernels run
+ * once per layer per iteration, and a fresh malloc of many megabytes costs
+ * a page fault per 4 KiB every time.  Slots let one call hold several. */
+enum { SCRATCH_SLOTS = 5 };
+static _Thread_local struct { void *p; size_t n; } scratch[SCRATCH_SLOTS];
+
+static void *scratch_get(int slot, size_t bytes)
+{
+	if (bytes == 0)
+		bytes = 1;
+	if (scratch[slot].n < bytes) {
+		free(scratch[slot].p);
+		scratch[slot].p = malloc(bytes);
+		scratch[slot].n = scratch[slot].p ? bytes : 0;
+	}
+	return scratch[slot].p;
+}
+
+void ref_scratch_free(void)
+{
+	for (int i = 0; i < SCRATCH_SLOTS; i++) {
+		free(scratch[i].p);
+		scratch[i].p = NULL;
+		scratch[i].n = 0;
+	}
+}
+
+/* dst[j][i] = src[i][j] for an r x c row-major src (ld lds), in 32x32
+ * blocks so both sides stay in cache. */
+static void transpose(int r, int c, const float *src, size_t lds, float *dst, size_t ldd)
+{
+	for (int i0 = 0; i0 < r; i0 += 32)
+		for (int j0 = 0; j0 < c; j0 += 32) {
+			int i1 = i0 + 32 < r ? i0 + 32 : r, j1 = j0 + 32 < c ? j0 + 32 : c;
+			for (int i = i0; i < i1; i++)
+				for (int j = j0; j < j1; j++)
+					dst[(size_t)j * ldd + i] = src[(size_t)i * lds + j];
+		}
+}
+
 /* c0..c3[j] += a0..a3 * b[j] for j < width: the vectorised inner kernels,
  * one per constant width (gcc -O2 vectorises only constant trip counts). */
 #define AXPY_TILES(W)							\
@@ -179,22 +219,21 @@ static void im2col(const ref_conv_t *cv, const float *x, float *col,
 }
 
 /* The filter as the GEMM sees it: w, or w with r and s reversed (true
- * convolution).  Returns w itself when no copy is needed. */
-static const float *conv_filter(const ref_conv_t *cv, const float *w, float **tmp)
+ * convolution), in scratch slot 0.  Returns w itself when no copy is
+ * needed, NULL when scratch memory ran out. */
+static const float *conv_filter(const ref_conv_t *cv, const float *w)
 {
 	size_t crs = (size_t)(cv->c / cv->groups) * cv->r * cv->s;
 	size_t rs = (size_t)cv->r * cv->s;
 
-	*tmp = NULL;
 	if (!cv->flip)
 		return w;
-	float *f = malloc(sizeof(float) * crs * cv->k);
+	float *f = scratch_get(0, sizeof(float) * crs * cv->k);
 	if (!f)
 		return NULL;
 	for (size_t kc = 0; kc < crs * cv->k / rs; kc++)
 		for (size_t i = 0; i < rs; i++)
 			f[kc * rs + i] = w[kc * rs + rs - 1 - i];
-	*tmp = f;
 	return f;
 }
 
@@ -208,15 +247,13 @@ int ref_conv_fwd(const ref_conv_t *cv, float alpha, const float *x,
 	size_t chw = (size_t)cv->c * cv->h * cv->w;
 	size_t kpq = (size_t)cv->k * pq;
 	int nb = conv_group(cv);
-	float *fl, *col, *acc;
-	const float *wf = conv_filter(cv, w, &fl);
+	float *col, *acc;
+	const float *wf = conv_filter(cv, w);
 
-	col = malloc(sizeof(float) * crs * pq * nb);
-	acc = malloc(sizeof(float) * cv->k * pq * nb);
-	if (!wf || !col || !acc) {
-		free(fl), free(col), free(acc);
+	col = scratch_get(1, sizeof(float) * crs * pq * nb);
+	acc = scratch_get(2, sizeof(float) * cv->k * pq * nb);
+	if (!wf || !col || !acc)
 		return -1;
-	}
 	for (int n0 = 0; n0 < cv->n; n0 += nb) {
 		int nn = cv->n - n0 < nb ? cv->n - n0 : nb;
 		size_t cols = pq * nn;
@@ -242,7 +279,6 @@ int ref_conv_fwd(const ref_conv_t *cv, float alpha, const float *x,
 			}
 		}
 	}
-	free(fl), free(col), free(acc);
 	return 0;
 }
 
@@ -258,17 +294,15 @@ int ref_conv_bwd_data(const ref_conv_t *cv, float alpha, const float *w,
 	size_t chw = (size_t)C * H * W;
 	size_t kpq = (size_t)cv->k * pq;
 	int nb = conv_group(cv);
-	float *fl, *wt, *dyc, *dcol, *acc;
-	const float *wf = conv_filter(cv, w, &fl);
+	float *wt, *dyc, *dcol, *acc;
+	const float *wf = conv_filter(cv, w);
 
-	wt = malloc(sizeof(float) * crs_g * cv->k);
-	dyc = malloc(sizeof(float) * kpq * nb);
-	dcol = malloc(sizeof(float) * crs * pq * nb);
-	acc = malloc(sizeof(float) * chw);
-	if (!wf || !wt || !dyc || !dcol || !acc) {
-		free(fl), free(wt), free(dyc), free(dcol), free(acc);
+	wt = scratch_get(1, sizeof(float) * crs_g * cv->k);
+	dyc = scratch_get(2, sizeof(float) * kpq * nb);
+	dcol = scratch_get(3, sizeof(float) * crs * pq * nb);
+	acc = scratch_get(4, sizeof(float) * chw);
+	if (!wf || !wt || !dyc || !dcol || !acc)
 		return -1;
-	}
 	/* wt[g][crs][k] = w[g*Kg + k][crs] */
 	for (int g = 0; g < G; g++)
 		for (int k = 0; k < Kg; k++)
@@ -321,7 +355,6 @@ int ref_conv_bwd_data(const ref_conv_t *cv, float alpha, const float *w,
 					o[j] = alpha * acc[j] + beta * o[j];
 		}
 	}
-	free(fl), free(wt), free(dyc), free(dcol), free(acc);
 	return 0;
 }
 
@@ -367,13 +400,11 @@ int ref_conv_bwd_filter(const ref_conv_t *cv, float alpha, const float *x,
 	int nb = conv_group(cv);
 	float *colt, *dyc, *acc;
 
-	colt = malloc(sizeof(float) * crs * pq * nb);
-	dyc = malloc(sizeof(float) * kpq * nb);
-	acc = malloc(sizeof(float) * nw);
-	if (!colt || !dyc || !acc) {
-		free(colt), free(dyc), free(acc);
+	colt = scratch_get(0, sizeof(float) * crs * pq * nb);
+	dyc = scratch_get(1, sizeof(float) * kpq * nb);
+	acc = scratch_get(2, sizeof(float) * nw);
+	if (!colt || !dyc || !acc)
 		return -1;
-	}
 	/* the running sum starts at beta*dw, in the un-flipped filter order */
 	for (size_t kc = 0; kc < nw / rs; kc++)
 		for (size_t i = 0; i < rs; i++) {
@@ -401,7 +432,6 @@ int ref_conv_bwd_filter(const ref_conv_t *cv, float alpha, const float *x,
 	for (size_t kc = 0; kc < nw / rs; kc++)
 		for (size_t i = 0; i < rs; i++)
 			dw[kc * rs + (cv->flip ? rs - 1 - i : i)] = acc[kc * rs + i];
-	free(colt), free(dyc), free(acc);
 	return 0;
 }
 
@@ -596,7 +626,7 @@ int ref_pool_bwd(const ref_pool_t *pl, float alpha, const float *dy,
 		 const float *x, float beta, float *dx)
 {
 	size_t hw = (size_t)pl->h * pl->w, pq = (size_t)pl->p * pl->q;
-	float *acc = malloc(sizeof(float) * (hw ? hw : 1));
+	float *acc = scratch_get(0, sizeof(float) * hw);
 
 	if (!acc)
 		return -1;
@@ -631,7 +661,6 @@ int ref_pool_bwd(const ref_pool_t *pl, float alpha, const float *dy,
 		for (size_t j = 0; j < hw; j++)
 			o[j] = beta == 0.0f ? alpha * acc[j] : alpha * acc[j] + beta * o[j];
 	}
-	free(acc);
 	return 0;
 }
 
@@ -830,31 +859,28 @@ int ref_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
 	/* Row-major view: C^T (n x m, ld ldc) = op(B)^T (n x k) * op(A)^T (k x m).
 	 * op(A)^T is A itself as row-major k x m with ld lda when A is not
 	 * transposed; op(B)^T is B itself as row-major n x k when B is not. */
-	float *at = NULL, *bt = NULL, *acc;
 	const float *pa = a, *pb = b;
 	size_t la = (size_t)lda, lb = (size_t)ldb;
+	float *acc;
 
 	if (m <= 0 || n <= 0)
 		return 0;
-	acc = calloc((size_t)m * n, sizeof(float));
+	acc = scratch_get(0, sizeof(float) * (size_t)m * n);
 	if (!acc)
 		return -1;
-	if (k > 0 && trans_a) { /* need op(A)^T[l][i] = A[l + i*lda] */
-		at = malloc(sizeof(float) * (size_t)k * m);
+	memset(acc, 0, sizeof(float) * (size_t)m * n);
+	if (k > 0 && trans_a) { /* op(A)^T[l][i] = A[l + i*lda]: A as m x k row-major */
+		float *at = scratch_get(1, sizeof(float) * (size_t)k * m);
 		if (!at)
-			goto oom;
-		for (int i = 0; i < m; i++)
-			for (int l = 0; l < k; l++)
-				at[(size_t)l * m + i] = a[(size_t)i * lda + l];
+			return -1;
+		transpose(m, k, a, (size_t)lda, at, (size_t)m);
 		pa = at, la = (size_t)m;
 	}
-	if (k > 0 && trans_b) { /* need op(B)^T[j][l] = B[j + l*ldb] */
-		bt = malloc(sizeof(float) * (size_t)n * k);
+	if (k > 0 && trans_b) { /* op(B)^T[j][l] = B[j + l*ldb]: B as k x n row-major */
+		float *bt = scratch_get(2, sizeof(float) * (size_t)n * k);
 		if (!bt)
-			goto oom;
-		for (int l = 0; l < k; l++)
-			for (int j = 0; j < n; j++)
-				bt[(size_t)j * k + l] = b[(size_t)l * ldb + j];
+			return -1;
+		transpose(k, n, b, (size_t)ldb, bt, (size_t)k);
 		pb = bt, lb = (size_t)k;
 	}
 	if (k > 0)
@@ -869,11 +895,7 @@ int ref_sgemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
 			for (int i = 0; i < m; i++)
 				cj[i] = alpha * aj[i] + beta * cj[i];
 	}
-	free(at), free(bt), free(acc);
 	return 0;
-oom:
-	free(at), free(bt), free(acc);
-	return -1;
 }
 
 static ptrdiff_t blas_start(int n, int inc)

@@ -32,15 +32,19 @@
  * Blocking (image groups, column tiles) only changes which elements are
  * computed together, never the order of one element's additions.
  *
- * Thread-safety: all functions are re-entrant (scratch memory is malloc'd
- * per call).  Functions returning int return 0, or -1 when scratch memory
- * could not be allocated (outputs are then untouched).
+ * Thread-safety: all functions are re-entrant and thread-safe; scratch
+ * memory is cached per thread and grown on demand (ref_scratch_free()
+ * releases the calling thread's).  Functions returning int return 0, or -1
+ * when scratch memory could not be allocated (outputs are then untouched).
  */
 #ifndef SIMGPU_REF_H
 #define SIMGPU_REF_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+/* Frees the calling thread's cached scratch buffers (optional). */
+void ref_scratch_free(void);
 
 /* ---- convolution (2-D, NCHW x KCRS -> NKPQ, groups) */
 typedef struct {

@@ -666,5 +666,7 @@ int main(void)
 		cmocka_unit_test(test_op_tensor_add_mul_min_max),
 		cmocka_unit_test(test_batchnorm_train_normalises_to_mean0_var1),
 	};
-	return cmocka_run_group_tests_name("simgpu_ref", tests, NULL, NULL);
+	int failed = cmocka_run_group_tests_name("simgpu_ref", tests, NULL, NULL);
+	ref_scratch_free();
+	return failed;
 }
