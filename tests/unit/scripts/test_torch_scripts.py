@@ -101,6 +101,58 @@ class CompareTest(unittest.TestCase):
 		self.assertEqual(self.gv.compare_losses(a, dict(a, error='OutOfMemoryError: x'))[0], 'error')
 
 
+class GpuValidateFakeRunTest(unittest.TestCase):
+	"""gpu-validate end to end with fakepython.py in place of the GPU
+	machine's python3 and an empty library in place of libvmem.so."""
+
+	def run_validate(self, d, differ=None, only='vgg16-fp32-(nocache-)?(base|vmem|budget)$|bandwidth'):
+		stub = os.environ.get('VMEM_TEST_STUB_LIB')
+		if not stub or not os.path.isfile(stub):
+			stub = os.path.join(d, 'libvmem.so')
+			open(stub, 'wb').close()
+		env = dict(os.environ, PYTHON=os.path.join(HERE, 'fakepython.py'), LIBVMEM=stub)
+		env.pop('FAKE_DIFFER', None)
+		if differ:
+			env['FAKE_DIFFER'] = differ
+		res = os.path.join(d, 'res')
+		p = subprocess.run([sys.executable, GPU_VALIDATE, '--only', only, '--archive',
+				    os.path.join(d, 'out.tar.gz'), res],
+				   stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+				   env=env, timeout=600)
+		self.assertNotIn('Traceback', p.stderr)
+		with open(os.path.join(res, 'summary.md')) as f:
+			return p.returncode, f.read(), res
+
+	def test_all_same_exits_0_and_writes_summary_traces_and_archive(self):
+		with tempfile.TemporaryDirectory() as d:
+			rc, md, res = self.run_validate(d)
+			self.assertEqual(rc, 0, md)
+			self.assertRegex(md, r'\| vgg16-fp32-vmem \| .* \| same \|')
+			self.assertRegex(md, r'\| vgg16-fp32-nocache-vmem \| .* \| same \|')
+			# The budget is half the baseline's max_memory_reserved (4 GiB).
+			self.assertRegex(md, r'\| vgg16-fp32-budget \| .* \| same \| .* \| 2048 MiB \|')
+			self.assertIn('vgg16-fp32-vmem: 157 ops per iteration', md)
+			self.assertIn('cudnnConvolutionForward 13', md)
+			self.assertTrue(os.path.exists(os.path.join(res, 'traces', 'vgg16-fp32-vmem.jsonl.gz')))
+			self.assertTrue(os.path.exists(os.path.join(res, 'traces', 'vgg16-fp32-vmem.dot')))
+			self.assertTrue(os.path.exists(os.path.join(res, 'logs', 'vgg16-fp32-base.out')))
+			import tarfile
+			with tarfile.open(os.path.join(d, 'out.tar.gz')) as t:
+				names = t.getnames()
+			self.assertIn('res/summary.md', names)
+			self.assertFalse(any(n.endswith('.jsonl.gz') for n in names))
+			with tarfile.open(os.path.join(d, 'out-traces.tar')) as t:
+				self.assertIn('res/traces/vgg16-fp32-vmem.jsonl.gz', t.getnames())
+
+	def test_a_different_loss_is_reported_and_exits_1(self):
+		with tempfile.TemporaryDirectory() as d:
+			rc, md, _ = self.run_validate(d, differ='PYTORCH_NO_CUDA_MEMORY_CACHING')
+			self.assertEqual(rc, 1, md)
+			self.assertRegex(md, r'\| vgg16-fp32-nocache-vmem \| .* \| DIFFERENT \| iteration 3: '
+					 r'0x1\.a666666666666p\+2 vs 0x1\.a666666666668p\+2 \|')
+			self.assertRegex(md, r'\| vgg16-fp32-vmem \| .* \| same \|')
+
+
 @unittest.skipIf(torch_python() is None, 'no python3 with torch and torchvision here')
 class CpuRunTest(unittest.TestCase):
 	def test_train_vision_repeats_bit_for_bit(self):
