@@ -1,0 +1,245 @@
+/* pool/pool.h - vmem's device pool on virtual memory.
+ *
+ * Every device allocation the application makes is carved from one large
+ * virtual range reserved at start-up.  Physical memory comes in chunks of
+ * the device's allocation granularity (or a multiple), kept in a chunk
+ * cache and mapped into allocations on demand.  Because an allocation's
+ * virtual range never moves, its bytes can be offloaded to pinned host
+ * memory (the chunks are unmapped and reused elsewhere) and brought back
+ * (fresh chunks mapped at the same address): the application's pointers
+ * stay valid.  This is the virtual addressing of "Out-of-core training
+ * with virtual addressing" §4, used for a second reason: address
+ * stability, which a transparent shim cannot do without.  With chunks that
+ * combine in any order there is no external fragmentation; the only waste
+ * is the rounding of each allocation up to a chunk (internal
+ * fragmentation, reported in the stats).
+ *
+ * Residency is tracked per chunk-sized page of each large allocation, so a
+ * framework that sub-allocates tensors from one big segment still gets the
+ * touched sub-ranges made resident.  A page is resident (mapped), on host
+ * (unmapped, its bytes in a host slot), or released (unmapped, its bytes
+ * meaningless: never written).  Resident unlocked pages sit on an LRU list
+ * (SuperNeurons §3.3.2, Alg. 2: the tensor cache): when mapping would
+ * exceed the budget the least recently used ones are evicted to host.
+ * Pages touched by a call in flight are locked and never evicted.
+ *
+ * Small allocations (below config.small_threshold) share chunks through a
+ * size-class sub-allocator and are never offloaded: they are biases, norms
+ * and scalars whose transfer would cost more than it saves.
+ *
+ * The pool is a pure core: it includes no CUDA header, reads no
+ * environment and prints nothing.  Everything it needs from the device
+ * goes through pool_ops_t, which interpose/runtime.c fills with CUDA
+ * driver/runtime calls and the unit tests fill with fakes on host memory.
+ *
+ * Ordering without host synchronisation: every page carries a "busy"
+ * fence (an event) after which all queued work touching it is done.  A use
+ * on another stream first makes that stream wait on the fence; a copy
+ * waits on it on the copy stream.  The host waits only on the reactive
+ * eviction path (before unmapping a chunk whose copy-out is in flight)
+ * and when a freed range must be reclaimed before its free fence fired.
+ *
+ * Thread-safety: every pool_* function taking a pool_t locks the pool's
+ * one mutex; the ops callbacks are called with it held and must not call
+ * back into the pool.
+ */
+#ifndef VMEM_POOL_POOL_H
+#define VMEM_POOL_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+	POOL_OK = 0,
+	POOL_ENOMEM,     /* the device budget cannot hold the request even after evicting */
+	POOL_EHOST,      /* the pinned host memory limit is reached */
+	POOL_EVA,        /* the reserved virtual range has no room left */
+	POOL_EINVAL,     /* a pointer the pool did not hand out, or a bad argument */
+	POOL_EDEVICE,    /* a device operation failed (the ops callback's error) */
+	POOL_ECONFIG,    /* the configuration is inconsistent */
+} pool_status_t;
+
+/* A static English description, never NULL. */
+const char *pool_strerror(pool_status_t st);
+
+typedef struct {
+	uint64_t budget;          /* most physical bytes the pool may hold */
+	uint64_t host_limit;      /* most pinned host bytes; 0 = unlimited */
+	uint64_t chunk_size;      /* physical chunk, a multiple of granularity */
+	uint64_t granularity;     /* the device's allocation granularity */
+	uint64_t small_threshold; /* below it: sub-allocated, never offloaded; <= chunk_size / 2 */
+	uint64_t va_size;         /* virtual range reserved, a multiple of chunk_size */
+	uint64_t host_block;      /* pinned host memory is allocated in blocks of this; 0 = 32 chunks */
+} pool_config_t;
+
+struct pool_event;
+
+/* Device operations.  Every function returns 0 on success, or a
+ * pool_status_t (POOL_ENOMEM when the device is out of memory, otherwise
+ * POOL_EDEVICE).  Streams and fences are opaque handles; NULL is a valid
+ * stream (the legacy default stream).  Copies go on the two streams the
+ * ops own (d2h_stream, h2d_stream) so they overlap with compute. */
+typedef struct {
+	void *ctx;
+	void *d2h_stream;
+	void *h2d_stream;
+
+	int (*va_reserve)(void *ctx, uint64_t size, uint64_t align, uintptr_t *base);
+	void (*va_release)(void *ctx, uintptr_t base, uint64_t size);
+	int (*chunk_create)(void *ctx, uint64_t size, uint64_t *handle);
+	void (*chunk_release)(void *ctx, uint64_t handle);
+	/* map the chunk at va and make it readable and writable */
+	int (*map)(void *ctx, uintptr_t va, uint64_t size, uint64_t handle);
+	int (*unmap)(void *ctx, uintptr_t va, uint64_t size);
+	int (*host_alloc)(void *ctx, uint64_t size, void **p);
+	void (*host_free)(void *ctx, void *p);
+	int (*copy_d2h)(void *ctx, void *dst, uintptr_t src, uint64_t n);       /* on d2h_stream */
+	int (*copy_h2d)(void *ctx, uintptr_t dst, const void *src, uint64_t n); /* on h2d_stream */
+	/* Records a fence after the work queued so far on `stream`, or on every
+	 * stream the application uses when `all_streams`. */
+	int (*fence_record)(void *ctx, void *stream, bool all_streams, void **fence);
+	int (*fence_query)(void *ctx, void *fence);   /* 1 done, 0 pending, <0 error */
+	int (*fence_wait)(void *ctx, void *fence);
+	void (*fence_destroy)(void *ctx, void *fence);
+	int (*stream_wait)(void *ctx, void *stream, void *fence);
+	uint64_t (*now_ns)(void *ctx);
+	/* Optional observer of memory events (the trace); may be NULL. */
+	void (*record)(void *ctx, const struct pool_event *ev);
+} pool_ops_t;
+
+typedef enum {
+	POOL_EV_ALLOC, POOL_EV_FREE, POOL_EV_OFFLOAD, POOL_EV_PREFETCH,
+	POOL_EV_FAULT_IN, POOL_EV_EVICT, POOL_EV_OOM,
+} pool_event_kind_t;
+
+/* One memory event; totals are after the event. */
+typedef struct pool_event {
+	pool_event_kind_t kind;
+	uint64_t alloc_id;
+	uintptr_t ptr;      /* start of the allocation */
+	uint64_t offset;    /* of the affected range inside it */
+	uint64_t bytes;     /* of the affected range (requested size for alloc/free) */
+	uint64_t mapped;    /* physical bytes mapped (alloc) or moved (copies) */
+	void *stream;
+	uint64_t resident;  /* device bytes mapped for live allocations */
+	uint64_t host;      /* pinned host bytes holding data */
+	uint64_t budget;
+} pool_event_t;
+
+/* Counters in mimalloc's style: current, peak and total of increments. */
+typedef struct {
+	uint64_t cur, peak, total;
+} pool_stat_count_t;
+
+typedef struct {
+	pool_stat_count_t requested;  /* bytes the application holds */
+	pool_stat_count_t reserved;   /* virtual bytes given to live allocations (requested rounded up) */
+	pool_stat_count_t resident;   /* device bytes mapped for live allocations */
+	pool_stat_count_t held;       /* physical bytes created (mapped, cached, pending) */
+	pool_stat_count_t host;       /* host slot bytes holding data */
+	uint64_t host_allocated;      /* pinned host bytes obtained */
+	uint64_t allocs, frees, small_allocs;
+	uint64_t misses;              /* pages faulted in */
+	uint64_t bytes_faulted_in;    /* bytes copied back by fault-ins */
+	uint64_t evictions;           /* pages evicted by the LRU */
+	uint64_t evictions_clean;     /* of which dropped without a copy */
+	uint64_t bytes_evicted;       /* bytes copied out by evictions */
+	uint64_t offloads, bytes_offloaded;     /* explicit offloads (pages) */
+	uint64_t prefetches, bytes_prefetched;  /* explicit prefetches (pages) */
+	uint64_t stalls, stall_ns;    /* host waits on fences */
+	uint64_t oom;                 /* requests refused for lack of device memory */
+	uint64_t chunks_created, chunks_released, maps, unmaps;
+	uint64_t ranges_reused;       /* allocations served from a freed range without mapping */
+} pool_stats_t;
+
+typedef struct pool pool_t;
+
+/* Reserves the virtual range.  Returns POOL_OK and *out, or POOL_ECONFIG
+ * (inconsistent config), or the va_reserve error. */
+pool_status_t pool_create(const pool_config_t *cfg, const pool_ops_t *ops, pool_t **out);
+/* Waits for outstanding work, unmaps and releases everything. */
+void pool_destroy(pool_t *p);
+/* Re-initialises the mutex in a forked child (pthread_atfork child
+ * handler); the parent handlers lock and unlock. */
+void pool_atfork_prepare(pool_t *p);
+void pool_atfork_parent(pool_t *p);
+void pool_atfork_child(pool_t *p);
+
+/* Allocates `bytes` (> 0), maps it eagerly (evicting as needed) and
+ * returns its address (256-byte aligned; chunk aligned when large) and id.
+ * POOL_ENOMEM when it cannot fit even after evicting everything
+ * evictable (an allocation larger than the budget always fails); nothing
+ * already allocated is lost.  POOL_EHOST when evicting needed host
+ * memory beyond host_limit. */
+pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *id);
+/* Frees an address pool_malloc returned.  Its memory is reused only after
+ * a fence recorded now on `stream` (every stream when all_streams) has
+ * completed.  POOL_EINVAL for an address the pool did not hand out. */
+pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_streams);
+
+/* True when `a` is inside the reserved range (no lock: the range is fixed). */
+bool pool_owns(const pool_t *p, uintptr_t a);
+
+/* One range a call touches. bytes == 0: unknown extent (see pool_acquire). */
+typedef struct {
+	uintptr_t ptr;
+	uint64_t bytes;
+	bool write;
+} pool_ref_t;
+
+/* A resolved range: alloc_id 0 when not pool memory (left alone). */
+typedef struct {
+	uint64_t alloc_id;
+	uint64_t offset;    /* inside the allocation */
+	uint64_t bytes;     /* resolved extent */
+} pool_span_t;
+
+/* The reactive layer, before a call on `stream`: resolves every ref,
+ * makes the pages it covers resident (fault-in: map + copy back on the
+ * H2D stream, `stream` waits on the copy, counted as a miss), and locks
+ * them.  An unknown extent (bytes 0) is the extent last given for that
+ * start address by a call that stated one, else the rest of the
+ * allocation from ptr.  Returns POOL_OK, or POOL_ENOMEM / POOL_EHOST when
+ * the refs do not fit together, in which case nothing stays locked and
+ * nothing is lost.  Every successful acquire must be followed by one
+ * pool_release with the same spans. */
+pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *stream, pool_span_t *out);
+/* After the call was issued on `stream`: marks written pages dirty (their
+ * host copy is dropped), records the use that eviction must wait for,
+ * unlocks and moves the pages to the front of the LRU. */
+void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, int n, void *stream);
+
+/* Proactive operations for the policies.  pool_offload starts copying
+ * the resident pages of [addr, addr+bytes) to host after their last use
+ * and unmaps them once done (pool_poll or on demand); locked pages are
+ * skipped.  pool_prefetch maps the range's non-resident pages back and
+ * copies their bytes on the H2D stream; the next call that uses them
+ * waits on the copy.  Both return POOL_EINVAL for non-pool ranges and
+ * the allocation errors of pool_malloc. */
+pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes);
+pool_status_t pool_prefetch(pool_t *p, uintptr_t addr, uint64_t bytes);
+/* Finishes completed offloads and frees (no waiting). */
+void pool_poll(pool_t *p);
+/* Waits until every offload and free issued so far is complete. */
+pool_status_t pool_sync(pool_t *p);
+/* Releases cached chunks back to the device (keeps mapped ones). */
+void pool_trim(pool_t *p);
+
+/* Page residency of one address, for tests and the trace. */
+typedef enum { POOL_PAGE_RESIDENT, POOL_PAGE_OFFLOADING, POOL_PAGE_HOST, POOL_PAGE_RELEASED,
+	       POOL_PAGE_SMALL, POOL_PAGE_NONE } pool_page_state_t;
+pool_page_state_t pool_page_state(pool_t *p, uintptr_t addr);
+
+/* Device memory as the application should see it: the budget, and the
+ * part of it not mapped for live allocations. */
+void pool_mem_info(pool_t *p, uint64_t *free_bytes, uint64_t *budget);
+void pool_get_stats(pool_t *p, pool_stats_t *out);
+const pool_config_t *pool_config(const pool_t *p);
+uintptr_t pool_base(const pool_t *p);
+
+/* Writes the stats as a fixed-width table, one line per call of `out`. */
+typedef void (*pool_output_fn)(const char *line, void *ctx);
+void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx);
+
+#endif

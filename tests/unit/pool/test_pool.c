@@ -1,0 +1,853 @@
+/* tests/unit/pool/test_pool.c - the device pool against a fake device.
+ *
+ * Chunks are 64 KiB here (the real granularity is 2 MiB) so budgets of a
+ * few chunks exercise eviction in microseconds.  Every test ends by
+ * checking that the fake device saw no violation (access to an unmapped
+ * page, an unmap while a copy of the page was queued, physical memory
+ * beyond the budget).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+
+#include <cmocka.h>
+
+#include "fake.h"
+#include "pool/pool.h"
+
+#define CH (64u * 1024u)
+
+typedef struct {
+	fake_t f;
+	pool_t *p;
+} env_t;
+
+static void env_open(env_t *e, uint64_t budget_chunks, uint64_t host_limit, uint64_t va_chunks)
+{
+	fake_init(&e->f, CH, budget_chunks * CH, va_chunks * CH);
+	pool_config_t c = {
+		.budget = budget_chunks * CH, .host_limit = host_limit,
+		.chunk_size = CH, .granularity = CH, .small_threshold = CH / 2,
+		.va_size = va_chunks * CH, .host_block = 4 * CH,
+	};
+	pool_ops_t ops = fake_ops(&e->f);
+	pool_status_t st = pool_create(&c, &ops, &e->p);
+	if (st != POOL_OK)
+		fail_msg("pool_create: expected success, got %s", pool_strerror(st));
+}
+
+static void env_close(env_t *e)
+{
+	pool_destroy(e->p);
+	if (e->f.created)
+		fail_msg("after pool_destroy %lu physical bytes were still held",
+			 (unsigned long)e->f.created);
+	fake_fini(&e->f);
+	if (e->f.errors)
+		fail_msg("fake device saw %d violation(s), last: %s", e->f.errors, e->f.last_error);
+}
+
+static void check_clean(env_t *e)
+{
+	if (e->f.errors)
+		fail_msg("fake device saw %d violation(s), last: %s", e->f.errors, e->f.last_error);
+}
+
+static void pattern(uint8_t *b, uint64_t n, uint32_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	for (uint64_t i = 0; i < n; i++) {
+		if (!(i & 7)) {
+			x ^= x >> 31;
+			x *= 0xbf58476d1ce4e5b9ull;
+			x ^= x >> 29;
+		}
+		b[i] = (uint8_t)(x >> ((i & 7) * 8));
+	}
+}
+
+static pool_status_t use(env_t *e, uintptr_t a, uint64_t n, bool write, pool_span_t *span)
+{
+	pool_ref_t r = { .ptr = a, .bytes = n, .write = write };
+	pool_span_t s;
+	pool_status_t st = pool_acquire(e->p, &r, 1, NULL, &s);
+	if (st == POOL_OK)
+		pool_release(e->p, &r, &s, 1, NULL);
+	if (span)
+		*span = s;
+	return st;
+}
+
+/* Writes seed's pattern to [a, a+n) as a kernel would. */
+static void put(env_t *e, uintptr_t a, uint64_t n, uint32_t seed)
+{
+	pool_ref_t r = { .ptr = a, .bytes = n, .write = true };
+	pool_span_t s;
+	pool_status_t st = pool_acquire(e->p, &r, 1, NULL, &s);
+	if (st != POOL_OK)
+		fail_msg("acquire for write of %lu bytes at 0x%lx: %s", (unsigned long)n,
+			 (unsigned long)a, pool_strerror(st));
+	/* the kernel runs after the work queued before it (the pool made
+	 * its stream wait on the copies of these pages) */
+	fake_drain(&e->f);
+	uint8_t *b = malloc(n);
+	pattern(b, n, seed);
+	assert_true(fake_write(&e->f, a, b, n));
+	free(b);
+	pool_release(e->p, &r, &s, 1, NULL);
+}
+
+/* Reads [a, a+n) back through the reactive layer; true when it matches. */
+static bool check(env_t *e, uintptr_t a, uint64_t n, uint32_t seed)
+{
+	pool_ref_t r = { .ptr = a, .bytes = n, .write = false };
+	pool_span_t s;
+	pool_status_t st = pool_acquire(e->p, &r, 1, NULL, &s);
+	if (st != POOL_OK) {
+		print_error("acquire for read of %lu bytes at 0x%lx: %s\n", (unsigned long)n,
+			    (unsigned long)a, pool_strerror(st));
+		return false;
+	}
+	fake_drain(&e->f);
+	uint8_t *want = malloc(n), *got = malloc(n);
+	pattern(want, n, seed);
+	bool ok = fake_read(&e->f, a, got, n);
+	pool_release(e->p, &r, &s, 1, NULL);
+	for (uint64_t i = 0; ok && i < n; i++)
+		if (want[i] != got[i]) {
+			print_error("byte %lu of 0x%lx: expected 0x%02x, got 0x%02x\n",
+				    (unsigned long)i, (unsigned long)a, want[i], got[i]);
+			ok = false;
+		}
+	free(want);
+	free(got);
+	return ok;
+}
+
+static uintptr_t must_malloc(env_t *e, uint64_t n)
+{
+	uintptr_t a;
+	uint64_t id;
+	pool_status_t st = pool_malloc(e->p, n, &a, &id);
+	if (st != POOL_OK)
+		fail_msg("pool_malloc(%lu): expected success, got %s", (unsigned long)n, pool_strerror(st));
+	return a;
+}
+
+static pool_stats_t stats(env_t *e)
+{
+	pool_stats_t s;
+	pool_get_stats(e->p, &s);
+	return s;
+}
+
+/* ------------------------------------------------------------ allocator */
+
+static void test_alignment_and_ownership(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 16, 0, 64);
+	uintptr_t big = must_malloc(&e, 3 * CH + 5);
+	uintptr_t s1 = must_malloc(&e, 1);
+	uintptr_t s2 = must_malloc(&e, 300);
+	assert_int_equal(big % CH, 0);
+	assert_int_equal(s1 % 256, 0);
+	assert_int_equal(s2 % 256, 0);
+	assert_true(pool_owns(e.p, big) && pool_owns(e.p, s1) && pool_owns(e.p, big + 3 * CH));
+	assert_false(pool_owns(e.p, pool_base(e.p) - 1));
+	assert_false(pool_owns(e.p, pool_base(e.p) + 64 * CH));
+	assert_true(s1 != s2);
+	/* the whole rounded allocation is mapped eagerly */
+	for (int i = 0; i < 4; i++)
+		assert_true(fake_is_mapped(&e.f, big + (uint64_t)i * CH));
+	pool_stats_t s = stats(&e);
+	assert_int_equal(s.requested.cur, 3 * CH + 5 + 1 + 300);
+	assert_true(s.reserved.cur >= s.requested.cur);
+	env_close(&e);
+}
+
+static void test_small_allocations_share_a_chunk(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 16, 0, 64);
+	uintptr_t a[20];
+	for (int i = 0; i < 20; i++)
+		a[i] = must_malloc(&e, 1000);
+	for (int i = 1; i < 20; i++)
+		if (a[i] / CH != a[0] / CH)
+			fail_msg("small allocation %d at 0x%lx is not in the chunk of the first, 0x%lx",
+				 i, (unsigned long)a[i], (unsigned long)a[0]);
+	assert_int_equal(stats(&e).chunks_created, 1);
+	assert_int_equal(pool_page_state(e.p, a[3]), POOL_PAGE_SMALL);
+	/* small allocations are never offloaded */
+	assert_int_equal(pool_offload(e.p, a[3], 1000), POOL_EINVAL);
+	env_close(&e);
+}
+
+static void test_free_reuses_only_after_free_fence(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 16, 0, 64);
+	e.f.hold = true;
+	/* the largest small class: two blocks per slab */
+	uint64_t sn = CH / 2 - 1;
+	uintptr_t a = must_malloc(&e, 2 * CH);
+	uintptr_t s = must_malloc(&e, sn);
+	assert_int_equal(pool_free(e.p, a, NULL, false), POOL_OK);
+	assert_int_equal(pool_free(e.p, s, NULL, true), POOL_OK);
+	/* the free fences have not completed: the ranges must not be handed out */
+	uintptr_t b = must_malloc(&e, 2 * CH);
+	uintptr_t t = must_malloc(&e, sn);
+	if (b == a || t == s)
+		fail_msg("memory freed at 0x%lx/0x%lx reused at 0x%lx/0x%lx before its free fence completed",
+			 (unsigned long)a, (unsigned long)s, (unsigned long)b, (unsigned long)t);
+	fake_drain(&e.f);
+	uintptr_t c = must_malloc(&e, 2 * CH);
+	uintptr_t u = must_malloc(&e, sn);
+	assert_int_equal(c, a);
+	assert_int_equal(u, s);
+	assert_true(stats(&e).ranges_reused >= 1);
+	env_close(&e);
+}
+
+static void test_free_rejects_foreign_and_interior_pointers(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 16, 0, 64);
+	uintptr_t a = must_malloc(&e, 2 * CH);
+	uintptr_t s = must_malloc(&e, 512);
+	assert_int_equal(pool_free(e.p, a + 256, NULL, false), POOL_EINVAL);
+	assert_int_equal(pool_free(e.p, s + 16, NULL, false), POOL_EINVAL);
+	assert_int_equal(pool_free(e.p, 0x1000, NULL, false), POOL_EINVAL);
+	assert_int_equal(pool_free(e.p, pool_base(e.p) + 40 * CH, NULL, false), POOL_EINVAL);
+	assert_int_equal(pool_free(e.p, a, NULL, false), POOL_OK);
+	assert_int_equal(pool_free(e.p, a, NULL, false), POOL_EINVAL);
+	assert_int_equal(pool_free(e.p, s, NULL, false), POOL_OK);
+	assert_int_equal(pool_free(e.p, s, NULL, false), POOL_EINVAL);
+	env_close(&e);
+}
+
+static void test_allocation_larger_than_budget_fails(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 64);
+	uintptr_t a;
+	uint64_t id;
+	assert_int_equal(pool_malloc(e.p, 4 * CH + 1, &a, &id), POOL_ENOMEM);
+	assert_int_equal(pool_malloc(e.p, 4 * CH, &a, &id), POOL_OK);
+	assert_int_equal(stats(&e).oom, 1);
+	env_close(&e);
+}
+
+static void test_mem_info_reports_budget_and_unmapped_part(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 8, 0, 64);
+	uint64_t fr, tot;
+	pool_mem_info(e.p, &fr, &tot);
+	assert_int_equal(tot, 8 * CH);
+	assert_int_equal(fr, 8 * CH);
+	uintptr_t a = must_malloc(&e, 3 * CH);
+	pool_mem_info(e.p, &fr, &tot);
+	assert_int_equal(fr, 5 * CH);
+	pool_free(e.p, a, NULL, false);
+	pool_mem_info(e.p, &fr, &tot);
+	assert_int_equal(fr, 8 * CH);
+	env_close(&e);
+}
+
+/* ------------------------------------------------------------ residency */
+
+static void test_offload_prefetch_keeps_address_and_bytes(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 8, 0, 64);
+	uint64_t n = 3 * CH + 1234;
+	uintptr_t a = must_malloc(&e, n);
+	put(&e, a, n, 7);
+	assert_int_equal(pool_offload(e.p, a, n), POOL_OK);
+	assert_int_equal(pool_sync(e.p), POOL_OK);
+	for (uint64_t k = 0; k < 4; k++) {
+		assert_int_equal(pool_page_state(e.p, a + k * CH), POOL_PAGE_HOST);
+		assert_false(fake_is_mapped(&e.f, a + k * CH));
+	}
+	uint64_t fr, tot;
+	pool_mem_info(e.p, &fr, &tot);
+	assert_int_equal(fr, 8 * CH);
+	assert_int_equal(pool_prefetch(e.p, a, n), POOL_OK);
+	for (uint64_t k = 0; k < 4; k++)
+		assert_int_equal(pool_page_state(e.p, a + k * CH), POOL_PAGE_RESIDENT);
+	assert_true(check(&e, a, n, 7));
+	pool_stats_t s = stats(&e);
+	assert_int_equal(s.offloads, 4);
+	assert_int_equal(s.prefetches, 4);
+	assert_int_equal(s.bytes_offloaded, n);
+	assert_int_equal(s.misses, 0);
+	assert_int_equal(e.f.events[POOL_EV_OFFLOAD], 1);
+	assert_true(e.f.events[POOL_EV_PREFETCH] >= 1);
+	env_close(&e);
+}
+
+static void test_fault_in_restores_offloaded_bytes(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 8, 0, 64);
+	uintptr_t a = must_malloc(&e, 2 * CH);
+	put(&e, a, 2 * CH, 3);
+	pool_offload(e.p, a, 2 * CH);
+	pool_sync(e.p);
+	/* touching part of it faults in only the page touched */
+	pool_span_t sp;
+	assert_int_equal(use(&e, a + 10, 100, false, &sp), POOL_OK);
+	assert_int_equal(sp.offset, 10);
+	assert_int_equal(sp.bytes, 100);
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_RESIDENT);
+	assert_int_equal(stats(&e).misses, 1);
+	assert_true(check(&e, a, 2 * CH, 3));
+	env_close(&e);
+}
+
+static void test_never_written_page_is_released_without_copy(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 2, 0, 64);
+	uintptr_t a = must_malloc(&e, 2 * CH);   /* never written */
+	uintptr_t b = must_malloc(&e, 2 * CH);   /* evicts a */
+	(void)b;
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_RELEASED);
+	assert_int_equal(e.f.d2h_copies, 0);
+	assert_int_equal(stats(&e).evictions_clean, 2);
+	assert_int_equal(stats(&e).host.cur, 0);
+	env_close(&e);
+}
+
+static void test_clean_page_is_evicted_without_copy(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 2, 0, 64);
+	uintptr_t a = must_malloc(&e, CH);
+	put(&e, a, CH, 11);
+	uintptr_t b = must_malloc(&e, CH);
+	put(&e, b, CH, 12);
+	uintptr_t c = must_malloc(&e, CH);     /* evicts a (dirty: copied) */
+	assert_int_equal(e.f.d2h_copies, 1);
+	assert_true(check(&e, a, CH, 11));     /* faults a back, evicts b */
+	assert_int_equal(e.f.d2h_copies, 2);
+	assert_true(check(&e, b, CH, 12));     /* evicts c (never written) */
+	assert_true(check(&e, a, CH, 11));
+	/* a came back clean with its host copy kept: evicting it again costs no copy */
+	assert_int_equal(use(&e, c, CH, false, NULL), POOL_OK);
+	assert_true(check(&e, b, CH, 12));
+	assert_true(check(&e, a, CH, 11));
+	assert_int_equal(e.f.d2h_copies, 2);
+	env_close(&e);
+}
+
+static void test_write_drops_host_copy(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 1, 0, 64);
+	uintptr_t a = must_malloc(&e, CH);
+	put(&e, a, CH, 1);
+	pool_offload(e.p, a, CH);
+	pool_sync(e.p);
+	put(&e, a, CH, 2);                     /* fault in, then overwrite */
+	uintptr_t b = must_malloc(&e, CH);     /* evicts a: must copy again */
+	(void)b;
+	assert_int_equal(e.f.d2h_copies, 2);
+	assert_true(check(&e, a, CH, 2));
+	env_close(&e);
+}
+
+/* ------------------------------------------------------------------ LRU */
+
+static void test_lru_evicts_least_recently_used(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 64);
+	uintptr_t t[4];
+	for (int i = 0; i < 4; i++)
+		t[i] = must_malloc(&e, CH);
+	/* use order: 1, 0, 3, 2 -> 1 is least recently used, then 0 */
+	int order[4] = { 1, 0, 3, 2 };
+	for (int i = 0; i < 4; i++)
+		put(&e, t[order[i]], CH, (uint32_t)order[i]);
+	must_malloc(&e, CH);
+	const pool_page_state_t want1[4] = { POOL_PAGE_RESIDENT, POOL_PAGE_HOST, POOL_PAGE_RESIDENT, POOL_PAGE_RESIDENT };
+	for (int i = 0; i < 4; i++)
+		if (pool_page_state(e.p, t[i]) != want1[i])
+			fail_msg("after one eviction tensor %d: expected state %d, got %d", i, want1[i],
+				 pool_page_state(e.p, t[i]));
+	must_malloc(&e, CH);
+	assert_int_equal(pool_page_state(e.p, t[0]), POOL_PAGE_HOST);
+	assert_int_equal(pool_page_state(e.p, t[3]), POOL_PAGE_RESIDENT);
+	assert_int_equal(stats(&e).evictions, 2);
+	assert_int_equal(e.f.events[POOL_EV_EVICT], 2);
+	for (int i = 0; i < 4; i++)
+		assert_true(check(&e, t[i], CH, (uint32_t)i));
+	env_close(&e);
+}
+
+static void test_locked_pages_are_never_evicted(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 3, 0, 64);
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH), c = must_malloc(&e, CH);
+	put(&e, a, CH, 1);
+	put(&e, b, CH, 2);
+	put(&e, c, CH, 3);
+	/* a is least recently used but locked by a call in flight */
+	pool_ref_t r = { .ptr = a, .bytes = CH, .write = true };
+	pool_span_t s;
+	assert_int_equal(pool_acquire(e.p, &r, 1, NULL, &s), POOL_OK);
+	uintptr_t d = must_malloc(&e, CH);
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_RESIDENT);
+	assert_int_equal(pool_page_state(e.p, b), POOL_PAGE_HOST);
+	/* with everything locked, nothing can be evicted: OOM, nothing lost */
+	pool_ref_t r2[2] = { { .ptr = c, .bytes = CH }, { .ptr = d, .bytes = CH } };
+	pool_span_t s2[2];
+	assert_int_equal(pool_acquire(e.p, r2, 2, NULL, s2), POOL_OK);
+	uintptr_t x;
+	uint64_t id;
+	assert_int_equal(pool_malloc(e.p, CH, &x, &id), POOL_ENOMEM);
+	pool_release(e.p, r2, s2, 2, NULL);
+	pool_release(e.p, &r, &s, 1, NULL);
+	assert_true(check(&e, a, CH, 1));
+	assert_true(check(&e, b, CH, 2));
+	assert_true(check(&e, c, CH, 3));
+	env_close(&e);
+}
+
+static void test_call_whose_refs_do_not_fit_fails_and_loses_nothing(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 64);
+	uintptr_t t[3];
+	for (int i = 0; i < 3; i++) {
+		t[i] = must_malloc(&e, 2 * CH);
+		put(&e, t[i], 2 * CH, (uint32_t)(10 + i));
+	}
+	pool_ref_t r[3];
+	pool_span_t s[3];
+	for (int i = 0; i < 3; i++)
+		r[i] = (pool_ref_t){ .ptr = t[i], .bytes = 2 * CH, .write = true };
+	assert_int_equal(pool_acquire(e.p, r, 3, NULL, s), POOL_ENOMEM);
+	assert_int_equal(e.f.events[POOL_EV_OOM], 1);
+	/* nothing stays locked: each one alone still works, with its bytes */
+	for (int i = 0; i < 3; i++)
+		assert_true(check(&e, t[i], 2 * CH, (uint32_t)(10 + i)));
+	assert_int_equal(pool_acquire(e.p, r, 2, NULL, s), POOL_OK);
+	pool_release(e.p, r, s, 2, NULL);
+	env_close(&e);
+}
+
+static void test_host_limit_fails_cleanly(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 2, 2 * CH, 64);
+	uintptr_t t[4];
+	for (int i = 0; i < 4; i++) {
+		t[i] = must_malloc(&e, CH);
+		put(&e, t[i], CH, (uint32_t)i);
+	}
+	/* t0, t1 are on host (2 slots, the limit); t2, t3 resident and dirty */
+	assert_int_equal(stats(&e).host.cur, 2 * CH);
+	uintptr_t x;
+	uint64_t id;
+	assert_int_equal(pool_malloc(e.p, CH, &x, &id), POOL_EHOST);
+	assert_true(e.f.host_bytes <= 2 * CH);
+	for (int i = 2; i < 4; i++)
+		assert_true(check(&e, t[i], CH, (uint32_t)i));
+	/* freeing t0 gives its slot back: the allocation then succeeds */
+	pool_free(e.p, t[0], NULL, false);
+	assert_int_equal(pool_malloc(e.p, CH, &x, &id), POOL_OK);
+	assert_int_equal(pool_page_state(e.p, t[1]), POOL_PAGE_HOST);
+	env_close(&e);
+}
+
+/* -------------------------------------------------- ordering with a queue */
+
+static void test_eviction_waits_for_copy_before_unmap(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 2, 0, 64);
+	e.f.hold = true;
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	put(&e, a, CH, 5);
+	put(&e, b, CH, 6);
+	must_malloc(&e, CH);   /* evicts a: the fake flags an unmap before the copy ran */
+	check_clean(&e);
+	assert_true(e.f.waits >= 1);
+	assert_true(stats(&e).stalls >= 1);
+	assert_true(check(&e, a, CH, 5));
+	check_clean(&e);
+	env_close(&e);
+}
+
+static void test_offload_completes_only_after_copy(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 64);
+	e.f.hold = true;
+	uintptr_t a = must_malloc(&e, 2 * CH);
+	put(&e, a, 2 * CH, 9);
+	assert_int_equal(pool_offload(e.p, a, 2 * CH), POOL_OK);
+	pool_poll(e.p);   /* copy still queued: nothing may be unmapped */
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_OFFLOADING);
+	assert_true(fake_is_mapped(&e.f, a));
+	fake_drain(&e.f);
+	pool_poll(e.p);
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+	assert_true(check(&e, a, 2 * CH, 9));
+	env_close(&e);
+}
+
+static void test_use_during_offload_cancels_it(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 64);
+	e.f.hold = true;
+	uintptr_t a = must_malloc(&e, CH);
+	put(&e, a, CH, 4);
+	pool_offload(e.p, a, CH);
+	assert_true(check(&e, a, CH, 4));
+	pool_sync(e.p);
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_RESIDENT);
+	env_close(&e);
+}
+
+/* -------------------------------------------------------- unknown extents */
+
+static void test_unknown_extent_uses_learned_extent(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 8, 0, 64);
+	uintptr_t seg = must_malloc(&e, 6 * CH);
+	pool_span_t s;
+	use(&e, seg + 2 * CH, 1000, false, &s);
+	assert_int_equal(s.bytes, 1000);
+	use(&e, seg + 2 * CH, 0, false, &s);
+	assert_int_equal(s.offset, 2 * CH);
+	assert_int_equal(s.bytes, 1000);
+	use(&e, seg + 3 * CH, 0, false, &s);
+	assert_int_equal(s.bytes, 3 * CH);   /* rest of the allocation */
+	use(&e, seg + 5 * CH, 10 * CH, false, &s);
+	assert_int_equal(s.bytes, CH);       /* clipped to the allocation */
+	/* a sub-allocated tensor: only its pages come back */
+	pool_offload(e.p, seg, 6 * CH);
+	pool_sync(e.p);
+	use(&e, seg + 2 * CH, 0, false, &s);
+	assert_int_equal(pool_page_state(e.p, seg + 2 * CH), POOL_PAGE_RESIDENT);
+	assert_int_equal(pool_page_state(e.p, seg + 3 * CH), POOL_PAGE_RELEASED);
+	env_close(&e);
+}
+
+static void test_foreign_pointer_is_left_alone(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 8, 0, 64);
+	uintptr_t s1 = must_malloc(&e, 100);
+	pool_ref_t r[3] = { { .ptr = 0x1234, .bytes = 8 }, { .ptr = s1 + 4, .bytes = 0 },
+			    { .ptr = pool_base(e.p) + 50 * CH } };
+	pool_span_t sp[3];
+	assert_int_equal(pool_acquire(e.p, r, 3, NULL, sp), POOL_OK);
+	assert_int_equal(sp[0].alloc_id, 0);
+	assert_true(sp[1].alloc_id != 0);
+	assert_int_equal(sp[1].offset, 4);
+	assert_int_equal(sp[1].bytes, 96);
+	assert_int_equal(sp[2].alloc_id, 0);
+	pool_release(e.p, r, sp, 3, NULL);
+	env_close(&e);
+}
+
+/* ---------------------------------------------------------- fragmentation */
+
+/* Out-of-core paper §4, Fig. 3: tensors of mixed sizes interleaved in
+ * memory are offloaded and prefetched in an order that leaves free holes
+ * no single one of which fits the next request; a contiguous-memory pool
+ * fails there, virtual addressing with chunks never does as long as the
+ * total fits. */
+static void test_no_external_fragmentation(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 12, 0, 512);
+	for (int round = 0; round < 50; round++) {
+		uintptr_t t[6];
+		uint64_t sz[6] = { 1, 3, 1, 3, 1, 3 };
+		for (int i = 0; i < 6; i++) {
+			t[i] = must_malloc(&e, sz[i] * CH);
+			put(&e, t[i], sz[i] * CH, (uint32_t)(round * 10 + i));
+		}
+		/* offload the small ones: 3 one-chunk holes between big tensors */
+		for (int i = 0; i < 6; i += 2)
+			pool_offload(e.p, t[i], CH);
+		pool_sync(e.p);
+		/* a 3-chunk tensor needs 3 chunks that are not contiguous anywhere */
+		uintptr_t big = must_malloc(&e, 3 * CH);
+		put(&e, big, 3 * CH, 999);
+		for (int i = 0; i < 6; i += 2)
+			assert_int_equal(pool_prefetch(e.p, t[i], CH), POOL_OK);
+		for (int i = 0; i < 6; i++)
+			assert_true(check(&e, t[i], sz[i] * CH, (uint32_t)(round * 10 + i)));
+		assert_true(check(&e, big, 3 * CH, 999));
+		for (int i = 0; i < 6; i++)
+			pool_free(e.p, t[i], NULL, false);
+		pool_free(e.p, big, NULL, false);
+	}
+	pool_stats_t s = stats(&e);
+	assert_int_equal(s.oom, 0);
+	assert_true(s.held.peak <= 12 * CH);
+	env_close(&e);
+}
+
+/* ----------------------------------------------------------------- stress */
+
+typedef struct {
+	uintptr_t a;
+	uint64_t n;
+	uint32_t seed;
+} live_t;
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static void stress(bool hold, uint64_t seed0)
+{
+	env_t e;
+	/* up to 16 small size classes may pin a slab each: 40 chunks leave
+	 * room for the largest two-tensor call (10 chunks) */
+	env_open(&e, 40, 0, 4096);
+	e.f.hold = hold;
+	live_t live[64];
+	int nlive = 0;
+	uint64_t s = seed0;
+	uint32_t seeds = 1;
+	for (int it = 0; it < 3000; it++) {
+		int op = (int)(rnd(&s) % 10);
+		if ((op < 3 && nlive < 64) || nlive == 0) {
+			uint64_t n = rnd(&s) % 4 == 0 ? 1 + rnd(&s) % (CH / 2) : 1 + rnd(&s) % (5 * CH);
+			uintptr_t a;
+			uint64_t id;
+			pool_status_t st = pool_malloc(e.p, n, &a, &id);
+			if (st != POOL_OK) {
+				assert_int_equal(st, POOL_ENOMEM);
+				continue;
+			}
+			live[nlive] = (live_t){ a, n, seeds++ };
+			put(&e, a, n, live[nlive].seed);
+			nlive++;
+		} else if (op < 5) {
+			int i = (int)(rnd(&s) % (uint64_t)nlive);
+			assert_true(check(&e, live[i].a, live[i].n, live[i].seed));
+			assert_int_equal(pool_free(e.p, live[i].a, NULL, rnd(&s) & 1), POOL_OK);
+			live[i] = live[--nlive];
+		} else if (op < 6) {
+			int i = (int)(rnd(&s) % (uint64_t)nlive);
+			pool_status_t st = pool_offload(e.p, live[i].a, live[i].n);
+			assert_true(st == POOL_OK || st == POOL_EINVAL);
+		} else if (op < 7) {
+			int i = (int)(rnd(&s) % (uint64_t)nlive);
+			pool_status_t st = pool_prefetch(e.p, live[i].a, live[i].n);
+			assert_true(st == POOL_OK || st == POOL_EINVAL || st == POOL_ENOMEM);
+		} else if (op < 8) {
+			int i = (int)(rnd(&s) % (uint64_t)nlive);
+			live[i].seed = seeds++;
+			put(&e, live[i].a, live[i].n, live[i].seed);
+		} else if (op < 9) {
+			/* a two-tensor call: read one, write another */
+			int i = (int)(rnd(&s) % (uint64_t)nlive), j = (int)(rnd(&s) % (uint64_t)nlive);
+			if (i != j && live[i].n + live[j].n < 10 * CH) {
+				assert_true(check(&e, live[i].a, live[i].n, live[i].seed));
+				live[j].seed = seeds++;
+				put(&e, live[j].a, live[j].n, live[j].seed);
+			}
+		} else {
+			if (hold)
+				fake_drain(&e.f);
+			pool_poll(e.p);
+		}
+		check_clean(&e);
+		if (e.f.peak_created > 40 * CH)
+			fail_msg("physical bytes reached %lu, over the budget %lu",
+				 (unsigned long)e.f.peak_created, (unsigned long)(40 * CH));
+	}
+	for (int i = 0; i < nlive; i++)
+		assert_true(check(&e, live[i].a, live[i].n, live[i].seed));
+	pool_stats_t st = stats(&e);
+	assert_true(st.evictions > 0);
+	assert_true(st.misses > 0);
+	assert_true(st.resident.peak <= 40 * CH);
+	env_close(&e);
+}
+
+static void test_stress_random_rounds_against_budget(void **state)
+{
+	(void)state;
+	stress(false, 0x1234567);
+	stress(false, 42);
+}
+
+static void test_stress_with_queued_copies(void **state)
+{
+	(void)state;
+	stress(true, 99);
+}
+
+/* ----------------------------------------------------------------- misc */
+
+static void test_trim_releases_cached_chunks(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 8, 0, 64);
+	uintptr_t a = must_malloc(&e, 4 * CH);
+	pool_free(e.p, a, NULL, false);
+	must_malloc(&e, 2 * CH);   /* different size: a's range is reclaimed when needed */
+	must_malloc(&e, 4 * CH);   /* needs 2 of a's chunks */
+	pool_trim(e.p);
+	assert_int_equal(e.f.created, 6 * CH);
+	env_close(&e);
+}
+
+static void test_bad_config_is_rejected(void **state)
+{
+	(void)state;
+	fake_t f;
+	fake_init(&f, CH, 8 * CH, 64 * CH);
+	pool_ops_t ops = fake_ops(&f);
+	pool_t *p;
+	pool_config_t c = { .budget = 8 * CH, .chunk_size = CH + 1, .granularity = CH,
+			    .small_threshold = 0, .va_size = 64 * CH };
+	assert_int_equal(pool_create(&c, &ops, &p), POOL_ECONFIG);
+	c.chunk_size = CH;
+	c.small_threshold = CH;   /* over half a chunk */
+	assert_int_equal(pool_create(&c, &ops, &p), POOL_ECONFIG);
+	c.small_threshold = 0;    /* no small allocator: everything is large */
+	assert_int_equal(pool_create(&c, &ops, &p), POOL_OK);
+	uintptr_t a;
+	uint64_t id;
+	assert_int_equal(pool_malloc(p, 1, &a, &id), POOL_OK);
+	assert_int_equal(a % CH, 0);
+	pool_destroy(p);
+	fake_fini(&f);
+	assert_string_equal(pool_strerror(POOL_EHOST), "pinned host memory limit reached");
+}
+
+static void *thread_body(void *arg)
+{
+	env_t *e = arg;
+	for (int i = 0; i < 300; i++) {
+		uintptr_t a;
+		uint64_t id;
+		uint64_t n = (i % 3 == 0) ? 700 : (uint64_t)(i % 4 + 1) * CH;
+		if (pool_malloc(e->p, n, &a, &id) != POOL_OK)
+			continue;
+		pool_ref_t r = { .ptr = a, .bytes = n, .write = true };
+		pool_span_t s;
+		if (pool_acquire(e->p, &r, 1, NULL, &s) == POOL_OK)
+			pool_release(e->p, &r, &s, 1, NULL);
+		pool_free(e->p, a, NULL, false);
+	}
+	return NULL;
+}
+
+static void test_two_threads_share_the_pool(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 16, 0, 1024);
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, thread_body, &e);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	pool_stats_t s = stats(&e);
+	assert_int_equal(s.requested.cur, 0);
+	assert_true(s.allocs > 0);
+	env_close(&e);
+}
+
+static void print_line(const char *line, void *ctx)
+{
+	int *n = ctx;
+	(*n)++;
+	assert_true(strlen(line) > 0);
+}
+
+static void test_stats_table_prints(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 64);
+	must_malloc(&e, CH);
+	pool_stats_t s = stats(&e);
+	int n = 0;
+	pool_stats_print(&s, print_line, &n);
+	assert_true(n > 10);
+	env_close(&e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_alignment_and_ownership),
+		cmocka_unit_test(test_small_allocations_share_a_chunk),
+		cmocka_unit_test(test_free_reuses_only_after_free_fence),
+		cmocka_unit_test(test_free_rejects_foreign_and_interior_pointers),
+		cmocka_unit_test(test_allocation_larger_than_budget_fails),
+		cmocka_unit_test(test_mem_info_reports_budget_and_unmapped_part),
+		cmocka_unit_test(test_offload_prefetch_keeps_address_and_bytes),
+		cmocka_unit_test(test_fault_in_restores_offloaded_bytes),
+		cmocka_unit_test(test_never_written_page_is_released_without_copy),
+		cmocka_unit_test(test_clean_page_is_evicted_without_copy),
+		cmocka_unit_test(test_write_drops_host_copy),
+		cmocka_unit_test(test_lru_evicts_least_recently_used),
+		cmocka_unit_test(test_locked_pages_are_never_evicted),
+		cmocka_unit_test(test_call_whose_refs_do_not_fit_fails_and_loses_nothing),
+		cmocka_unit_test(test_host_limit_fails_cleanly),
+		cmocka_unit_test(test_eviction_waits_for_copy_before_unmap),
+		cmocka_unit_test(test_offload_completes_only_after_copy),
+		cmocka_unit_test(test_use_during_offload_cancels_it),
+		cmocka_unit_test(test_unknown_extent_uses_learned_extent),
+		cmocka_unit_test(test_foreign_pointer_is_left_alone),
+		cmocka_unit_test(test_no_external_fragmentation),
+		cmocka_unit_test(test_stress_random_rounds_against_budget),
+		cmocka_unit_test(test_stress_with_queued_copies),
+		cmocka_unit_test(test_trim_releases_cached_chunks),
+		cmocka_unit_test(test_bad_config_is_rejected),
+		cmocka_unit_test(test_two_threads_share_the_pool),
+		cmocka_unit_test(test_stats_table_prints),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
