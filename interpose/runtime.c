@@ -1,86 +1,774 @@
-/* interpose/runtime.c - the runtime behind the hooks (pass-through stage).
+/* interpose/runtime.c - the runtime behind the hooks: the device pool on
+ * CUDA virtual memory, and the reactive layer (DESIGN.md points 1 and 3).
  *
- * This first version only forwards allocations to the real cudart so that
- * libvmem.so links while the pool (pool/) is written; the pool-backed
- * runtime replaces it (issue 5).
+ * This file is the pool's window on the world: it fills pool_ops_t with
+ * the real CUDA calls (driver VMM: cuMemAddressReserve, cuMemCreate,
+ * cuMemMap, cuMemSetAccess, cuMemUnmap; runtime: pinned host memory,
+ * copies on two copy streams of its own, events), turns the pool's memory
+ * events into trace records and stats, and maps pool statuses to CUDA
+ * errors.  Every real function is reached through hook_real(), so none of
+ * vmem's own calls passes through its hooks.
+ *
+ * Fences.  A fence is one event, or for a synchronous cudaFree one event
+ * per stream the application was seen using (plus the legacy default
+ * stream), since cudaFree must not let memory be reused before any
+ * stream's earlier work on it completed.  Events are pooled: creating one
+ * per call would cost a driver call each.
+ *
+ * Locking: the pool's mutex covers every ops callback, and with it the
+ * event and fence free lists here; the stream table has its own lock
+ * because hooks record streams outside the pool.
  */
 #include "interpose/runtime.h"
 
-#include "interpose/hooks.h"
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
-typedef cudaError_t (*rt_malloc_fn)(void **, size_t);
+#include <cuda.h>
+
+#include "interpose/config.h"
+#include "interpose/hooks.h"
+#include "interpose/log.h"
+#include "interpose/stats.h"
+#include "interpose/trace.h"
+#include "pool/pool.h"
+
+#define MiB ((uint64_t)1 << 20)
+#define GiB ((uint64_t)1 << 30)
+
+/* ---- real functions ---- */
+
 typedef cudaError_t (*rt_free_fn)(void *);
+typedef cudaError_t (*rt_get_device_fn)(int *);
 typedef cudaError_t (*rt_meminfo_fn)(size_t *, size_t *);
+typedef cudaError_t (*rt_stream_create_fn)(cudaStream_t *, unsigned int);
+typedef cudaError_t (*rt_stream_destroy_fn)(cudaStream_t);
+typedef cudaError_t (*rt_event_create_fn)(cudaEvent_t *, unsigned int);
+typedef cudaError_t (*rt_event_fn)(cudaEvent_t);
+typedef cudaError_t (*rt_event_record_fn)(cudaEvent_t, cudaStream_t);
+typedef cudaError_t (*rt_stream_wait_fn)(cudaStream_t, cudaEvent_t, unsigned int);
+typedef cudaError_t (*rt_host_alloc_fn)(void **, size_t, unsigned int);
+typedef cudaError_t (*rt_free_host_fn)(void *);
+typedef cudaError_t (*rt_memcpy_async_fn)(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
+
+typedef CUresult (*cu_reserve_fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+typedef CUresult (*cu_addr_free_fn)(CUdeviceptr, size_t);
+typedef CUresult (*cu_create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
+typedef CUresult (*cu_release_fn)(CUmemGenericAllocationHandle);
+typedef CUresult (*cu_map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+typedef CUresult (*cu_unmap_fn)(CUdeviceptr, size_t);
+typedef CUresult (*cu_set_access_fn)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+typedef CUresult (*cu_gran_fn)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+
+static struct {
+	rt_free_fn free;
+	rt_get_device_fn get_device;
+	rt_meminfo_fn meminfo;
+	rt_stream_create_fn stream_create;
+	rt_stream_destroy_fn stream_destroy;
+	rt_event_create_fn event_create;
+	rt_event_fn event_destroy, event_query, event_sync;
+	rt_event_record_fn event_record;
+	rt_stream_wait_fn stream_wait;
+	rt_host_alloc_fn host_alloc;
+	rt_free_host_fn free_host;
+	rt_memcpy_async_fn memcpy_async;
+	cu_reserve_fn reserve;
+	cu_addr_free_fn addr_free;
+	cu_create_fn create;
+	cu_release_fn release;
+	cu_map_fn map;
+	cu_unmap_fn unmap;
+	cu_set_access_fn set_access;
+	cu_gran_fn gran;
+} R;
+
+/* ---- state ---- */
+
+static pool_t *g_pool;
+static uintptr_t g_base;
+static uint64_t g_va_size;
+static bool g_active;
+static int g_device;
+static cudaStream_t g_d2h, g_h2d;
+static uint64_t g_budget;
+
+/* The API of the hooked call in progress on this thread, for the trace. */
+static __thread const char *tl_api;
+
+#define RT_STREAMS 32
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudaStream_t g_streams[RT_STREAMS];
+static int g_nstreams;
+
+/* Remembers a stream the application uses (for whole-device fences). */
+static void stream_seen(cudaStream_t s)
+{
+	if (!s || s == g_d2h || s == g_h2d)
+		return;
+	for (int i = 0; i < __atomic_load_n(&g_nstreams, __ATOMIC_ACQUIRE); i++)
+		if (g_streams[i] == s)
+			return;
+	pthread_mutex_lock(&streams_lock);
+	bool found = false;
+	for (int i = 0; i < g_nstreams; i++)
+		found |= g_streams[i] == s;
+	if (!found) {
+		if (g_nstreams == RT_STREAMS) {
+			/* keep the newest: an old one is more likely destroyed */
+			memmove(g_streams, g_streams + 1, (RT_STREAMS - 1) * sizeof(cudaStream_t));
+			g_nstreams--;
+		}
+		g_streams[g_nstreams] = s;
+		__atomic_store_n(&g_nstreams, g_nstreams + 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&streams_lock);
+}
+
+static void stream_forget(cudaStream_t s)
+{
+	pthread_mutex_lock(&streams_lock);
+	for (int i = 0; i < g_nstreams; i++)
+		if (g_streams[i] == s) {
+			memmove(&g_streams[i], &g_streams[i + 1], (g_nstreams - i - 1) * sizeof(cudaStream_t));
+			g_nstreams--;
+			break;
+		}
+	pthread_mutex_unlock(&streams_lock);
+}
+
+/* ---- events and fences (under the pool lock) ---- */
+
+typedef struct rt_fence {
+	struct rt_fence *next;
+	int n;
+	cudaEvent_t ev[RT_STREAMS + 1];
+} rt_fence_t;
+
+static cudaEvent_t *g_events;
+static int g_nevents, g_capevents;
+static rt_fence_t *g_fence_free;
+
+static int event_get(cudaEvent_t *ev)
+{
+	if (g_nevents) {
+		*ev = g_events[--g_nevents];
+		return 0;
+	}
+	return R.event_create(ev, cudaEventDisableTiming) == cudaSuccess ? 0 : POOL_EDEVICE;
+}
+
+static void event_put(cudaEvent_t ev)
+{
+	if (g_nevents == g_capevents) {
+		int nc = g_capevents ? g_capevents * 2 : 64;
+		cudaEvent_t *n = realloc(g_events, (size_t)nc * sizeof(*n));
+		if (!n) {
+			R.event_destroy(ev);
+			return;
+		}
+		g_events = n;
+		g_capevents = nc;
+	}
+	g_events[g_nevents++] = ev;
+}
+
+static void op_fence_destroy(void *ctx, void *fence)
+{
+	rt_fence_t *f = fence;
+	(void)ctx;
+	for (int i = 0; i < f->n; i++)
+		event_put(f->ev[i]);
+	f->next = g_fence_free;
+	g_fence_free = f;
+}
+
+static int fence_add(rt_fence_t *f, cudaStream_t s)
+{
+	cudaEvent_t ev;
+	if (event_get(&ev))
+		return POOL_EDEVICE;
+	if (R.event_record(ev, s) != cudaSuccess) {
+		event_put(ev);
+		return POOL_EDEVICE;
+	}
+	f->ev[f->n++] = ev;
+	return 0;
+}
+
+static int op_fence_record(void *ctx, void *stream, bool all, void **out)
+{
+	rt_fence_t *f = g_fence_free;
+	(void)ctx;
+	if (f)
+		g_fence_free = f->next;
+	else if (!(f = malloc(sizeof(*f))))
+		return POOL_ENOMEM;
+	f->n = 0;
+	if (!all) {
+		if (fence_add(f, (cudaStream_t)stream)) {
+			op_fence_destroy(NULL, f);
+			return POOL_EDEVICE;
+		}
+		*out = f;
+		return 0;
+	}
+	/* cudaFree: the legacy stream (which follows every blocking stream)
+	 * and every stream seen; a stream destroyed since is dropped. */
+	if (fence_add(f, NULL)) {
+		op_fence_destroy(NULL, f);
+		return POOL_EDEVICE;
+	}
+	cudaStream_t s[RT_STREAMS];
+	pthread_mutex_lock(&streams_lock);
+	int n = g_nstreams;
+	memcpy(s, g_streams, (size_t)n * sizeof(cudaStream_t));
+	pthread_mutex_unlock(&streams_lock);
+	for (int i = 0; i < n; i++)
+		if (fence_add(f, s[i]))
+			stream_forget(s[i]);
+	*out = f;
+	return 0;
+}
+
+static int op_fence_query(void *ctx, void *fence)
+{
+	rt_fence_t *f = fence;
+	(void)ctx;
+	for (int i = 0; i < f->n; i++) {
+		cudaError_t e = R.event_query(f->ev[i]);
+		if (e == cudaErrorNotReady)
+			return 0;
+		if (e != cudaSuccess)
+			return -1;
+	}
+	return 1;
+}
+
+static int op_fence_wait(void *ctx, void *fence)
+{
+	rt_fence_t *f = fence;
+	uint64_t t0 = trace_now_ns();
+	int rc = 0;
+	(void)ctx;
+	for (int i = 0; i < f->n; i++)
+		if (R.event_sync(f->ev[i]) != cudaSuccess)
+			rc = POOL_EDEVICE;
+	stats_add(STATS_STALLS, 1);
+	stats_add(STATS_STALL_NS, trace_now_ns() - t0);
+	return rc;
+}
+
+static int op_stream_wait(void *ctx, void *stream, void *fence)
+{
+	rt_fence_t *f = fence;
+	(void)ctx;
+	for (int i = 0; i < f->n; i++)
+		if (R.stream_wait((cudaStream_t)stream, f->ev[i], 0) != cudaSuccess)
+			return POOL_EDEVICE;
+	return 0;
+}
+
+/* ---- device memory ---- */
+
+static CUmemAllocationProp chunk_prop(void)
+{
+	CUmemAllocationProp p;
+	memset(&p, 0, sizeof(p));
+	p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	p.location.id = g_device;
+	return p;
+}
+
+static int cu_status(CUresult r)
+{
+	if (r == CUDA_SUCCESS)
+		return 0;
+	return r == CUDA_ERROR_OUT_OF_MEMORY ? POOL_ENOMEM : POOL_EDEVICE;
+}
+
+static int op_va_reserve(void *ctx, uint64_t size, uint64_t align, uintptr_t *base)
+{
+	CUdeviceptr p = 0;
+	(void)ctx;
+	CUresult r = R.reserve(&p, size, align, 0, 0);
+	if (r != CUDA_SUCCESS)
+		vmem_error("cuMemAddressReserve of %" PRIu64 " MiB failed with CUDA error %d; "
+			   "set VMEM_VA_SIZE smaller", size / MiB, (int)r);
+	*base = (uintptr_t)p;
+	return cu_status(r);
+}
+
+static void op_va_release(void *ctx, uintptr_t base, uint64_t size)
+{
+	(void)ctx;
+	R.addr_free((CUdeviceptr)base, size);
+}
+
+static int op_chunk_create(void *ctx, uint64_t size, uint64_t *h)
+{
+	CUmemAllocationProp prop = chunk_prop();
+	CUmemGenericAllocationHandle hh;
+	(void)ctx;
+	CUresult r = R.create(&hh, size, &prop, 0);
+	if (r == CUDA_SUCCESS)
+		*h = (uint64_t)hh;
+	else if (r != CUDA_ERROR_OUT_OF_MEMORY)
+		vmem_error("cuMemCreate of %" PRIu64 " bytes failed with CUDA error %d", size, (int)r);
+	return cu_status(r);
+}
+
+static void op_chunk_release(void *ctx, uint64_t h)
+{
+	(void)ctx;
+	R.release((CUmemGenericAllocationHandle)h);
+}
+
+static int op_map(void *ctx, uintptr_t va, uint64_t size, uint64_t h)
+{
+	CUmemAccessDesc d;
+	(void)ctx;
+	CUresult r = R.map((CUdeviceptr)va, size, 0, (CUmemGenericAllocationHandle)h, 0);
+	if (r == CUDA_SUCCESS) {
+		memset(&d, 0, sizeof(d));
+		d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		d.location.id = g_device;
+		d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		r = R.set_access((CUdeviceptr)va, size, &d, 1);
+		if (r != CUDA_SUCCESS)
+			R.unmap((CUdeviceptr)va, size);
+	}
+	if (r != CUDA_SUCCESS)
+		vmem_error("mapping %" PRIu64 " bytes at 0x%" PRIxPTR " failed with CUDA error %d",
+			   size, va, (int)r);
+	return cu_status(r);
+}
+
+static int op_unmap(void *ctx, uintptr_t va, uint64_t size)
+{
+	(void)ctx;
+	CUresult r = R.unmap((CUdeviceptr)va, size);
+	if (r != CUDA_SUCCESS)
+		vmem_error("cuMemUnmap at 0x%" PRIxPTR " failed with CUDA error %d", va, (int)r);
+	return cu_status(r);
+}
+
+static int op_host_alloc(void *ctx, uint64_t size, void **p)
+{
+	(void)ctx;
+	cudaError_t e = R.host_alloc(p, size, cudaHostAllocPortable);
+	if (e != cudaSuccess) {
+		vmem_error("pinned host allocation of %" PRIu64 " MiB failed (CUDA error %d)", size / MiB, (int)e);
+		return POOL_ENOMEM;
+	}
+	return 0;
+}
+
+static void op_host_free(void *ctx, void *p)
+{
+	(void)ctx;
+	R.free_host(p);
+}
+
+static int op_copy_d2h(void *ctx, void *dst, uintptr_t src, uint64_t n)
+{
+	(void)ctx;
+	return R.memcpy_async(dst, (const void *)src, n, cudaMemcpyDeviceToHost, g_d2h) == cudaSuccess ?
+		0 : POOL_EDEVICE;
+}
+
+static int op_copy_h2d(void *ctx, uintptr_t dst, const void *src, uint64_t n)
+{
+	(void)ctx;
+	return R.memcpy_async((void *)dst, src, n, cudaMemcpyHostToDevice, g_h2d) == cudaSuccess ?
+		0 : POOL_EDEVICE;
+}
+
+static uint64_t op_now(void *ctx)
+{
+	(void)ctx;
+	return trace_now_ns();
+}
+
+/* Memory events become trace records and stats. */
+static void op_record(void *ctx, const pool_event_t *ev)
+{
+	static const trace_mem_kind_t kinds[] = {
+		[POOL_EV_ALLOC] = TRACE_MEM_ALLOC, [POOL_EV_FREE] = TRACE_MEM_FREE,
+		[POOL_EV_OFFLOAD] = TRACE_MEM_OFFLOAD, [POOL_EV_PREFETCH] = TRACE_MEM_PREFETCH,
+		[POOL_EV_FAULT_IN] = TRACE_MEM_FAULT_IN, [POOL_EV_EVICT] = TRACE_MEM_EVICT,
+		[POOL_EV_OOM] = TRACE_MEM_OOM,
+	};
+	(void)ctx;
+	switch (ev->kind) {
+	case POOL_EV_ALLOC:
+		stats_gauge_add(STATS_ALLOCATED, (int64_t)ev->bytes);
+		break;
+	case POOL_EV_FREE:
+		stats_gauge_add(STATS_ALLOCATED, -(int64_t)ev->bytes);
+		break;
+	case POOL_EV_FAULT_IN:
+		stats_add(STATS_MISSES, 1);
+		stats_add(STATS_BYTES_FAULTED_IN, ev->mapped);
+		break;
+	case POOL_EV_EVICT:
+		stats_add(STATS_EVICTIONS, 1);
+		stats_add(STATS_BYTES_EVICTED, ev->mapped);
+		break;
+	case POOL_EV_OFFLOAD:
+		stats_add(STATS_OFFLOADS, 1);
+		stats_add(STATS_BYTES_OFFLOADED, ev->mapped);
+		break;
+	case POOL_EV_PREFETCH:
+		stats_add(STATS_PREFETCHES, 1);
+		stats_add(STATS_BYTES_PREFETCHED, ev->mapped);
+		break;
+	case POOL_EV_OOM:
+		stats_add(STATS_OOM, 1);
+		break;
+	}
+	stats_gauge_set(STATS_RESIDENT, ev->resident);
+	stats_gauge_set(STATS_MAPPED, ev->resident);
+	stats_gauge_set(STATS_HOST, ev->host);
+	if (trace_enabled())
+		trace_mem(kinds[ev->kind], ev->alloc_id, ev->ptr, ev->offset, ev->bytes, ev->mapped,
+			  ev->stream, ev->resident, ev->host, ev->budget, tl_api);
+}
+
+/* ---- start-up ---- */
+
+#define RESOLVE(field, name) do { \
+	*(void **)&R.field = hook_real_load(name); \
+	if (!R.field) { \
+		vmem_error("%s not found in the CUDA libraries; the pool needs it", name); \
+		return -1; \
+	} } while (0)
+
+static int resolve_all(void)
+{
+	RESOLVE(free, "cudaFree");
+	RESOLVE(get_device, "cudaGetDevice");
+	RESOLVE(meminfo, "cudaMemGetInfo");
+	RESOLVE(stream_create, "cudaStreamCreateWithFlags");
+	RESOLVE(stream_destroy, "cudaStreamDestroy");
+	RESOLVE(event_create, "cudaEventCreateWithFlags");
+	RESOLVE(event_destroy, "cudaEventDestroy");
+	RESOLVE(event_query, "cudaEventQuery");
+	RESOLVE(event_sync, "cudaEventSynchronize");
+	RESOLVE(event_record, "cudaEventRecord");
+	RESOLVE(stream_wait, "cudaStreamWaitEvent");
+	RESOLVE(host_alloc, "cudaHostAlloc");
+	RESOLVE(free_host, "cudaFreeHost");
+	RESOLVE(memcpy_async, "cudaMemcpyAsync");
+	return 0;
+}
+
+/* The driver functions: libcuda.so.1 is loaded by cudart's first call. */
+static int resolve_driver(void)
+{
+	RESOLVE(reserve, "cuMemAddressReserve");
+	RESOLVE(addr_free, "cuMemAddressFree");
+	RESOLVE(create, "cuMemCreate");
+	RESOLVE(release, "cuMemRelease");
+	RESOLVE(map, "cuMemMap");
+	RESOLVE(unmap, "cuMemUnmap");
+	RESOLVE(set_access, "cuMemSetAccess");
+	RESOLVE(gran, "cuMemGetAllocationGranularity");
+	return 0;
+}
+
+static void atfork_prepare(void)
+{
+	if (g_pool)
+		pool_atfork_prepare(g_pool);
+}
+
+static void atfork_parent(void)
+{
+	if (g_pool)
+		pool_atfork_parent(g_pool);
+}
+
+static void atfork_child(void)
+{
+	if (g_pool)
+		pool_atfork_child(g_pool);
+}
 
 int runtime_init(void)
 {
+	size_t free_b = 0, total_b = 0, gran = 0;
+	cudaError_t e;
+
+	if (resolve_all())
+		return -1;
+	/* cudaFree(NULL) creates the primary context, as frameworks do */
+	if ((e = R.free(NULL)) != cudaSuccess || (e = R.get_device(&g_device)) != cudaSuccess) {
+		vmem_error("the CUDA context could not be created (CUDA error %d)", (int)e);
+		return -1;
+	}
+	if (resolve_driver())
+		return -1;
+	CUmemAllocationProp prop = chunk_prop();
+	CUresult r = R.gran(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	if (r != CUDA_SUCCESS || !gran) {
+		vmem_error("device %d does not support virtual memory management "
+			   "(cuMemGetAllocationGranularity: CUDA error %d); vmem needs it", g_device, (int)r);
+		return -1;
+	}
+	if ((e = R.meminfo(&free_b, &total_b)) != cudaSuccess) {
+		vmem_error("cudaMemGetInfo failed (CUDA error %d)", (int)e);
+		return -1;
+	}
+
+	pool_config_t c;
+	memset(&c, 0, sizeof(c));
+	c.granularity = gran;
+	c.chunk_size = vmem_cfg.chunk_size ? vmem_cfg.chunk_size : gran;
+	if (c.chunk_size % gran) {
+		vmem_error("VMEM_CHUNK_SIZE=%" PRIu64 ": not a multiple of the device granularity %zu; "
+			   "use a multiple of it", vmem_cfg.chunk_size, gran);
+		return -1;
+	}
+	uint64_t budget;
+	if (vmem_cfg.device_limit) {
+		budget = vmem_cfg.device_limit;
+		if (budget > free_b) {
+			vmem_warn("VMEM_DEVICE_LIMIT=%" PRIu64 " MiB is more than the free device memory, "
+				  "%zu MiB; using the free memory", budget / MiB, free_b / MiB);
+			budget = free_b;
+		}
+	} else {
+		budget = free_b > vmem_cfg.device_reserve ? free_b - vmem_cfg.device_reserve : 0;
+	}
+	budget -= budget % c.chunk_size;
+	if (budget < c.chunk_size) {
+		vmem_error("device budget %" PRIu64 " bytes is below one chunk (%" PRIu64 " bytes): "
+			   "free device memory %zu MiB, VMEM_DEVICE_RESERVE %" PRIu64 " MiB; "
+			   "lower VMEM_DEVICE_RESERVE or set VMEM_DEVICE_LIMIT",
+			   budget, c.chunk_size, free_b / MiB, vmem_cfg.device_reserve / MiB);
+		return -1;
+	}
+	c.budget = budget;
+	c.host_limit = vmem_cfg.host_limit;
+	c.small_threshold = vmem_cfg.small_threshold < c.chunk_size / 2 ?
+		vmem_cfg.small_threshold : c.chunk_size / 2;
+	uint64_t va = vmem_cfg.va_size;
+	if (!va) {
+		/* room for the whole device four times over: ranges are never
+		 * reused before their free fence, and freed ranges are cached */
+		va = 4 * (uint64_t)total_b;
+		if (va < 64 * GiB)
+			va = 64 * GiB;
+	}
+	va += c.chunk_size - 1;
+	va -= va % c.chunk_size;
+	c.va_size = va;
+
+	if (R.stream_create(&g_d2h, cudaStreamNonBlocking) != cudaSuccess ||
+	    R.stream_create(&g_h2d, cudaStreamNonBlocking) != cudaSuccess) {
+		vmem_error("could not create the copy streams");
+		return -1;
+	}
+	pool_ops_t ops = {
+		.ctx = NULL, .d2h_stream = g_d2h, .h2d_stream = g_h2d,
+		.va_reserve = op_va_reserve, .va_release = op_va_release,
+		.chunk_create = op_chunk_create, .chunk_release = op_chunk_release,
+		.map = op_map, .unmap = op_unmap,
+		.host_alloc = op_host_alloc, .host_free = op_host_free,
+		.copy_d2h = op_copy_d2h, .copy_h2d = op_copy_h2d,
+		.fence_record = op_fence_record, .fence_query = op_fence_query,
+		.fence_wait = op_fence_wait, .fence_destroy = op_fence_destroy,
+		.stream_wait = op_stream_wait, .now_ns = op_now, .record = op_record,
+	};
+	pool_status_t st = pool_create(&c, &ops, &g_pool);
+	if (st != POOL_OK) {
+		vmem_error("the device pool could not be created: %s", pool_strerror(st));
+		return -1;
+	}
+	g_base = pool_base(g_pool);
+	g_va_size = c.va_size;
+	g_budget = c.budget;
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	vmem_info("pool: budget %" PRIu64 " MiB of %zu MiB free (%zu MiB total), chunk %" PRIu64
+		  " KiB, small below %" PRIu64 " KiB, virtual range %" PRIu64 " GiB at 0x%" PRIxPTR
+		  ", host limit %s%" PRIu64 " MiB",
+		  c.budget / MiB, free_b / MiB, total_b / MiB, c.chunk_size / 1024,
+		  c.small_threshold / 1024, c.va_size / GiB, g_base,
+		  c.host_limit ? "" : "unlimited/", c.host_limit / MiB);
+	__atomic_store_n(&g_active, true, __ATOMIC_RELEASE);
 	return 0;
+}
+
+static void print_line(const char *line, void *ctx)
+{
+	(void)ctx;
+	vmem_log_raw(line);
 }
 
 void runtime_shutdown(void)
 {
+	if (!__atomic_exchange_n(&g_active, false, __ATOMIC_ACQ_REL))
+		return;
+	if (vmem_cfg.stats) {
+		pool_stats_t s;
+		pool_get_stats(g_pool, &s);
+		pool_stats_print(&s, print_line, NULL);
+	}
+	/* The application's memory stays mapped: CUDA tears the context down
+	 * after this, and a late cudaFree from another atexit handler must
+	 * not touch an unmapped range. */
 }
 
 bool runtime_active(void)
 {
-	return false;
+	return __atomic_load_n(&g_active, __ATOMIC_ACQUIRE);
+}
+
+/* ---- the hooks' entry points ---- */
+
+static cudaError_t oom_error(pool_status_t st, uint64_t bytes, const char *what)
+{
+	if (st == POOL_EHOST) {
+		pool_stats_t s;
+		pool_get_stats(g_pool, &s);
+		vmem_error("pinned host memory exhausted while %s (%" PRIu64 " bytes): %" PRIu64
+			   " MiB of host memory hold offloaded data, VMEM_HOST_LIMIT=%" PRIu64
+			   " MiB (0 = unlimited); raise VMEM_HOST_LIMIT or lower the batch size",
+			   what, bytes, s.host.cur / MiB, vmem_cfg.host_limit / MiB);
+	} else if (st == POOL_EVA) {
+		vmem_error("vmem's virtual range (%" PRIu64 " GiB) is exhausted while %s (%" PRIu64
+			   " bytes); raise VMEM_VA_SIZE", g_va_size / GiB, what, bytes);
+	} else if (st == POOL_EDEVICE) {
+		vmem_error("a device operation failed while %s (%" PRIu64 " bytes)", what, bytes);
+	} else {
+		vmem_debug("out of device memory while %s (%" PRIu64 " bytes, budget %" PRIu64 " MiB)",
+			   what, bytes, g_budget / MiB);
+	}
+	return cudaErrorMemoryAllocation;
 }
 
 cudaError_t runtime_malloc(void **ptr, size_t bytes, cudaStream_t stream, const char *api)
 {
-	rt_malloc_fn real = (rt_malloc_fn)hook_real("cudaMalloc");
+	uintptr_t a;
+	uint64_t id;
 
-	(void)stream;
-	(void)api;
-	if (!real)
-		return cudaErrorNotSupported;
-	return real(ptr, bytes);
+	if (!ptr)
+		return cudaErrorInvalidValue;
+	if (!bytes) {
+		*ptr = NULL;
+		return cudaSuccess;
+	}
+	stream_seen(stream);
+	tl_api = api;
+	pool_status_t st = pool_malloc(g_pool, bytes, &a, &id);
+	tl_api = NULL;
+	if (st != POOL_OK)
+		return oom_error(st, bytes, "allocating");
+	*ptr = (void *)a;
+	return cudaSuccess;
 }
 
 cudaError_t runtime_free(void *ptr, cudaStream_t stream, bool async, const char *api)
 {
-	rt_free_fn real = (rt_free_fn)hook_real("cudaFree");
-
-	(void)stream;
-	(void)async;
-	(void)api;
-	if (!real)
-		return cudaErrorNotSupported;
-	return real(ptr);
+	if (!ptr)
+		return cudaSuccess;
+	stream_seen(stream);
+	tl_api = api;
+	pool_status_t st = pool_free(g_pool, (uintptr_t)ptr, stream, !async);
+	tl_api = NULL;
+	return st == POOL_OK ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 {
-	rt_meminfo_fn real = (rt_meminfo_fn)hook_real("cudaMemGetInfo");
+	uint64_t fr, budget;
+	size_t rf = 0, rt = 0;
+	pool_stats_t s;
 
-	if (!real)
-		return cudaErrorNotSupported;
-	return real(free_bytes, total_bytes);
+	if (!free_bytes || !total_bytes)
+		return cudaErrorInvalidValue;
+	pool_mem_info(g_pool, &fr, &budget);
+	pool_get_stats(g_pool, &s);
+	/* never more than the device could really give: what is free there
+	 * plus what the pool holds without using it */
+	if (R.meminfo(&rf, &rt) == cudaSuccess) {
+		uint64_t spare = s.held.cur > s.resident.cur ? s.held.cur - s.resident.cur : 0;
+		if (fr > rf + spare)
+			fr = rf + spare;
+	}
+	*free_bytes = fr;
+	*total_bytes = budget;
+	return cudaSuccess;
 }
 
 bool runtime_owns(uintptr_t p)
 {
-	(void)p;
-	return false;
+	return g_va_size && p - g_base < g_va_size;
 }
 
 cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, trace_ref_t *out)
 {
-	(void)stream;
+	pool_ref_t pr[VMEM_MAX_REFS];
+	pool_span_t sp[VMEM_MAX_REFS];
+	bool any = false;
+
+	if (n > VMEM_MAX_REFS)
+		n = VMEM_MAX_REFS;
 	for (int i = 0; i < n; i++) {
+		pr[i].ptr = refs[i].ptr;
+		pr[i].bytes = refs[i].bytes;
+		pr[i].write = refs[i].access & VMEM_ACCESS_W;
 		out[i].alloc_id = 0;
 		out[i].offset = 0;
 		out[i].bytes = refs[i].bytes;
 		out[i].ptr = refs[i].ptr;
 		out[i].access = refs[i].access;
 		out[i].role = refs[i].role;
+		any |= runtime_owns(refs[i].ptr);
+	}
+	if (!any)
+		return cudaSuccess;
+	stream_seen(stream);
+	pool_status_t st = pool_acquire(g_pool, pr, n, stream, sp);
+	if (st != POOL_OK) {
+		uint64_t total = 0;
+		for (int i = 0; i < n; i++)
+			total += refs[i].bytes;
+		return oom_error(st, total, "making a call's memory resident");
+	}
+	for (int i = 0; i < n; i++) {
+		if (!sp[i].alloc_id)
+			continue;
+		out[i].alloc_id = sp[i].alloc_id;
+		out[i].offset = sp[i].offset;
+		out[i].bytes = sp[i].bytes;
 	}
 	return cudaSuccess;
 }
 
 void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream)
 {
-	(void)refs;
-	(void)n;
-	(void)stream;
+	pool_ref_t pr[VMEM_MAX_REFS];
+	pool_span_t sp[VMEM_MAX_REFS];
+	bool any = false;
+
+	if (n > VMEM_MAX_REFS)
+		n = VMEM_MAX_REFS;
+	for (int i = 0; i < n; i++) {
+		pr[i].ptr = refs[i].ptr;
+		pr[i].bytes = refs[i].bytes;
+		pr[i].write = refs[i].access & VMEM_ACCESS_W;
+		sp[i].alloc_id = refs[i].alloc_id;
+		sp[i].offset = refs[i].offset;
+		sp[i].bytes = refs[i].bytes;
+		any |= refs[i].alloc_id != 0;
+	}
+	if (any)
+		pool_release(g_pool, pr, sp, n, stream);
 }
