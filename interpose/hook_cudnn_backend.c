@@ -50,8 +50,8 @@ CUDNN_BACKEND_REALS(CUDNN_BACKEND_REAL)
 #define DNN_MISSING(name) \
 	((cudnnStatus_t)hook_missing(name, CUDNN_STATUS_NOT_INITIALIZED))
 
-/* At most this many descriptors are followed at once (about 600 bytes
- * each, so under 40 MiB); PyTorch keeps up to 10000 cached plans by
+/* At most this many descriptors are followed at once (under 500 bytes
+ * each, so at most 32 MiB); PyTorch keeps up to 10000 cached plans by
  * default (TORCH_CUDNN_V8_API_LRU_CACHE_LIMIT), each holding a plan, an
  * engine config and an engine. */
 #define BDT_MAX_ENTRIES 65536

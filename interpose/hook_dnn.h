@@ -103,7 +103,7 @@ typedef struct {
 typedef struct hook_bdt hook_bdt_t;
 
 /* A table that tracks at most `max_entries` descriptors at a time (memory
- * is bounded by max_entries * sizeof an entry, about 600 bytes).  NULL
+ * is bounded by max_entries * sizeof an entry, under 500 bytes).  NULL
  * when out of memory.  Every function below is thread-safe (one mutex
  * per table); descriptors are plain handles (uintptr_t) never
  * dereferenced, so fake handles work in tests. */
