@@ -1,0 +1,257 @@
+/* tests/unit/interpose/test_scan.c - kernel-parameter scanning: a buffer
+ * whose words are vmem pointers, foreign pointers and integers, with a
+ * fake owns() range; and the per-function layout cache. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "interpose/scan.h"
+#include "interpose/trace.h"
+
+void trace_header_fields(char *buf, size_t len) { (void)len; buf[0] = '\0'; }
+void trace_end_fields(char *buf, size_t len) { (void)len; buf[0] = '\0'; }
+
+/* The fake reserved range: [0x7f0000000000, +1 TiB). */
+#define VA_BASE 0x7f0000000000ull
+#define VA_SIZE (1ull << 40)
+
+static bool fake_owns(uintptr_t p)
+{
+	return p - VA_BASE < VA_SIZE;
+}
+
+static void test_scan_finds_only_vmem_pointers(void **state)
+{
+	/* mt_probe(float *a, u64 x, float *b, int y, double z, const void *c) */
+	uintptr_t a = VA_BASE + 0x200000, b = VA_BASE + 0x400000;
+	uint64_t x = 42;
+	int y = 7;
+	double z = 3.5;
+	static char host[16];
+	const void *c = host;
+	void *args[] = { &a, &x, &b, &y, &z, &c };
+	const scan_param_t params[] = { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 }, { 32, 8 }, { 40, 8 } };
+	vmem_ref_t refs[VMEM_MAX_REFS];
+	int missed = -1;
+	int n;
+
+	(void)state;
+	n = scan_args(args, params, 6, fake_owns, refs, VMEM_MAX_REFS, &missed);
+	assert_int_equal(n, 2);
+	assert_int_equal(missed, 0);
+	assert_int_equal(refs[0].ptr, a);
+	assert_string_equal(refs[0].role, "arg0");
+	assert_int_equal(refs[1].ptr, b);
+	assert_string_equal(refs[1].role, "arg2");
+	for (int i = 0; i < n; i++) {
+		assert_int_equal(refs[i].access, VMEM_ACCESS_RW);
+		assert_int_equal(refs[i].bytes, 0);
+	}
+}
+
+static void test_integer_inside_range_counts_and_foreign_does_not(void **state)
+{
+	/* An integer equal to a vmem address is indistinguishable from a
+	 * pointer (a false positive, costing a fault-in); a pointer one past
+	 * the range is foreign. */
+	uint64_t looks_like_ptr = VA_BASE + 8;
+	uint64_t just_outside = VA_BASE + VA_SIZE;
+	uint64_t just_below = VA_BASE - 1;
+	void *args[] = { &looks_like_ptr, &just_outside, &just_below };
+	const scan_param_t params[] = { { 0, 8 }, { 8, 8 }, { 16, 8 } };
+	vmem_ref_t refs[4];
+	int n;
+
+	(void)state;
+	n = scan_args(args, params, 3, fake_owns, refs, 4, NULL);
+	assert_int_equal(n, 1);
+	assert_int_equal(refs[0].ptr, looks_like_ptr);
+}
+
+static void test_struct_parameter_is_scanned_word_by_word(void **state)
+{
+	/* A 40-byte struct param at offset 8 holding {int n; ptr p0; ptr p1;
+	 * double d; ptr foreign}, as TensorIterator-style kernels pass. */
+	struct {
+		int n;
+		uintptr_t p0, p1;
+		double d;
+		uintptr_t foreign;
+	} s;
+	int first = 1;
+	void *args[] = { &first, &s };
+	const scan_param_t params[] = { { 0, 4 }, { 8, sizeof(s) } };
+	vmem_ref_t refs[8];
+	int n;
+
+	(void)state;
+	/* Zero the padding after `n`: garbage there (say, half a stack
+	 * address) would be scanned like any other word. */
+	memset(&s, 0, sizeof(s));
+	s.n = 3;
+	s.p0 = VA_BASE + 0x1000;
+	s.p1 = VA_BASE + 0x2000;
+	s.d = 1.0;
+	s.foreign = 0x1000;
+	n = scan_args(args, params, 2, fake_owns, refs, 8, NULL);
+	assert_int_equal(n, 2);
+	assert_int_equal(refs[0].ptr, s.p0);
+	assert_int_equal(refs[1].ptr, s.p1);
+	assert_string_equal(refs[1].role, "arg1");
+}
+
+static void test_unaligned_words_are_not_read(void **state)
+{
+	/* A 12-byte param at offset 4: its only 8-aligned word is [8, 16),
+	 * bytes 4..11 of the value. */
+	unsigned char val[12];
+	uintptr_t p = VA_BASE + 0x3000;
+	void *args[] = { val };
+	const scan_param_t params[] = { { 4, 12 } };
+	vmem_ref_t refs[2];
+
+	(void)state;
+	memset(val, 0, sizeof(val));
+	memcpy(val, &p, 4);   /* bytes 0..3 (offsets 4..7): never a word */
+	assert_int_equal(scan_args(args, params, 1, fake_owns, refs, 2, NULL), 0);
+	memset(val, 0, sizeof(val));
+	memcpy(val + 4, &p, 8);   /* offsets 8..15 */
+	assert_int_equal(scan_args(args, params, 1, fake_owns, refs, 2, NULL), 1);
+	assert_int_equal(refs[0].ptr, p);
+}
+
+static void test_repeated_pointer_is_one_ref_and_overflow_is_counted(void **state)
+{
+	uintptr_t v[20];
+	void *args[20];
+	scan_param_t params[20];
+	vmem_ref_t refs[VMEM_MAX_REFS];
+	int missed = 0, n;
+
+	(void)state;
+	for (int i = 0; i < 20; i++) {
+		v[i] = VA_BASE + 0x10000ull * (uintptr_t)(i < 2 ? 0 : i);   /* 0 and 1 repeat */
+		args[i] = &v[i];
+		params[i].offset = (uint32_t)(8 * i);
+		params[i].size = 8;
+	}
+	n = scan_args(args, params, 20, fake_owns, refs, VMEM_MAX_REFS, &missed);
+	assert_int_equal(n, VMEM_MAX_REFS);
+	assert_int_equal(missed, 19 - VMEM_MAX_REFS);
+}
+
+static void test_packed_buffer_scan(void **state)
+{
+	uint64_t buf[4] = { 5, VA_BASE + 64, 0xdeadbeef, VA_BASE + 128 };
+	vmem_ref_t refs[4];
+
+	(void)state;
+	assert_int_equal(scan_buffer(buf, sizeof(buf), fake_owns, refs, 4, NULL), 2);
+	assert_int_equal(refs[0].ptr, VA_BASE + 64);
+	assert_string_equal(refs[1].role, "buf");
+	assert_int_equal(scan_buffer(buf, 12, fake_owns, refs, 4, NULL), 0);
+}
+
+/* ---- layout cache ---- */
+
+static int queries;
+
+static int fake_query(const void *func, int i, size_t *off, size_t *size)
+{
+	int nparams = (int)(uintptr_t)func & 0xff;
+
+	queries++;
+	if ((uintptr_t)func & 0x100)
+		return -1;
+	if (i >= nparams)
+		return 1;
+	*off = (size_t)(8 * i);
+	*size = 8;
+	return 0;
+}
+
+static int fake_name(const void *func, char *buf, size_t len)
+{
+	(void)func;
+	strncpy(buf, "k\"1", len);
+	return 0;
+}
+
+static void test_layout_is_queried_once_per_function(void **state)
+{
+	scan_param_t tmp[SCAN_MAX_PARAMS];
+	scan_layout_t tl;
+	const scan_layout_t *l;
+	const void *f = (const void *)(uintptr_t)0x10006;
+
+	(void)state;
+	scan_cache_reset();
+	queries = 0;
+	assert_null(scan_layout_find(f));
+	l = scan_layout(f, fake_query, fake_name, &tl, tmp);
+	assert_int_equal(l->nparams, 6);
+	assert_int_equal(l->params[5].offset, 40);
+	assert_string_equal(l->name, "k\\\"1");
+	assert_int_equal(queries, 7);
+	assert_ptr_equal(scan_layout_find(f), l);
+	l = scan_layout(f, fake_query, fake_name, &tl, tmp);
+	assert_int_equal(queries, 7);
+	assert_int_equal(l->nparams, 6);
+}
+
+static void test_unknown_layout_is_cached_as_unknown(void **state)
+{
+	scan_param_t tmp[SCAN_MAX_PARAMS];
+	scan_layout_t tl;
+	const void *f = (const void *)(uintptr_t)0x20103;
+
+	(void)state;
+	scan_cache_reset();
+	queries = 0;
+	assert_int_equal(scan_layout(f, fake_query, NULL, &tl, tmp)->nparams, -1);
+	assert_int_equal(scan_layout(f, fake_query, NULL, &tl, tmp)->nparams, -1);
+	assert_int_equal(queries, 1);
+}
+
+static void test_many_functions_stay_distinct(void **state)
+{
+	scan_param_t tmp[SCAN_MAX_PARAMS];
+	scan_layout_t tl;
+
+	(void)state;
+	scan_cache_reset();
+	for (uintptr_t i = 1; i <= 3000; i++) {
+		const void *f = (const void *)((i << 12) | (i % 7));
+
+		assert_int_equal(scan_layout(f, fake_query, NULL, &tl, tmp)->nparams, (int)(i % 7));
+	}
+	for (uintptr_t i = 1; i <= 3000; i++) {
+		const void *f = (const void *)((i << 12) | (i % 7));
+		const scan_layout_t *l = scan_layout_find(f);
+
+		if (!l || l->func != f || l->nparams != (int)(i % 7))
+			fail_msg("function %p: expected a cached layout with %d params, got %p (%d)", f,
+				 (int)(i % 7), (const void *)l, l ? l->nparams : -2);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_scan_finds_only_vmem_pointers),
+		cmocka_unit_test(test_integer_inside_range_counts_and_foreign_does_not),
+		cmocka_unit_test(test_struct_parameter_is_scanned_word_by_word),
+		cmocka_unit_test(test_unaligned_words_are_not_read),
+		cmocka_unit_test(test_repeated_pointer_is_one_ref_and_overflow_is_counted),
+		cmocka_unit_test(test_packed_buffer_scan),
+		cmocka_unit_test(test_layout_is_queried_once_per_function),
+		cmocka_unit_test(test_unknown_layout_is_cached_as_unknown),
+		cmocka_unit_test(test_many_functions_stay_distinct),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
