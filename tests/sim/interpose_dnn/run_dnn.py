@@ -18,6 +18,9 @@ then under LD_PRELOAD=callcount.so:libvmem.so with VMEM_TRACE, and checks:
   gemm         every GEMM reads a and b and writes c, extents known
   same-convs   both APIs give the same multiset of convolution events
                (kind, shape, roles, accesses, extents)
+  budget       with --budget SIZE: under VMEM_DEVICE_LIMIT=SIZE (below the
+               run's peak, so tensors are evicted and faulted back in by the
+               extents these hooks report) the checksum is still the same
 Every failure prints what was expected and what was got; exit 1 on failure,
 77 when the machine cannot run the counter (not x86-64 Linux).
 """
@@ -117,6 +120,13 @@ def check_api(args, api, tmp):
     got = checksum_of(p)
     print("== --conv-api %s" % api)
     check("checksum", got == base, "%s (without vmem)" % base, got)
+    if args.budget:
+        p = run(mt, {"LD_PRELOAD": args.vmem, "VMEM_POLICY": "none",
+                     "VMEM_DEVICE_LIMIT": args.budget, "VMEM_STATS": "1"})
+        faults = re.findall(r"misses \(fault-ins\)\s+(\d+)", p.stderr)
+        check("budget", checksum_of(p) == base and faults and int(faults[0]) > 0,
+              "%s under VMEM_DEVICE_LIMIT=%s, with fault-ins" % (base, args.budget),
+              "%s, fault-ins %s" % (checksum_of(p), faults[0] if faults else "not reported"))
 
     recs = read_trace(trace)
     ops = [r for r in recs if r.get("type") == "op"]
@@ -181,6 +191,7 @@ def main():
     ap.add_argument("--callcount", required=True)
     ap.add_argument("--net", default="vgg16")
     ap.add_argument("--keep", help="keep traces in this directory")
+    ap.add_argument("--budget", help="also run under VMEM_DEVICE_LIMIT=BUDGET")
     args = ap.parse_args()
     if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
         print("SKIP: callcount.so needs x86-64 Linux, this is %s %s" % (
