@@ -32,6 +32,7 @@ enum {
 	PF_LISTED = 4u,      /* on the lru or offloading list */
 	PF_MARK = 8u,        /* scratch: counted / copied by the current operation */
 	PF_SEL = 16u,        /* scratch: selected by the current offload */
+	PF_COPY = 32u,       /* scratch: copied back by the current fault-in */
 };
 
 struct fence {
@@ -630,8 +631,10 @@ static uint32_t evict_lru(pool_t *p, uint32_t need)
 		bool copy = (pg->flags & PF_WRITTEN) && !(pg->flags & PF_HOST_VALID);
 		if (copy) {
 			if (!pg->host && slot_get(p, &pg->host) != POOL_OK) {
+				/* host full: clean pages further up the list can
+				 * still be dropped without a copy */
 				p->host_exhausted = true;
-				break;
+				continue;
 			}
 			stream_after(p, p->ops.d2h_stream, pg->busy);
 			if (p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg), page_bytes(p, pg->a, pg->idx))) {
@@ -1388,7 +1391,7 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 			uint64_t nb = page_bytes(p, pg->a, pg->idx), moved = 0;
 			if ((pg->flags & PF_HOST_VALID) &&
 			    p->ops.copy_h2d(p->ops.ctx, page_va(p, pg), pg->host, nb) == 0) {
-				pg->flags |= PF_MARK;
+				pg->flags |= PF_COPY;
 				ncopy++;
 				moved = nb;
 				if (kind == POOL_EV_PREFETCH)
@@ -1410,9 +1413,9 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 		span_pages(p, &spans[i], &fi, &la);
 		for (uint32_t k = fi; k <= la; k++) {
 			struct page *pg = &as[i]->pages[k];
-			if (!(pg->flags & PF_MARK))
+			if (!(pg->flags & PF_COPY))
 				continue;
-			pg->flags &= ~PF_MARK;
+			pg->flags &= ~PF_COPY;
 			page_set_busy(p, pg, f);
 		}
 	}

@@ -566,6 +566,28 @@ static void test_unknown_extent_uses_learned_extent(void **state)
 	env_close(&e);
 }
 
+/* A framework's segment: two tensors of one call in the same allocation,
+ * overlapping pages, all of it offloaded; each page is mapped once. */
+static void test_overlapping_refs_fault_in_each_page_once(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 8, 0, 64);
+	uintptr_t seg = must_malloc(&e, 4 * CH);
+	put(&e, seg, 4 * CH, 21);
+	pool_offload(e.p, seg, 4 * CH);
+	pool_sync(e.p);
+	pool_ref_t r[3] = { { .ptr = seg + 100, .bytes = 2 * CH }, { .ptr = seg + CH, .bytes = 0 },
+			    { .ptr = seg + CH + 8, .bytes = 64, .write = true } };
+	pool_span_t sp[3];
+	assert_int_equal(pool_acquire(e.p, r, 3, NULL, sp), POOL_OK);
+	check_clean(&e);
+	assert_int_equal(stats(&e).misses, 4);
+	pool_release(e.p, r, sp, 3, NULL);
+	assert_true(check(&e, seg, 4 * CH, 21));
+	env_close(&e);
+}
+
 static void test_foreign_pointer_is_left_alone(void **state)
 {
 	(void)state;
@@ -840,6 +862,7 @@ int main(void)
 		cmocka_unit_test(test_offload_completes_only_after_copy),
 		cmocka_unit_test(test_use_during_offload_cancels_it),
 		cmocka_unit_test(test_unknown_extent_uses_learned_extent),
+		cmocka_unit_test(test_overlapping_refs_fault_in_each_page_once),
 		cmocka_unit_test(test_foreign_pointer_is_left_alone),
 		cmocka_unit_test(test_no_external_fragmentation),
 		cmocka_unit_test(test_stress_random_rounds_against_budget),

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""tests/sim/pool/run_pool.py - runs the pool's simulated-GPU cases.
+
+Each case runs a program with LD_PRELOAD=libvmem.so on the simulated GPU
+(LD_LIBRARY_PATH comes from the test environment) and checks its exit
+status, its output, the simulator's report (SIMGPU_REPORT: peak device
+bytes) and the VMEM_STATS table.  Every failure prints what was expected
+and what was got.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+MiB = 1 << 20
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(cmd, env_extra, preload, vmem):
+    env = dict(os.environ)
+    env.update(env_extra)
+    if preload:
+        env["LD_PRELOAD"] = vmem
+    else:
+        env.pop("LD_PRELOAD", None)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    print("$ " + " ".join("%s=%s" % kv for kv in env_extra.items()) +
+          (" LD_PRELOAD=libvmem.so " if preload else " ") + " ".join(cmd))
+    print("  exit %d" % p.returncode)
+    for line in (p.stdout + p.stderr).splitlines()[-60:]:
+        print("  | " + line)
+    if "simgpu: illegal address" in p.stderr:
+        fail("the simulator caught a stray access (see above)")
+    return p
+
+
+def report(path):
+    vals = {}
+    with open(path) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            vals[k.strip()] = v.strip()
+    return vals
+
+
+def stat(text, name):
+    m = re.search(r"^vmem: %s\s+(\d+)" % re.escape(name), text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def expect_ok(p, what):
+    if p.returncode != 0 or "ok" not in p.stdout.split():
+        fail("%s: expected exit 0 and 'ok', got exit %d" % (what, p.returncode))
+
+
+def case_meminfo(a):
+    p = run([a.prog, "meminfo", str(1 << 30)],
+            {"SIMGPU_MEM": "12G", "VMEM_DEVICE_LIMIT": "1G"}, True, a.vmem)
+    expect_ok(p, "cudaMemGetInfo under VMEM_DEVICE_LIMIT=1G on a 12 GB device")
+    # without vmem the same program sees the device
+    p = run([a.prog, "meminfo", str(12 << 30)], {"SIMGPU_MEM": "12G"}, False, a.vmem)
+    expect_ok(p, "cudaMemGetInfo without vmem")
+
+
+def stress(a, extra, rounds, seed, limit):
+    rep = os.path.join(a.workdir, "pool-stress-report-%s.txt" % seed)
+    env = {"SIMGPU_MEM": "1G", "VMEM_DEVICE_LIMIT": "%dM" % limit,
+           "VMEM_DEVICE_RESERVE": "0", "VMEM_STATS": "1", "SIMGPU_REPORT": rep}
+    env.update(extra)
+    p = run([a.prog, "stress", str(rounds), str(seed)], env, True, a.vmem)
+    expect_ok(p, "stress against a %d MiB budget" % limit)
+    peak = int(report(rep)["peak_device_bytes"])
+    if peak > limit * MiB:
+        fail("simulated device peak %d bytes, expected at most the budget %d" % (peak, limit * MiB))
+    ev, miss = stat(p.stderr, "evictions"), stat(p.stderr, "misses (fault-ins)")
+    if not ev or not miss:
+        fail("expected evictions and misses in VMEM_STATS, got evictions=%s misses=%s" % (ev, miss))
+    print("peak device bytes %d (budget %d), evictions %d, misses %d" % (peak, limit * MiB, ev, miss))
+
+
+def case_stress(a):
+    stress(a, {}, 400, 1, 64)
+    stress(a, {}, 400, 2, 64)
+
+
+def case_stress_small_chunks(a):
+    # chunks of 4 granules: fewer, larger mappings; small threshold off
+    stress(a, {"VMEM_CHUNK_SIZE": "8M", "VMEM_SMALL_THRESHOLD": "0"}, 300, 3, 96)
+
+
+def case_oom(a):
+    p = run([a.prog, "oom"], {"SIMGPU_MEM": "1G", "VMEM_DEVICE_LIMIT": "64M"}, True, a.vmem)
+    expect_ok(p, "out of memory without losing data")
+
+
+def case_host_limit(a):
+    p = run([a.prog, "hostlimit"], {"SIMGPU_MEM": "1G", "VMEM_DEVICE_LIMIT": "64M",
+                                    "VMEM_HOST_LIMIT": "32M"}, True, a.vmem)
+    expect_ok(p, "host limit")
+    if "pinned host memory exhausted" not in p.stderr or "VMEM_HOST_LIMIT=32 MiB" not in p.stderr:
+        fail("expected the error 'pinned host memory exhausted ... VMEM_HOST_LIMIT=32 MiB' on stderr")
+    m = re.search(r"tensors before the host limit: (\d+)", p.stdout)
+    # 64 MiB budget + 32 MiB host = 12 tensors of 8 MiB, the small pool aside
+    if not m or not 9 <= int(m.group(1)) <= 12:
+        fail("expected about 12 tensors of 8 MiB before failing, got %s" % (m and m.group(1)))
+
+
+def checksum(p):
+    m = re.search(r"checksum: (0x[0-9a-f]+)", p.stdout)
+    return m and m.group(1)
+
+
+def vtime(path):
+    return float(report(path)["virtual_time_s"])
+
+
+def case_vgg16_half(a):
+    # batch 4, 64x64 images: about 590 MiB (per-tensor) or 720 MiB
+    # (caching) at peak; 300 MiB is half of what per-tensor needs.  The
+    # largest single call, SGD on the 4096x4096 FC layer, touches 192 MiB.
+    args = [a.minitrain, "--net", "vgg16", "--batch", "4", "--image", "64",
+            "--iters", "2", "--alloc", a.alloc]
+    r_full = os.path.join(a.workdir, "pool-vgg16-%s-full.txt" % a.alloc)
+    r_half = os.path.join(a.workdir, "pool-vgg16-%s-half.txt" % a.alloc)
+    full = run(args, {"SIMGPU_MEM": "12G", "SIMGPU_REPORT": r_full}, False, a.vmem)
+    if full.returncode != 0 or not checksum(full):
+        fail("unlimited run: expected exit 0 with a checksum, got exit %d" % full.returncode)
+    alone = run(args, {"SIMGPU_MEM": "300M"}, False, a.vmem)
+    if alone.returncode != 3 or "out of memory" not in alone.stdout + alone.stderr:
+        fail("at 300M without vmem: expected exit 3 and 'out of memory', got exit %d" % alone.returncode)
+    under = run(args, {"SIMGPU_MEM": "300M", "VMEM_POLICY": "none", "VMEM_DEVICE_RESERVE": "4M",
+                       "VMEM_STATS": "1", "SIMGPU_REPORT": r_half}, True, a.vmem)
+    if under.returncode != 0:
+        fail("at 300M under vmem: expected exit 0, got %d" % under.returncode)
+    if checksum(under) != checksum(full):
+        fail("checksum under vmem %s, expected the unlimited run's %s" % (checksum(under), checksum(full)))
+    ev, miss = stat(under.stderr, "evictions"), stat(under.stderr, "misses (fault-ins)")
+    if not ev or not miss:
+        fail("expected evictions and misses in VMEM_STATS, got evictions=%s misses=%s" % (ev, miss))
+    tf, th = vtime(r_full), vtime(r_half)
+    print("vgg16 %s: checksum %s both; simulated time %.4f s unlimited, %.4f s at half memory "
+          "(%.1fx); misses %d, evictions %d" % (a.alloc, checksum(full), tf, th, th / tf, miss, ev))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("case")
+    ap.add_argument("--vmem", required=True)
+    ap.add_argument("--prog", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--minitrain")
+    ap.add_argument("--alloc", default="per-tensor")
+    a = ap.parse_args()
+    cases = {"meminfo": case_meminfo, "stress": case_stress,
+             "stress-small-chunks": case_stress_small_chunks, "oom": case_oom,
+             "host-limit": case_host_limit, "vgg16-half": case_vgg16_half}
+    if a.case not in cases:
+        fail("unknown case %r; known: %s" % (a.case, ", ".join(sorted(cases))))
+    cases[a.case](a)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

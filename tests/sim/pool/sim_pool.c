@@ -1,0 +1,264 @@
+/* tests/sim/pool/sim_pool.c - the device pool through the real hooks.
+ *
+ * Linked against the real libcudart like an application; run with
+ * LD_LIBRARY_PATH=<build>/tests/simgpu and LD_PRELOAD=libvmem.so by
+ * run_pool.py.  The simulated GPU maps device memory with real page
+ * protection, so any access to an offloaded or unmapped page aborts with
+ * "simgpu: illegal address"; this program checks the bytes.
+ *
+ *   sim-pool meminfo TOTAL     cudaMemGetInfo reports TOTAL bytes, free <= total
+ *   sim-pool stress ROUNDS SEED
+ *                              random allocations (1 B .. budget/4), whole and
+ *                              partial writes on two streams, memsets, reads,
+ *                              sync and async frees, the live set up to 3x the
+ *                              budget; every byte read equals what was written
+ *   sim-pool oom               a request over the budget fails with
+ *                              cudaErrorMemoryAllocation; what was there survives
+ *   sim-pool hostlimit         8 MiB tensors are written until one fails because
+ *                              the pinned host memory (VMEM_HOST_LIMIT) is full;
+ *                              after freeing one, every other reads back intact
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
+	fprintf(stderr, "sim-pool: %s failed: %s (%d) at line %d\n", #x, \
+		cudaGetErrorString(e_), (int)e_, __LINE__); exit(1); } } while (0)
+
+static uint64_t rng = 1;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static void fill(uint8_t *b, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 7;
+	for (size_t i = 0; i < n; i++) {
+		if (!(i & 7))
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+		b[i] = (uint8_t)(x >> (8 * (i & 7)));
+	}
+}
+
+typedef struct {
+	void *d;
+	uint8_t *shadow;
+	size_t n;
+} tensor_t;
+
+static int compare(const tensor_t *t, const char *when)
+{
+	uint8_t *got = malloc(t->n);
+	CK(cudaMemcpy(got, t->d, t->n, cudaMemcpyDeviceToHost));
+	for (size_t i = 0; i < t->n; i++)
+		if (got[i] != t->shadow[i]) {
+			fprintf(stderr, "sim-pool: %s: byte %zu of %zu at %p: expected 0x%02x, got 0x%02x\n",
+				when, i, t->n, t->d, t->shadow[i], got[i]);
+			free(got);
+			return 1;
+		}
+	free(got);
+	return 0;
+}
+
+static int cmd_meminfo(uint64_t want)
+{
+	size_t fr = 0, tot = 0;
+	CK(cudaMemGetInfo(&fr, &tot));
+	printf("total %zu free %zu\n", tot, fr);
+	if (tot != want) {
+		fprintf(stderr, "sim-pool: cudaMemGetInfo total: expected %" PRIu64 ", got %zu\n", want, tot);
+		return 1;
+	}
+	if (fr > tot) {
+		fprintf(stderr, "sim-pool: cudaMemGetInfo free %zu is more than total %zu\n", fr, tot);
+		return 1;
+	}
+	void *p;
+	CK(cudaMalloc(&p, 100 << 20));
+	size_t fr2;
+	CK(cudaMemGetInfo(&fr2, &tot));
+	if (fr2 + (100 << 20) > fr) {
+		fprintf(stderr, "sim-pool: free after allocating 100 MiB: expected at most %zu, got %zu\n",
+			fr - (100 << 20), fr2);
+		return 1;
+	}
+	CK(cudaFree(p));
+	printf("ok\n");
+	return 0;
+}
+
+#define MAXT 256
+
+static int cmd_stress(int rounds, uint64_t seed)
+{
+	size_t fr, budget;
+	tensor_t t[MAXT];
+	int nt = 0, bad = 0;
+	size_t live = 0, nalloc = 0, nfree = 0, nread = 0, noom = 0;
+	cudaStream_t s2;
+
+	rng = seed * 2654435761u + 1;
+	CK(cudaMemGetInfo(&fr, &budget));
+	CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+	for (int r = 0; r < rounds && !bad; r++) {
+		int op = (int)(rnd() % 10);
+		if (nt == 0 || (op < 3 && nt < MAXT && live < 3 * budget)) {
+			size_t n = rnd() % 3 == 0 ? 1 + rnd() % 4096 : 1 + rnd() % (budget / 4);
+			tensor_t x = { NULL, malloc(n), n };
+			cudaError_t e = cudaMalloc(&x.d, n);
+			if (e == cudaErrorMemoryAllocation) {
+				noom++;
+				free(x.shadow);
+				continue;
+			}
+			CK(e);
+			fill(x.shadow, n, rnd());
+			CK(cudaMemcpy(x.d, x.shadow, n, cudaMemcpyHostToDevice));
+			t[nt++] = x;
+			live += n;
+			nalloc++;
+		} else if (op < 5) {
+			int i = (int)(rnd() % (uint64_t)nt);
+			bad |= compare(&t[i], "before free");
+			if (rnd() & 1) {
+				CK(cudaFree(t[i].d));
+			} else {
+				CK(cudaFreeAsync(t[i].d, s2));
+			}
+			live -= t[i].n;
+			free(t[i].shadow);
+			t[i] = t[--nt];
+			nfree++;
+		} else if (op < 7) {
+			int i = (int)(rnd() % (uint64_t)nt);
+			bad |= compare(&t[i], "read");
+			nread++;
+		} else if (op < 8) {
+			/* partial write of a sub-range on another stream */
+			int i = (int)(rnd() % (uint64_t)nt);
+			size_t off = rnd() % t[i].n, n = 1 + rnd() % (t[i].n - off);
+			fill(t[i].shadow + off, n, rnd());
+			CK(cudaMemcpyAsync((char *)t[i].d + off, t[i].shadow + off, n,
+					   cudaMemcpyHostToDevice, s2));
+			CK(cudaStreamSynchronize(s2));
+		} else if (op < 9) {
+			int i = (int)(rnd() % (uint64_t)nt);
+			size_t off = rnd() % t[i].n, n = 1 + rnd() % (t[i].n - off);
+			int v = (int)(rnd() & 0xff);
+			memset(t[i].shadow + off, v, n);
+			CK(cudaMemset((char *)t[i].d + off, v, n));
+		} else {
+			CK(cudaDeviceSynchronize());
+		}
+	}
+	for (int i = 0; i < nt && !bad; i++)
+		bad |= compare(&t[i], "final");
+	for (int i = 0; i < nt; i++) {
+		CK(cudaFree(t[i].d));
+		free(t[i].shadow);
+	}
+	CK(cudaStreamDestroy(s2));
+	printf("rounds %d allocs %zu frees %zu reads %zu oom %zu budget %zu\n",
+	       rounds, nalloc, nfree, nread, noom, budget);
+	if (bad)
+		return 1;
+	printf("ok\n");
+	return 0;
+}
+
+static int cmd_oom(void)
+{
+	size_t fr, budget;
+	CK(cudaMemGetInfo(&fr, &budget));
+	void *big;
+	cudaError_t e = cudaMalloc(&big, budget + 1);
+	if (e != cudaErrorMemoryAllocation) {
+		fprintf(stderr, "sim-pool: cudaMalloc of budget + 1 bytes: expected cudaErrorMemoryAllocation, got %d\n",
+			(int)e);
+		return 1;
+	}
+	(void)cudaGetLastError();
+	tensor_t t[3];
+	for (int i = 0; i < 3; i++) {
+		t[i].n = budget / 2;
+		t[i].shadow = malloc(t[i].n);
+		fill(t[i].shadow, t[i].n, (uint64_t)i + 5);
+		CK(cudaMalloc(&t[i].d, t[i].n));
+		CK(cudaMemcpy(t[i].d, t[i].shadow, t[i].n, cudaMemcpyHostToDevice));
+	}
+	/* one call touching two half-budget tensors at once fits (just) */
+	CK(cudaMemcpy(t[0].d, t[1].d, budget / 4, cudaMemcpyDeviceToDevice));
+	memcpy(t[0].shadow, t[1].shadow, budget / 4);
+	int bad = 0;
+	for (int i = 0; i < 3; i++)
+		bad |= compare(&t[i], "after eviction");
+	for (int i = 0; i < 3; i++) {
+		CK(cudaFree(t[i].d));
+		free(t[i].shadow);
+	}
+	if (!bad)
+		printf("ok\n");
+	return bad;
+}
+
+static int cmd_hostlimit(void)
+{
+	tensor_t t[MAXT];
+	int nt = 0, bad = 0;
+	cudaError_t e = cudaSuccess;
+
+	while (nt < MAXT) {
+		t[nt].n = 8u << 20;
+		t[nt].shadow = malloc(t[nt].n);
+		fill(t[nt].shadow, t[nt].n, (uint64_t)nt + 100);
+		e = cudaMalloc(&t[nt].d, t[nt].n);
+		if (e != cudaSuccess) {
+			free(t[nt].shadow);
+			break;
+		}
+		CK(cudaMemcpy(t[nt].d, t[nt].shadow, t[nt].n, cudaMemcpyHostToDevice));
+		nt++;
+	}
+	if (e != cudaErrorMemoryAllocation) {
+		fprintf(stderr, "sim-pool: expected cudaErrorMemoryAllocation once host memory is full, got %d after %d tensors\n",
+			(int)e, nt);
+		return 1;
+	}
+	(void)cudaGetLastError();
+	printf("tensors before the host limit: %d\n", nt);
+	CK(cudaFree(t[nt - 1].d));
+	free(t[--nt].shadow);
+	for (int i = 0; i < nt; i++)
+		bad |= compare(&t[i], "after host exhaustion");
+	for (int i = 0; i < nt; i++) {
+		CK(cudaFree(t[i].d));
+		free(t[i].shadow);
+	}
+	if (!bad)
+		printf("ok\n");
+	return bad;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 3 && !strcmp(argv[1], "meminfo"))
+		return cmd_meminfo(strtoull(argv[2], NULL, 0));
+	if (argc >= 4 && !strcmp(argv[1], "stress"))
+		return cmd_stress(atoi(argv[2]), strtoull(argv[3], NULL, 0));
+	if (argc >= 2 && !strcmp(argv[1], "oom"))
+		return cmd_oom();
+	if (argc >= 2 && !strcmp(argv[1], "hostlimit"))
+		return cmd_hostlimit();
+	fprintf(stderr, "usage: sim-pool meminfo TOTAL | stress ROUNDS SEED | oom | hostlimit\n");
+	return 2;
+}
