@@ -35,7 +35,7 @@ static void usage(FILE *f)
 		"  --algo-mode MODE           get (heuristics) | find (benchmark) (default get)\n"
 		"  --batch-change K:N         use batch N from iteration K on\n"
 		"  --eval-every K             forward-only inference pass every K iterations\n"
-		"  --lr F                     SGD learning rate (default 0.01)\n"
+		"  --lr F                     SGD learning rate (default 0.001)\n"
 		"  --momentum F               SGD momentum (default 0.9)\n"
 		"  --weight-decay F           weight decay (default 0.0005)\n"
 		"  --classes C                number of classes (default 10)\n"
@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 	mt_opts_t o = {
 		.net = NULL, .batch = 4, .image = 32, .iters = 5, .classes = 10,
 		.seed = 1, .alloc = MT_ALLOC_PER_TENSOR, .conv_api = MT_CONV_LEGACY,
-		.algo_mode = MT_ALGO_GET, .change_iter = -1, .lr = 0.01f,
+		.algo_mode = MT_ALGO_GET, .change_iter = -1, .lr = 0.001f,
 		.momentum = 0.9f, .weight_decay = 0.0005f,
 	};
 	mt_net_t net;

@@ -48,7 +48,6 @@ uint64_t mt_mix(uint64_t x);                      /* splitmix64 finaliser */
 typedef struct { uint64_t s; } mt_rng_t;
 uint64_t mt_rng_next(mt_rng_t *r);
 double mt_rng_uniform(mt_rng_t *r);               /* [0, 1) */
-double mt_rng_normal(mt_rng_t *r);                /* N(0, 1), Box-Muller */
 uint64_t mt_fnv1a(uint64_t h, const void *p, size_t n);
 #define MT_FNV_INIT 0xcbf29ce484222325ull
 

@@ -69,15 +69,6 @@ double mt_rng_uniform(mt_rng_t *r)
 	return (double)(mt_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-double mt_rng_normal(mt_rng_t *r)
-{
-	double u1 = mt_rng_uniform(r), u2 = mt_rng_uniform(r);
-
-	if (u1 < 1e-300)
-		u1 = 1e-300;
-	return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
 uint64_t mt_fnv1a(uint64_t h, const void *p, size_t n)
 {
 	const unsigned char *b = p;

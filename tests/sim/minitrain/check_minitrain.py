@@ -9,7 +9,8 @@ Checks (each prints what it expected and what it got, exit 1 on failure):
   same ARGSETS...                 every ';'-separated argument set gives the
                                   same checksum (and the same losses)
   oom MEM [args]                  with SIMGPU_MEM=MEM: exit 3, 'out of memory'
-  dryrun [args]                   with SIMGPU_DRYRUN=1: runs, reports peak
+  dryrun MEM [args]               with SIMGPU_DRYRUN=1 SIMGPU_MEM=MEM: runs,
+                                  reports the peak (and --mem-report lines)
   badargs                         bad options exit 2 naming option and value
 """
 import json
@@ -125,8 +126,8 @@ def check_oom(binary, mem, args):
     print("OK: %s" % m.group(0))
 
 
-def check_dryrun(binary, args):
-    p = run(binary, args, {"SIMGPU_DRYRUN": "1"})
+def check_dryrun(binary, mem, args):
+    p = run(binary, args, {"SIMGPU_DRYRUN": "1", "SIMGPU_MEM": mem})
     iters, cs, peak = parse(p, args)
     print("dry run peak: %d MiB (%.1f GiB)" % (peak, peak / 1024.0))
     for line in p.stdout.splitlines():
@@ -173,7 +174,7 @@ def main():
     elif check == "oom":
         check_oom(binary, rest[0], rest[1:])
     elif check == "dryrun":
-        check_dryrun(binary, rest)
+        check_dryrun(binary, rest[0], rest[1:])
     elif check == "badargs":
         check_badargs(binary)
     else:
