@@ -417,6 +417,23 @@ class BadInputTest(TraceCase):
 			g.write(f.read())
 		self.assertEqual(self.summary(p + '.gz')['records'], self.summary(p)['records'])
 
+	def test_odd_field_values_give_valid_output(self):
+		# NaN is not JSON but Python writes and reads it; odd types where
+		# numbers belong must not break any subcommand.
+		p = self.write('odd.jsonl', (
+			b'{"type":"header","format":1,"device":{"name":7,"total":"lots"},"settings":[]}\n'
+			b'{"type":"op","seq":1,"t":NaN,"dur":"x","op":"conv_fwd","args":{"algo":Infinity},'
+			b'"tensors":[{"alloc":"a","off":null,"bytes":-5,"acc":null},"junk"]}\n'
+			b'{"type":"alloc","seq":2,"t":5,"alloc":1,"bytes":NaN,"resident":[1],"host":"2"}\n'))
+		for cmd in ('summary', 'graph', 'chrome', 'memory'):
+			rc, out, err = run(cmd, p)
+			self.assertEqual(rc, 0, '%s: %s' % (cmd, err))
+			self.assertNotIn('Traceback', err)
+			if cmd == 'chrome':
+				json.loads(out, parse_constant=lambda c: self.fail('%s in output' % c))
+			if cmd == 'memory':
+				ET.fromstring(out.encode())
+
 	def test_bad_command_line_is_a_usage_error(self):
 		rc, _, err = run('graph')
 		self.assertEqual(rc, 2)
