@@ -162,15 +162,23 @@ int main(int argc, char **argv)
 			else
 				bad(a, v, "get or find");
 		} else if (!strcmp(a, "--batch-change")) {
-			const char *colon = v ? strchr(v, ':') : NULL;
-			char k[32];
+			char *end;
+			long k = -1, n = 0;
 
-			if (!colon || colon == v || (size_t)(colon - v) >= sizeof(k))
-				bad(a, v, "K:N (iteration:batch), e.g. 3:8");
-			memcpy(k, v, colon - v);
-			k[colon - v] = 0;
-			o.change_iter = (int)parse_int(a, k, 0, 1 << 24);
-			o.change_batch = (int)parse_int(a, colon + 1, 1, 1 << 20);
+			if (v) {
+				errno = 0;
+				k = strtol(v, &end, 10);
+				if (errno || end == v || *end != ':')
+					k = -1;
+				else
+					n = strtol(end + 1, &end, 10);
+				if (errno || *end)
+					k = -1;
+			}
+			if (k < 0 || k > (1 << 24) || n < 1 || n > (1 << 20))
+				bad(a, v, "K:N with iteration K >= 0 and batch N >= 1, e.g. 3:8");
+			o.change_iter = (int)k;
+			o.change_batch = (int)n;
 		} else if (!strcmp(a, "--eval-every")) {
 			o.eval_every = (int)parse_int(a, v, 1, 1 << 24);
 		} else if (!strcmp(a, "--lr")) {

@@ -12,6 +12,8 @@ Checks (each prints what it expected and what it got, exit 1 on failure):
   dryrun MEM [args]               with SIMGPU_DRYRUN=1 SIMGPU_MEM=MEM: runs,
                                   reports the peak (and --mem-report lines)
   badargs                         bad options exit 2 naming option and value
+  fuzz FIRST COUNT [args]         random:SEED for COUNT seeds from FIRST: the
+                                  allocation styles and conv APIs agree
 """
 import json
 import os
@@ -23,6 +25,7 @@ import time
 CHECKSUM = re.compile(r"^checksum: (0x[0-9a-f]{16})$", re.M)
 PEAK = re.compile(r"^peak: (\d+) MiB$", re.M)
 ITER = re.compile(r"^iter (\d+) loss (\S+) time (\S+) ms$", re.M)
+EVAL = re.compile(r"^eval (\d+) loss (\S+) time (\S+) ms$", re.M)
 
 
 def fail(msg):
@@ -97,7 +100,8 @@ def check_same(binary, argsets):
         args = a.split()
         p = run(binary, args)
         iters, cs, peak = parse(p, args)
-        losses = [l for _, l, _ in iters]
+        losses = [l for _, l, _ in iters] + [
+            float(l) for _, l, _ in EVAL.findall(p.stdout)]
         print("  checksum %s peak %d MiB losses %s" % (
             cs, peak, " ".join("%.6f" % l for l in losses)))
         if ref is None:
@@ -110,6 +114,14 @@ def check_same(binary, argsets):
                 fail("expected losses %s (from: %s), got %s (from: %s)"
                      % (ref[2], ref[0], losses, a))
     print("OK: %d runs, checksum %s" % (len(argsets), ref[1]))
+
+
+def check_fuzz(binary, first, count, args):
+    variants = ["--alloc per-tensor", "--alloc network",
+                "--alloc caching --conv-api graph"]
+    for seed in range(first, first + count):
+        base = "--net random:%d %s" % (seed, " ".join(args))
+        check_same(binary, [base + " " + v for v in variants])
 
 
 def check_oom(binary, mem, args):
@@ -175,6 +187,8 @@ def main():
         check_oom(binary, rest[0], rest[1:])
     elif check == "dryrun":
         check_dryrun(binary, rest[0], rest[1:])
+    elif check == "fuzz":
+        check_fuzz(binary, int(rest[0]), int(rest[1]), rest[2:])
     elif check == "badargs":
         check_badargs(binary)
     else:
