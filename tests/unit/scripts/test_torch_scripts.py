@@ -105,7 +105,8 @@ class GpuValidateFakeRunTest(unittest.TestCase):
 	"""gpu-validate end to end with fakepython.py in place of the GPU
 	machine's python3 and an empty library in place of libvmem.so."""
 
-	def run_validate(self, d, differ=None, only='vgg16-fp32-(nocache-)?(base|vmem|budget)$|bandwidth'):
+	def run_validate(self, d, differ=None, only='vgg16-fp32-(nocache-)?(base|vmem|budget)$|bandwidth',
+			 nondet=False):
 		stub = os.environ.get('VMEM_TEST_STUB_LIB')
 		if not stub or not os.path.isfile(stub):
 			stub = os.path.join(d, 'libvmem.so')
@@ -114,6 +115,8 @@ class GpuValidateFakeRunTest(unittest.TestCase):
 		env.pop('FAKE_DIFFER', None)
 		if differ:
 			env['FAKE_DIFFER'] = differ
+		if nondet:
+			env['FAKE_NONDET'] = '1'
 		res = os.path.join(d, 'res')
 		p = subprocess.run([sys.executable, GPU_VALIDATE, '--only', only, '--archive',
 				    os.path.join(d, 'out.tar.gz'), res],
@@ -151,6 +154,15 @@ class GpuValidateFakeRunTest(unittest.TestCase):
 			self.assertRegex(md, r'\| vgg16-fp32-nocache-vmem \| .* \| DIFFERENT \| iteration 3: '
 					 r'0x1\.a666666666666p\+2 vs 0x1\.a666666666668p\+2 \|')
 			self.assertRegex(md, r'\| vgg16-fp32-vmem \| .* \| same \|')
+
+
+	def test_an_oracle_that_does_not_repeat_makes_comparisons_inconclusive(self):
+		with tempfile.TemporaryDirectory() as d:
+			rc, md, _ = self.run_validate(d, only='transformer-fp32-(base|base2|vmem)$', nondet=True)
+			self.assertEqual(rc, 0, md)
+			self.assertRegex(md, r'\| transformer-fp32-base2 \| .* \| inconclusive \| '
+					 r'transformer-fp32-base does not repeat itself')
+			self.assertRegex(md, r'\| transformer-fp32-vmem \| .* \| inconclusive \|')
 
 
 @unittest.skipIf(torch_python() is None, 'no python3 with torch and torchvision here')
