@@ -318,6 +318,22 @@ class MemoryTest(TraceCase):
 			self.assertIn('budget', texts)
 			self.assertIn('steady iteration', texts)
 
+	def test_memory_svg_falls_back_to_seq_when_clocks_disagree(self):
+		def build(tb):
+			a = tb.alloc(1 << 20)
+			tb.t += 10 ** 12   # ops stamped with an absolute clock
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(a, 'w', 'y')])
+			tb.op('act_fwd', 'cudnnActivationForward', [(a, 'r', 'x')])
+			tb.t -= 10 ** 12
+			tb.free(a)
+		p = self.small_trace('clk.jsonl', build)
+		out = self.path('clk.svg')
+		_, err = self.ok('memory', p, '-o', out)
+		self.assertIn('do not share a clock', err)
+		ns = '{http://www.w3.org/2000/svg}'
+		texts = [t.text for t in ET.parse(out).getroot().iter(ns + 'text')]
+		self.assertIn('sequence number', texts)
+
 	def test_memory_svg_without_memory_records_warns(self):
 		def build(tb):
 			tb.op('sync', 'cudaDeviceSynchronize')
