@@ -54,6 +54,7 @@ struct mt_cache {
 	mt_seg_t *segs;
 	mt_blk_t *free_small, *free_large;
 	mt_blk_t *hash[MT_HASH];
+	size_t live;               /* bytes in allocated blocks */
 };
 
 static unsigned ptr_hash(const void *p)
@@ -202,6 +203,7 @@ void *mt_cache_alloc(mt_cache_t *c, size_t bytes, size_t *seg_request)
 		free_insert(c, r);
 	}
 	unsigned h = ptr_hash(best->ptr);
+	c->live += best->size;
 	best->hnext = c->hash[h];
 	c->hash[h] = best;
 	return best->ptr;
@@ -218,6 +220,7 @@ void mt_cache_free(mt_cache_t *c, void *p)
 	mt_blk_t *b = *bp;
 	*bp = b->hnext;
 	b->hnext = NULL;
+	c->live -= b->size;
 	/* merge with free neighbours in the same segment */
 	if (b->next && b->next->free) {
 		mt_blk_t *n = b->next;
@@ -241,6 +244,11 @@ void mt_cache_free(mt_cache_t *c, void *p)
 		b = pv;
 	}
 	free_insert(c, b);
+}
+
+size_t mt_cache_live(const mt_cache_t *c)
+{
+	return c->live;
 }
 
 void mt_cache_destroy(mt_cache_t *c)
@@ -375,6 +383,11 @@ void mt_alloc_empty_cache(void)
 size_t mt_alloc_current(void)
 {
 	return g_cur;
+}
+
+size_t mt_alloc_live(void)
+{
+	return g_cache ? mt_cache_live(g_cache) : g_cur;
 }
 
 size_t mt_alloc_peak(void)

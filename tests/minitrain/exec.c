@@ -52,6 +52,7 @@ static struct {
 	float *h_in, *h_loss;
 	int *h_labels;
 	size_t h_in_cap;
+	size_t live_base;           /* bytes held between passes (parameters) */
 } X;
 
 #define ND(j) (&X.net->nodes[(j)])
@@ -801,6 +802,10 @@ static double run_pass(bool train, int iter_base, int dataset, float *ms)
 		X.labels = NULL;
 		X.sample_loss = NULL;
 	}
+	/* per-tensor / caching: every tensor of the pass has been freed */
+	if (!NETWORK && X.live_base != mt_alloc_live())
+		mt_die("internal: %zu bytes still held after a pass (expected %zu)",
+		       mt_alloc_live(), X.live_base);
 	/* deterministic host reduction in sample order */
 	double sum = 0;
 	for (int b = 0; b < n; b++)
@@ -906,6 +911,7 @@ int mt_train(mt_net_t *net, const mt_opts_t *o)
 	descriptors_create();
 	descriptors_batch(o->batch);
 	init_params();
+	X.live_base = mt_alloc_live();
 	if (o->mem_report)
 		mem_report();
 

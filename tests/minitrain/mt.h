@@ -120,6 +120,8 @@ void mt_free(void *p);
 void mt_alloc_empty_cache(void);
 /* Bytes currently / at most obtained from cudaMalloc by minitrain. */
 size_t mt_alloc_current(void);
+/* Bytes in tensors minitrain holds now (caching: allocated blocks). */
+size_t mt_alloc_live(void);
 size_t mt_alloc_peak(void);
 
 /* Pure caching allocator core, also unit-tested: a best-fit sub-allocator
@@ -134,6 +136,7 @@ void mt_cache_destroy(mt_cache_t *c);     /* frees every segment */
 void *mt_cache_alloc(mt_cache_t *c, size_t bytes, size_t *seg_request);
 void mt_cache_free(mt_cache_t *c, void *p);
 void mt_cache_release(mt_cache_t *c);     /* frees segments that are wholly free */
+size_t mt_cache_live(const mt_cache_t *c); /* bytes in allocated blocks */
 size_t mt_cache_round(size_t bytes);      /* block size a request rounds to */
 size_t mt_cache_segment_size(size_t rounded);
 

@@ -77,6 +77,7 @@ static void test_cache_small_blocks_share_a_segment(void **state)
 	assert_int_equal(f.nalloc, 1);
 	assert_int_equal(f.used, 2 * MIB);
 	assert_int_equal(b - a, 1024);   /* split, best fit from the front */
+	assert_int_equal(mt_cache_live(c), 2048);
 	mt_cache_destroy(c);
 	assert_int_equal(f.used, 0);
 }
