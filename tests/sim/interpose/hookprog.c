@@ -118,10 +118,11 @@ static int threads(void)
 		return 1;
 	CHECK(cudaDeviceSynchronize());
 	CHECK(cudaMemGetInfo(&free1, &total));
-	/* Every allocation was freed: free memory is back where it started
-	 * (a lost allocation would keep its bytes). */
-	if (free1 != free0) {
-		fprintf(stderr, "hookprog: free memory %zu after the threads, expected %zu (as before)\n",
+	/* A caching pool may keep freed chunks mapped, so free memory need
+	 * not return to its start value; it must not grow past it.  Lost or
+	 * overlapping allocations are checked from the trace by the runner. */
+	if (free1 > free0) {
+		fprintf(stderr, "hookprog: free memory %zu after the threads, expected at most %zu\n",
 			free1, free0);
 		return 1;
 	}

@@ -146,9 +146,30 @@ def t_threads(args):
         fail("expected launches from 2 threads, got tids %s" % sorted(tids))
     allocs = [r for r in recs if r["type"] == "alloc"]
     frees = [r for r in recs if r["type"] == "free"]
-    if allocs and len(allocs) != len(frees):
-        fail("expected as many free records as alloc records, got %d and %d" % (len(allocs), len(frees)))
-    print("ok: 400 launches, 400 copies from 2 threads; %d alloc / %d free records" % (len(allocs), len(frees)))
+    if allocs:
+        # Replay in seq order: every allocation freed once, no two live
+        # allocations overlap, every launch touches a live allocation.
+        live = {}
+        for r in sorted(recs[1:-1], key=lambda r: r["seq"]):
+            if r["type"] == "alloc":
+                lo = int(r["ptr"], 16)
+                for aid, (plo, phi) in live.items():
+                    if lo < phi and plo < lo + r["bytes"]:
+                        fail("alloc %d [%#x, +%d) overlaps live alloc %d [%#x, %#x)"
+                             % (r["alloc"], lo, r["bytes"], aid, plo, phi))
+                live[r["alloc"]] = (lo, lo + r["bytes"])
+            elif r["type"] == "free":
+                if r["alloc"] not in live:
+                    fail("free of alloc %d that is not live: %s" % (r["alloc"], r))
+                del live[r["alloc"]]
+            elif r["type"] == "op" and r["op"] == "launch":
+                ids = [t["alloc"] for t in r["tensors"]]
+                if len(ids) != 1 or ids[0] not in live:
+                    fail("launch should touch one live allocation, got %s" % r["tensors"])
+        if live:
+            fail("%d allocations never freed (lost): %s" % (len(live), sorted(live)[:10]))
+    print("ok: 400 launches, 400 copies from 2 threads; %d alloc / %d free records, none lost or overlapping"
+          % (len(allocs), len(frees)))
 
 
 def t_probe(args):
