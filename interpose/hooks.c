@@ -207,6 +207,19 @@ static __thread bool call_prepared __attribute__((tls_model("initial-exec")));
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool enabled;
+/* Per-call timing is read only by the trace and VMEM_STATS: a clock read
+ * costs 20-40 ns (more in a VM), so hooks skip it otherwise. */
+static bool timing;
+
+void hook_set_timing(bool on)
+{
+	__atomic_store_n(&timing, on, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t call_clock(void)
+{
+	return __atomic_load_n(&timing, __ATOMIC_RELAXED) ? hook_clock_ns() : 0;
+}
 
 bool hook_guard_enter(void)
 {
@@ -278,7 +291,7 @@ void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const 
 	c->stream = stream;
 	c->nrefs = 0;
 	c->seq = 0;
-	c->t_start = hook_clock_ns();
+	c->t_start = call_clock();
 	c->args_len = 0;
 	c->args[0] = '\0';
 }
@@ -304,7 +317,9 @@ void hook_call_args(hook_call_t *c, const char *fmt, ...)
 	va_list ap;
 	int n;
 
-	if (room <= 1)
+	/* Only the trace reads args: formatting them costs more than the
+	 * rest of a launch hook, so skip it when nobody will read them. */
+	if (room <= 1 || !trace_enabled())
 		return;
 	if (c->args_len > 0) {
 		c->args[c->args_len++] = ',';
@@ -324,11 +339,12 @@ void hook_call_args(hook_call_t *c, const char *fmt, ...)
 	c->args_len += (size_t)n;
 }
 
-typedef cudaError_t (*is_capturing_fn)(cudaStream_t, enum cudaStreamCaptureStatus *);
+HOOK_DEFINE_REAL(HOOK_LIB_CUDART, cudaStreamIsCapturing, cudaError_t,
+		 (cudaStream_t s, enum cudaStreamCaptureStatus *st), (s, st))
 
 static bool capturing(const void *stream)
 {
-	is_capturing_fn real = (is_capturing_fn)hook_real("cudaStreamIsCapturing");
+	real_cudaStreamIsCapturing_t real = real_cudaStreamIsCapturing();
 	enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
 
 	if (!real || real((cudaStream_t)stream, &st) != cudaSuccess)
@@ -362,13 +378,13 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 	/* The op's seq is taken after the fault-ins and evictions of prepare,
 	 * so a reader sorting by seq sees them before the op that needed them. */
 	c->seq = trace_next_seq();
-	guard_real_start = hook_clock_ns();
+	guard_real_start = call_clock();
 	return st;
 }
 
 void hook_call_finish(hook_call_t *c)
 {
-	uint64_t t_end = hook_clock_ns();
+	uint64_t t_end = call_clock();
 	uint64_t real_ns = guard_real_start ? t_end - guard_real_start : 0;
 	uint64_t vmem_ns;
 
@@ -381,7 +397,7 @@ void hook_call_finish(hook_call_t *c)
 		trace_op(c->seq, c->t_start, t_end - c->t_start, c->kind, c->api, c->stream,
 			 c->resolved, c->nrefs, c->args_len ? c->args : NULL);
 	guard_real_start = 0;
-	t_end = hook_clock_ns();
+	t_end = call_clock();
 	vmem_ns = t_end - c->t_start;
 	vmem_ns = vmem_ns > real_ns ? vmem_ns - real_ns : 0;
 	stats_call((int)c->kind, vmem_ns, real_ns);

@@ -183,6 +183,9 @@ void *hook_real_load(const char *name);
 
 /* Monotonic clock in ns (CLOCK_MONOTONIC), the base of every timing. */
 uint64_t hook_clock_ns(void);
+/* hook_call_* time each call only when on (set at start-up when tracing
+ * or VMEM_STATS is on); otherwise t_start and durations are 0. */
+void hook_set_timing(bool on);
 
 /* Kernel launches (interpose/hook_launch.c), shared by the runtime and
  * driver launch hooks: adds to `c` one read-write ref per vmem pointer

@@ -101,6 +101,7 @@ void vmem_startup(void)
 	started = true;
 	if (vmem_cfg.trace_path[0])
 		trace_open(vmem_cfg.trace_path);
+	hook_set_timing(vmem_cfg.stats || trace_enabled());
 	vmem_set_enabled(true);
 	atexit(shutdown_atexit);
 }

@@ -67,8 +67,12 @@ void stats_call(int cls, uint64_t vmem_ns, uint64_t real_ns)
 	if (cls < 0 || cls >= STATS_CALL_COUNT)
 		return;
 	__atomic_fetch_add(&st_calls[cls].calls, 1, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&st_calls[cls].vmem_ns, vmem_ns, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&st_calls[cls].real_ns, real_ns, __ATOMIC_RELAXED);
+	/* Times are 0 when nobody reads them (hook_set_timing): skip the
+	 * contended adds. */
+	if (vmem_ns)
+		__atomic_fetch_add(&st_calls[cls].vmem_ns, vmem_ns, __ATOMIC_RELAXED);
+	if (real_ns)
+		__atomic_fetch_add(&st_calls[cls].real_ns, real_ns, __ATOMIC_RELAXED);
 }
 
 void stats_add(stats_counter_t c, uint64_t value)
