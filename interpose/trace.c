@@ -126,7 +126,7 @@ static size_t count_lines(const char *p, size_t n)
 }
 
 /* Moves up to TRACE_CHUNK bytes out of the ring into `buf` (caller holds
- * ring_lock); returns the count. */
+ * ring_lock); returns the count.  Used at close, when no producer runs. */
 static size_t ring_take(char *buf)
 {
 	size_t n = ring_used < TRACE_CHUNK ? ring_used : TRACE_CHUNK;
@@ -151,13 +151,17 @@ static void flush_out(const char *buf, size_t n)
 		__atomic_fetch_add(&tr_dropped, count_lines(buf, n), __ATOMIC_RELAXED);
 }
 
+/* The writer owns [ring_head, ring_head + ring_used): producers only ever
+ * write past its end, and only the writer moves ring_head.  So it writes
+ * the file straight from the ring without holding the lock, and a hook
+ * waits at most for another hook's memcpy, never for the disk. */
 static void *writer_main(void *arg)
 {
-	static char buf[TRACE_CHUNK];
-
 	(void)arg;
 	pthread_mutex_lock(&ring_lock);
 	for (;;) {
+		size_t head, n;
+
 		if (ring_used == 0) {
 			struct timespec ts;
 
@@ -172,11 +176,15 @@ static void *writer_main(void *arg)
 			pthread_cond_timedwait(&ring_cond, &ring_lock, &ts);
 			continue;
 		}
-		size_t n = ring_take(buf);
-
+		head = ring_head;
+		n = ring_size - head;   /* contiguous part only; the rest next round */
+		if (n > ring_used)
+			n = ring_used;
 		pthread_mutex_unlock(&ring_lock);
-		flush_out(buf, n);
+		flush_out(ring + head, n);
 		pthread_mutex_lock(&ring_lock);
+		ring_head = (head + n) % ring_size;
+		ring_used -= n;
 	}
 	pthread_mutex_unlock(&ring_lock);
 	return NULL;
@@ -236,6 +244,60 @@ static void put(fmt_t *f, const char *fmt, ...)
 	f->len += (size_t)n;
 }
 
+/* Hand-rolled appenders: an op record has a dozen numbers, and
+ * snprintf for each costs more than the rest of the hook together. */
+static void put_lit(fmt_t *f, const char *s, size_t n)
+{
+	if (f->overflow || f->cap - f->len <= n) {
+		f->overflow = true;
+		return;
+	}
+	memcpy(f->buf + f->len, s, n);
+	f->len += n;
+}
+
+#define PUT_LIT(f, s) put_lit((f), (s), sizeof(s) - 1)
+
+static void put_u64(fmt_t *f, uint64_t v)
+{
+	char tmp[24];
+	int i = sizeof(tmp);
+
+	do {
+		tmp[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	put_lit(f, tmp + i, sizeof(tmp) - (size_t)i);
+}
+
+static void put_i64(fmt_t *f, int64_t v)
+{
+	if (v < 0) {
+		PUT_LIT(f, "-");
+		put_u64(f, (uint64_t)0 - (uint64_t)v);
+		return;
+	}
+	put_u64(f, (uint64_t)v);
+}
+
+/* "0x..." in quotes, lower-case hex. */
+static void put_ptr(fmt_t *f, uintptr_t v)
+{
+	static const char hex[] = "0123456789abcdef";
+	char tmp[24];
+	int i = sizeof(tmp);
+
+	tmp[--i] = '"';
+	do {
+		tmp[--i] = hex[v & 15];
+		v >>= 4;
+	} while (v);
+	tmp[--i] = 'x';
+	tmp[--i] = '0';
+	tmp[--i] = '"';
+	put_lit(f, tmp + i, sizeof(tmp) - (size_t)i);
+}
+
 static void put_str(fmt_t *f, const char *s)
 {
 	size_t n;
@@ -243,7 +305,7 @@ static void put_str(fmt_t *f, const char *s)
 	if (f->overflow)
 		return;
 	if (!s) {
-		put(f, "null");
+		PUT_LIT(f, "null");
 		return;
 	}
 	n = vmem_json_escape(s, f->buf + f->len, f->cap - f->len);
@@ -272,22 +334,42 @@ size_t trace_format_op(char *buf, size_t cap, uint64_t seq, uint64_t t_ns, uint6
 {
 	fmt_t f = { buf, 0, cap, false };
 
-	put(&f, "{\"type\":\"op\",\"seq\":%" PRIu64 ",\"t\":%" PRIu64 ",\"dur\":%" PRIu64
-		",\"tid\":%ld,\"stream\":\"0x%" PRIxPTR "\",\"op\":",
-	    seq, t_ns, dur_ns, tid, (uintptr_t)stream);
+	PUT_LIT(&f, "{\"type\":\"op\",\"seq\":");
+	put_u64(&f, seq);
+	PUT_LIT(&f, ",\"t\":");
+	put_u64(&f, t_ns);
+	PUT_LIT(&f, ",\"dur\":");
+	put_u64(&f, dur_ns);
+	PUT_LIT(&f, ",\"tid\":");
+	put_i64(&f, tid);
+	PUT_LIT(&f, ",\"stream\":");
+	put_ptr(&f, (uintptr_t)stream);
+	PUT_LIT(&f, ",\"op\":");
 	put_str(&f, vmem_op_name(kind));
-	put(&f, ",\"api\":");
+	PUT_LIT(&f, ",\"api\":");
 	put_str(&f, api);
-	put(&f, ",\"args\":{%s},\"tensors\":[", args_json ? args_json : "");
+	PUT_LIT(&f, ",\"args\":{");
+	if (args_json)
+		put_lit(&f, args_json, strlen(args_json));
+	PUT_LIT(&f, "},\"tensors\":[");
 	for (int i = 0; i < nrefs; i++) {
-		put(&f, "%s{\"alloc\":%" PRIu64 ",\"off\":%" PRIu64 ",\"bytes\":%" PRIu64
-			",\"ptr\":\"0x%" PRIxPTR "\",\"acc\":\"%s\",\"role\":",
-		    i ? "," : "", refs[i].alloc_id, refs[i].offset, refs[i].bytes,
-		    refs[i].ptr, acc_name(refs[i].access));
+		if (i)
+			PUT_LIT(&f, ",");
+		PUT_LIT(&f, "{\"alloc\":");
+		put_u64(&f, refs[i].alloc_id);
+		PUT_LIT(&f, ",\"off\":");
+		put_u64(&f, refs[i].offset);
+		PUT_LIT(&f, ",\"bytes\":");
+		put_u64(&f, refs[i].bytes);
+		PUT_LIT(&f, ",\"ptr\":");
+		put_ptr(&f, refs[i].ptr);
+		PUT_LIT(&f, ",\"acc\":\"");
+		put_lit(&f, acc_name(refs[i].access), strlen(acc_name(refs[i].access)));
+		PUT_LIT(&f, "\",\"role\":");
 		put_str(&f, refs[i].role ? refs[i].role : "");
-		put(&f, "}");
+		PUT_LIT(&f, "}");
 	}
-	put(&f, "]}\n");
+	PUT_LIT(&f, "]}\n");
 	if (f.overflow)
 		return 0;
 	return f.len;
@@ -330,14 +412,35 @@ void trace_mem(trace_mem_kind_t kind, uint64_t alloc_id, uintptr_t ptr,
 
 	if (!trace_enabled() || (unsigned)kind > TRACE_MEM_OOM)
 		return;
-	put(&f, "{\"type\":\"%s\",\"seq\":%" PRIu64 ",\"t\":%" PRIu64 ",\"tid\":%ld,\"alloc\":%" PRIu64
-		",\"ptr\":\"0x%" PRIxPTR "\",\"off\":%" PRIu64 ",\"bytes\":%" PRIu64
-		",\"mapped\":%" PRIu64 ",\"stream\":\"0x%" PRIxPTR "\",\"api\":",
-	    mem_names[kind], trace_next_seq(), trace_now_ns(), trace_tid(), alloc_id, ptr,
-	    offset, bytes, mapped, (uintptr_t)stream);
+	PUT_LIT(&f, "{\"type\":\"");
+	put_lit(&f, mem_names[kind], strlen(mem_names[kind]));
+	PUT_LIT(&f, "\",\"seq\":");
+	put_u64(&f, trace_next_seq());
+	PUT_LIT(&f, ",\"t\":");
+	put_u64(&f, trace_now_ns());
+	PUT_LIT(&f, ",\"tid\":");
+	put_i64(&f, trace_tid());
+	PUT_LIT(&f, ",\"alloc\":");
+	put_u64(&f, alloc_id);
+	PUT_LIT(&f, ",\"ptr\":");
+	put_ptr(&f, ptr);
+	PUT_LIT(&f, ",\"off\":");
+	put_u64(&f, offset);
+	PUT_LIT(&f, ",\"bytes\":");
+	put_u64(&f, bytes);
+	PUT_LIT(&f, ",\"mapped\":");
+	put_u64(&f, mapped);
+	PUT_LIT(&f, ",\"stream\":");
+	put_ptr(&f, (uintptr_t)stream);
+	PUT_LIT(&f, ",\"api\":");
 	put_str(&f, api ? api : "");
-	put(&f, ",\"resident\":%" PRIu64 ",\"host\":%" PRIu64 ",\"budget\":%" PRIu64 "}\n",
-	    resident, host, budget);
+	PUT_LIT(&f, ",\"resident\":");
+	put_u64(&f, resident);
+	PUT_LIT(&f, ",\"host\":");
+	put_u64(&f, host);
+	PUT_LIT(&f, ",\"budget\":");
+	put_u64(&f, budget);
+	PUT_LIT(&f, "}\n");
 	if (f.overflow) {
 		__atomic_fetch_add(&tr_dropped, 1, __ATOMIC_RELAXED);
 		return;
