@@ -268,35 +268,41 @@ def t_minitrain_trace(args):
     if not args.minitrain or not os.path.exists(args.minitrain):
         print("SKIP: minitrain not built")
         sys.exit(SKIP)
-    with tempfile.TemporaryDirectory() as d:
-        trace = os.path.join(d, "vgg16.jsonl")
-        cmd = [args.minitrain, "--net", "vgg16"] + args.mt_args
-        # minitrain counts its own calls when MT_COUNT_CALLS=1 is set
-        # ("calls: <api> <n>" lines at exit); the trace must have exactly
-        # one op per call.
-        p = run(args, cmd, {"VMEM_POLICY": "none", "VMEM_TRACE": trace, "MT_COUNT_CALLS": "1"})
-        recs = read_trace(trace)
-        counts = {}
-        for line in p.stdout.splitlines() + p.stderr.splitlines():
-            m = re.match(r"calls:\s+(\S+)\s+(\d+)", line)
-            if m:
-                counts[m.group(1)] = int(m.group(2))
-        if not counts:
-            print("SKIP: minitrain does not print call counts (calls: <api> <n>)")
-            sys.exit(SKIP)
-        by_api = {}
-        for r in ops(recs):
-            by_api[r["api"]] = by_api.get(r["api"], 0) + 1
-        bad = {k: (v, by_api.get(k, 0)) for k, v in counts.items() if by_api.get(k, 0) != v}
-        if bad:
-            fail("op events per API (minitrain's count, trace's count): %s" % bad)
-        print("ok: one op per call for %d APIs" % len(counts))
-        if os.path.exists(args.vmem_trace):
-            g = subprocess.run([sys.executable, args.vmem_trace, "graph", trace],
-                               capture_output=True, text=True)
-            if g.returncode != 0 or "digraph" not in g.stdout:
-                fail("vmem-trace graph failed (exit %d): %s" % (g.returncode, g.stderr))
-            print("ok: vmem-trace graph wrote %d lines of DOT" % len(g.stdout.splitlines()))
+    for api in ("legacy", "graph"):
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "vgg16.jsonl")
+            counts_file = os.path.join(d, "counts.txt")
+            cmd = [args.minitrain, "--net", "vgg16", "--conv-api", api] + args.mt_args
+            # countshim sits in front of vmem and counts the calls minitrain
+            # makes; the trace must have exactly one op per counted call.
+            run(args, cmd, {"VMEM_POLICY": "none", "VMEM_TRACE": trace,
+                            "COUNTSHIM_OUT": counts_file,
+                            "LD_PRELOAD": args.countshim + " " + args.vmem})
+            recs = read_trace(trace)
+            counts = {}
+            for line in open(counts_file):
+                name, n = line.split()
+                counts[name] = int(n)
+            by_api = {}
+            for r in ops(recs):
+                by_api[r["api"]] = by_api.get(r["api"], 0) + 1
+
+            def traced(name):
+                return by_api.get(name, 0) + (by_api.get(name[:-3], 0) if name.endswith("_v2") else 0)
+
+            bad = {k: {"calls": v, "ops": traced(k)} for k, v in counts.items() if traced(k) != v}
+            if bad:
+                fail("vgg16 --conv-api %s: op events per API differ from the calls minitrain made: %s"
+                     % (api, bad))
+            convs = len(ops(recs, op="conv_fwd"))
+            print("ok: --conv-api %s: one op per call for %d APIs (%s); %d conv_fwd ops"
+                  % (api, len(counts), ", ".join("%s %d" % kv for kv in sorted(counts.items())), convs))
+            if api == "legacy" and os.path.exists(args.vmem_trace):
+                g = subprocess.run([sys.executable, args.vmem_trace, "graph", trace],
+                                   capture_output=True, text=True)
+                if g.returncode != 0 or "digraph" not in g.stdout:
+                    fail("vmem-trace graph failed (exit %d): %s" % (g.returncode, g.stderr))
+                print("ok: vmem-trace graph wrote %d lines of DOT" % len(g.stdout.splitlines()))
 
 
 TESTS = {
@@ -313,6 +319,7 @@ if __name__ == "__main__":
     ap.add_argument("--prog", required=True)
     ap.add_argument("--map", required=True)
     ap.add_argument("--minitrain")
+    ap.add_argument("--countshim", default="")
     ap.add_argument("--vmem-trace", default="")
     ap.add_argument("--mt-args", nargs="*", default=["--iters", "2"])
     TESTS[ap.parse_args().test](ap.parse_args())
