@@ -218,7 +218,8 @@ void hook_set_timing(bool on)
 
 static inline uint64_t call_clock(void)
 {
-	return __atomic_load_n(&timing, __ATOMIC_RELAXED) ? hook_clock_ns() : 0;
+	/* The trace's time base: ns since vmem started. */
+	return __atomic_load_n(&timing, __ATOMIC_RELAXED) ? trace_now_ns() : 0;
 }
 
 bool hook_guard_enter(void)

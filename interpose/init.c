@@ -99,8 +99,14 @@ void vmem_startup(void)
 		return;
 	}
 	started = true;
-	if (vmem_cfg.trace_path[0])
+	if (vmem_cfg.trace_path[0]) {
+		size_t free_b = 0, total_b = 0;
+
+		/* The budget is what cudaMemGetInfo reports as total. */
+		if (runtime_active() && runtime_mem_get_info(&free_b, &total_b) == cudaSuccess)
+			trace_set_va(0, 0, total_b);
 		trace_open(vmem_cfg.trace_path);
+	}
 	hook_set_timing(vmem_cfg.stats || trace_enabled());
 	vmem_set_enabled(true);
 	atexit(shutdown_atexit);

@@ -456,9 +456,12 @@ static bool tr_va_set;
 
 void trace_set_va(uintptr_t base, uint64_t size, uint64_t budget)
 {
-	tr_va_base = base;
-	tr_va_size = size;
-	tr_budget = budget;
+	if (size) {
+		tr_va_base = base;
+		tr_va_size = size;
+	}
+	if (budget)
+		tr_budget = budget;
 	tr_va_set = true;
 }
 
@@ -484,11 +487,15 @@ static void write_header(const char *path)
 	if (dev[0])
 		put(&f, ",%s", dev);
 	put(&f, ",\"settings\":{%s}", settings);
-	if (tr_va_set)
-		put(&f, ",\"va\":{\"base\":\"0x%" PRIxPTR "\",\"size\":%" PRIu64 "},\"budget\":%" PRIu64,
-		    tr_va_base, tr_va_size, tr_budget);
+	if (tr_va_set && tr_va_size)
+		put(&f, ",\"va\":{\"base\":\"0x%" PRIxPTR "\",\"size\":%" PRIu64 "}",
+		    tr_va_base, tr_va_size);
 	else
-		put(&f, ",\"va\":null,\"budget\":null");
+		put(&f, ",\"va\":null");
+	if (tr_va_set && tr_budget)
+		put(&f, ",\"budget\":%" PRIu64, tr_budget);
+	else
+		put(&f, ",\"budget\":null");
 	put(&f, "}\n");
 	if (!f.overflow)
 		trace_append(line, f.len);

@@ -70,7 +70,9 @@ uint64_t trace_written(void);
 
 /* The runtime calls this from runtime_init with its reserved range and
  * device budget, before the trace is opened, so the header carries them
- * (vmem_startup opens the trace after runtime_init). */
+ * (vmem_startup opens the trace after runtime_init).  A zero size or
+ * budget leaves that value as it was (null in the header when never set;
+ * vmem_startup fills the budget from runtime_mem_get_info). */
 void trace_set_va(uintptr_t base, uint64_t size, uint64_t budget);
 
 /* trace_open with a ring of `ring_bytes`; without the writer thread when

@@ -51,6 +51,10 @@ def read_trace(path):
         fail("trace: last record should be 'end', got %r" % (recs[-1],))
     if recs[-1].get("dropped") != 0:
         fail("trace: %s records dropped, expected 0" % recs[-1].get("dropped"))
+    late = [r for r in recs[1:-1] if not 0 <= r["t"] <= recs[-1]["t"]]
+    if late:
+        fail("trace: records with t outside [0, end.t=%d] (t is ns since vmem start): %s"
+             % (recs[-1]["t"], late[:2]))
     seqs = [r["seq"] for r in recs[1:]]
     if len(set(seqs)) != len(seqs):
         fail("trace: duplicate seq numbers")
