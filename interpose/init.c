@@ -101,10 +101,14 @@ void vmem_startup(void)
 	started = true;
 	if (vmem_cfg.trace_path[0]) {
 		size_t free_b = 0, total_b = 0;
+		uintptr_t va_base = 0;
+		uint64_t va_size = 0;
 
 		/* The budget is what cudaMemGetInfo reports as total. */
-		if (runtime_active() && runtime_mem_get_info(&free_b, &total_b) == cudaSuccess)
-			trace_set_va(0, 0, total_b);
+		if (runtime_active() && runtime_mem_get_info(&free_b, &total_b) == cudaSuccess) {
+			runtime_va(&va_base, &va_size);
+			trace_set_va(va_base, va_size, total_b);
+		}
 		trace_open(vmem_cfg.trace_path);
 	}
 	hook_set_timing(vmem_cfg.stats || trace_enabled());

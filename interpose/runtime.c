@@ -707,6 +707,12 @@ cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	return cudaSuccess;
 }
 
+void runtime_va(uintptr_t *base, uint64_t *size)
+{
+	*base = g_va_size ? g_base : 0;
+	*size = g_va_size;
+}
+
 bool runtime_owns(uintptr_t p)
 {
 	return g_va_size && p - g_base < g_va_size;
