@@ -839,6 +839,19 @@ API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config,
 		      config->stream);
 }
 
+/* Kernel names let vmem's trace name launches ("mt_sgd_momentum"). */
+API cudaError_t cudaFuncGetName(const char **name, const void *func)
+{
+	const simgpu_kernel_t *k = simgpu_kernel_from_handle(func);
+
+	if (!name)
+		return ret(cudaErrorInvalidValue);
+	if (!k)
+		return ret(cudaErrorInvalidDeviceFunction);
+	*name = k->name;
+	return cudaSuccess;
+}
+
 API cudaError_t cudaFuncGetParamInfo(const void *func, size_t index,
 				     size_t *offset, size_t *size)
 {

@@ -618,6 +618,18 @@ API CUresult cuModuleGetFunction(CUfunction *f, CUmodule mod, const char *name)
 	return cuLibraryGetKernel((CUkernel *)f, (CUlibrary)mod, name);
 }
 
+API CUresult cuFuncGetName(const char **name, CUfunction f)
+{
+	const simgpu_kernel_t *k = simgpu_kernel_from_handle(f);
+
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!k)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*name = k->name;
+	return CUDA_SUCCESS;
+}
+
 API CUresult cuFuncGetParamInfo(CUfunction f, size_t index, size_t *offset,
 				size_t *size)
 {
@@ -709,7 +721,7 @@ static const struct {
 	P(cuEventQuery), P(cuEventSynchronize), P(cuEventDestroy),
 	P(cuLibraryLoadData), P(cuLibraryUnload), P(cuLibraryGetKernel),
 	P(cuKernelGetFunction), P(cuModuleLoadData), P(cuModuleUnload),
-	P(cuModuleGetFunction), P(cuFuncGetParamInfo), P(cuLaunchKernel),
+	P(cuModuleGetFunction), P(cuFuncGetParamInfo), P(cuFuncGetName), P(cuLaunchKernel),
 	{ "cuGetProcAddress", "cuGetProcAddress_v2", (void *)cuGetProcAddress },
 };
 
