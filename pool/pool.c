@@ -142,6 +142,7 @@ struct pool {
 	struct fence *fence_free;
 	pool_stats_t st;
 	bool host_exhausted;         /* last eviction failed for lack of host memory */
+	pool_status_t evict_err;     /* last eviction failed on a device operation */
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -626,6 +627,7 @@ static uint32_t evict_lru(pool_t *p, uint32_t need)
 	pool_status_t st;
 
 	p->host_exhausted = false;
+	p->evict_err = POOL_OK;
 	for (struct page *pg = p->lru.tail, *pv; pg && n < need; pg = pv) {
 		pv = pg->prev;
 		bool copy = (pg->flags & PF_WRITTEN) && !(pg->flags & PF_HOST_VALID);
@@ -637,16 +639,16 @@ static uint32_t evict_lru(pool_t *p, uint32_t need)
 				continue;
 			}
 			stream_after(p, p->ops.d2h_stream, pg->busy);
-			if (p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg), page_bytes(p, pg->a, pg->idx))) {
+			int rc = p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg),
+						 page_bytes(p, pg->a, pg->idx));
+			if (rc) {
 				slot_release(p, pg->host, NULL);
 				pg->host = NULL;
+				p->evict_err = dev_status(rc);
 				break;
 			}
 			pg->flags |= PF_HOST_VALID | PF_MARK;
-			p->st.bytes_evicted += page_bytes(p, pg->a, pg->idx);
 			ncopy++;
-		} else {
-			p->st.evictions_clean++;
 		}
 		list_del(&p->lru, pg);
 		pg->next = NULL;
@@ -657,6 +659,22 @@ static uint32_t evict_lru(pool_t *p, uint32_t need)
 	if (!n)
 		return 0;
 	struct fence *f = ncopy ? fence_new(p, p->ops.d2h_stream, false, &st) : NULL;
+	if (ncopy && !f) {
+		/* The copies are queued but nothing tells when they finish:
+		 * unmapping now could pull the pages out from under them.  Keep
+		 * every victim mapped and resident, back at the cold end of the
+		 * LRU.  A copied page keeps its slot, marked not valid: a later
+		 * copy into it is on the same D2H stream, so after this one. */
+		p->evict_err = st;
+		for (struct page *pg = vict, *nx; pg; pg = nx) {
+			nx = pg->next;
+			pg->next = NULL;
+			if (pg->flags & PF_MARK)
+				pg->flags &= ~(PF_MARK | PF_HOST_VALID);
+			list_push_back(&p->lru, pg);
+		}
+		return 0;
+	}
 	if (f)
 		fence_wait(p, f);
 	for (struct page *pg = vict, *nx; pg; pg = nx) {
@@ -665,6 +683,10 @@ static uint32_t evict_lru(pool_t *p, uint32_t need)
 		/* a copied page's fence f follows its last use; others wait */
 		if (!f || !(pg->flags & PF_MARK))
 			fence_wait(p, pg->busy);
+		if (pg->flags & PF_MARK)
+			p->st.bytes_evicted += page_bytes(p, pg->a, pg->idx);
+		else
+			p->st.evictions_clean++;
 		pg->flags &= ~PF_MARK;
 		page_unmap(p, pg);
 		stat_sub(&p->st.resident, chunk_sz(p));
@@ -738,6 +760,8 @@ static pool_status_t ensure_chunks(pool_t *p, uint32_t need)
 			continue;
 		if (evict_lru(p, need - p->ncache))
 			continue;
+		if (p->evict_err)
+			return p->evict_err;
 		return p->host_exhausted ? POOL_EHOST : POOL_ENOMEM;
 	}
 	return POOL_OK;
@@ -1609,14 +1633,20 @@ pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
 		if (!(pg->flags & PF_SEL))
 			continue;
 		pg->flags &= ~PF_SEL;
-		list_del(&p->lru, pg);
 		if (pg->flags & PF_MARK) {
 			pg->flags &= ~PF_MARK;
-			if (f)
-				page_set_busy(p, pg, f);
-			else
-				fence_wait(p, pg->busy);   /* no fence: finish on the host */
+			if (!f) {
+				/* The copy is queued but no fence tells when it
+				 * ends: the page must stay mapped.  It stays
+				 * resident with its slot marked not valid (a later
+				 * copy into the slot is on the same D2H stream). */
+				pg->flags &= ~PF_HOST_VALID;
+				moved -= page_bytes(p, a, k);
+				continue;
+			}
+			page_set_busy(p, pg, f);
 		}
+		list_del(&p->lru, pg);
 		pg->state = PG_OFFLOADING;
 		list_push_back(&p->offl, pg);
 		p->st.offloads++;

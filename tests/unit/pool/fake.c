@@ -225,6 +225,8 @@ static int f_fence_record(void *ctx, void *stream, bool all, void **fence)
 	fake_t *f = ctx;
 	(void)stream;
 	(void)all;
+	if (++f->fences == f->fence_fail_at)
+		return POOL_EDEVICE;   /* an event record the device refused */
 	enqueue(f, 2, 0, NULL, 0);
 	*fence = (void *)(uintptr_t)f->issued;
 	return 0;

@@ -505,6 +505,70 @@ static void test_eviction_waits_for_copy_before_unmap(void **state)
 	env_close(&e);
 }
 
+/* On a real GPU the copy-out runs after the host returns: if no fence can
+ * be recorded after it, the host cannot know when it ends, and unmapping
+ * on the strength of the page's older use fence would pull the chunk out
+ * from under the copy. */
+static void test_eviction_keeps_pages_mapped_when_no_fence_follows_the_copy(void **state)
+{
+	(void)state;
+	env_t e;
+	uintptr_t c;
+	uint64_t id;
+	env_open(&e, 2, 0, 64);
+	e.f.hold = true;
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	put(&e, a, CH, 5);
+	put(&e, b, CH, 6);
+	e.f.fence_fail_at = e.f.fences + 1;   /* the fence after the copy-out */
+	pool_status_t st = pool_malloc(e.p, CH, &c, &id);
+	if (st != POOL_EDEVICE)
+		fail_msg("allocation whose eviction could not fence its copy: expected %s, got %s",
+			 pool_strerror(POOL_EDEVICE), pool_strerror(st));
+	check_clean(&e);   /* no unmap while the copy was queued */
+	assert_true(fake_is_mapped(&e.f, a));
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_RESIDENT);
+	fake_drain(&e.f);
+	assert_true(check(&e, a, CH, 5));
+	assert_true(check(&e, b, CH, 6));
+	/* the device works again: the same request now evicts normally */
+	c = must_malloc(&e, CH);
+	put(&e, c, CH, 7);
+	assert_true(check(&e, a, CH, 5));
+	assert_true(check(&e, b, CH, 6));
+	assert_true(check(&e, c, CH, 7));
+	check_clean(&e);
+	env_close(&e);
+}
+
+static void test_offload_keeps_page_mapped_when_no_fence_follows_the_copy(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 64);
+	e.f.hold = true;
+	uintptr_t a = must_malloc(&e, CH);
+	put(&e, a, CH, 8);
+	e.f.fence_fail_at = e.f.fences + 1;
+	pool_status_t st = pool_offload(e.p, a, CH);
+	if (st != POOL_EDEVICE)
+		fail_msg("offload whose copy could not be fenced: expected %s, got %s",
+			 pool_strerror(POOL_EDEVICE), pool_strerror(st));
+	pool_poll(e.p);
+	check_clean(&e);
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_RESIDENT);
+	assert_true(fake_is_mapped(&e.f, a));
+	fake_drain(&e.f);
+	/* a later offload copies again and completes */
+	assert_int_equal(pool_offload(e.p, a, CH), POOL_OK);
+	fake_drain(&e.f);
+	pool_poll(e.p);
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+	assert_true(check(&e, a, CH, 8));
+	check_clean(&e);
+	env_close(&e);
+}
+
 static void test_offload_completes_only_after_copy(void **state)
 {
 	(void)state;
@@ -859,6 +923,8 @@ int main(void)
 		cmocka_unit_test(test_call_whose_refs_do_not_fit_fails_and_loses_nothing),
 		cmocka_unit_test(test_host_limit_fails_cleanly),
 		cmocka_unit_test(test_eviction_waits_for_copy_before_unmap),
+		cmocka_unit_test(test_eviction_keeps_pages_mapped_when_no_fence_follows_the_copy),
+		cmocka_unit_test(test_offload_keeps_page_mapped_when_no_fence_follows_the_copy),
 		cmocka_unit_test(test_offload_completes_only_after_copy),
 		cmocka_unit_test(test_use_during_offload_cancels_it),
 		cmocka_unit_test(test_unknown_extent_uses_learned_extent),
