@@ -54,6 +54,7 @@ typedef cudaError_t (*rt_stream_wait_fn)(cudaStream_t, cudaEvent_t, unsigned int
 typedef cudaError_t (*rt_host_alloc_fn)(void **, size_t, unsigned int);
 typedef cudaError_t (*rt_free_host_fn)(void *);
 typedef cudaError_t (*rt_memcpy_async_fn)(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
+typedef cudaError_t (*rt_last_error_fn)(void);
 
 typedef CUresult (*cu_reserve_fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
 typedef CUresult (*cu_addr_free_fn)(CUdeviceptr, size_t);
@@ -77,6 +78,7 @@ static struct {
 	rt_host_alloc_fn host_alloc;
 	rt_free_host_fn free_host;
 	rt_memcpy_async_fn memcpy_async;
+	rt_last_error_fn peek_error, get_error;   /* optional */
 	cu_reserve_fn reserve;
 	cu_addr_free_fn addr_free;
 	cu_create_fn create;
@@ -99,6 +101,20 @@ static uint64_t g_budget;
 
 /* The API of the hooked call in progress on this thread, for the trace. */
 static __thread const char *tl_api;
+
+/* The CUDA error behind the last POOL_EDEVICE on this thread, so that a
+ * hook answers with CUDA's own code: an illegal address (a sticky error)
+ * must stay an illegal address, not become an out-of-memory that a
+ * framework would try to recover from by freeing its cache. */
+static __thread cudaError_t tl_dev_err;
+
+static int rt_fail(cudaError_t e)
+{
+	if (e == cudaErrorMemoryAllocation)
+		return POOL_ENOMEM;
+	tl_dev_err = e;
+	return POOL_EDEVICE;
+}
 
 #define RT_STREAMS 32
 static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -159,7 +175,8 @@ static int event_get(cudaEvent_t *ev)
 		*ev = g_events[--g_nevents];
 		return 0;
 	}
-	return R.event_create(ev, cudaEventDisableTiming) == cudaSuccess ? 0 : POOL_EDEVICE;
+	cudaError_t e = R.event_create(ev, cudaEventDisableTiming);
+	return e == cudaSuccess ? 0 : rt_fail(e);
 }
 
 static void event_put(cudaEvent_t ev)
@@ -190,11 +207,13 @@ static void op_fence_destroy(void *ctx, void *fence)
 static int fence_add(rt_fence_t *f, cudaStream_t s)
 {
 	cudaEvent_t ev;
-	if (event_get(&ev))
-		return POOL_EDEVICE;
-	if (R.event_record(ev, s) != cudaSuccess) {
+	cudaError_t e;
+	int rc = event_get(&ev);
+	if (rc)
+		return rc;
+	if ((e = R.event_record(ev, s)) != cudaSuccess) {
 		event_put(ev);
-		return POOL_EDEVICE;
+		return rt_fail(e);
 	}
 	f->ev[f->n++] = ev;
 	return 0;
@@ -210,18 +229,20 @@ static int op_fence_record(void *ctx, void *stream, bool all, void **out)
 		return POOL_ENOMEM;
 	f->n = 0;
 	if (!all) {
-		if (fence_add(f, (cudaStream_t)stream)) {
+		int rc = fence_add(f, (cudaStream_t)stream);
+		if (rc) {
 			op_fence_destroy(NULL, f);
-			return POOL_EDEVICE;
+			return rc;
 		}
 		*out = f;
 		return 0;
 	}
 	/* cudaFree: the legacy stream (which follows every blocking stream)
 	 * and every stream seen; a stream destroyed since is dropped. */
-	if (fence_add(f, NULL)) {
+	int rc = fence_add(f, NULL);
+	if (rc) {
 		op_fence_destroy(NULL, f);
-		return POOL_EDEVICE;
+		return rc;
 	}
 	cudaStream_t s[RT_STREAMS];
 	pthread_mutex_lock(&streams_lock);
@@ -235,16 +256,31 @@ static int op_fence_record(void *ctx, void *stream, bool all, void **out)
 	return 0;
 }
 
+/* cudaErrorNotReady is an answer, not a failure.  Some CUDA versions
+ * also leave it as the thread's last error (PyTorch clears it after its
+ * own queries), and frameworks call cudaGetLastError after every launch:
+ * a NotReady left there by vmem would be reported as the failure of the
+ * application's next kernel.  So it is cleared, and when the application
+ * already has an error pending the query is not made at all (it would
+ * overwrite that error): the fence counts as pending, which only delays
+ * reuse, and a wait settles it when memory is short. */
 static int op_fence_query(void *ctx, void *fence)
 {
 	rt_fence_t *f = fence;
 	(void)ctx;
+	if (R.peek_error && R.peek_error() != cudaSuccess)
+		return 0;
 	for (int i = 0; i < f->n; i++) {
 		cudaError_t e = R.event_query(f->ev[i]);
-		if (e == cudaErrorNotReady)
+		if (e == cudaErrorNotReady) {
+			if (R.get_error)
+				R.get_error();
 			return 0;
-		if (e != cudaSuccess)
+		}
+		if (e != cudaSuccess) {
+			rt_fail(e);
 			return -1;
+		}
 	}
 	return 1;
 }
@@ -255,9 +291,11 @@ static int op_fence_wait(void *ctx, void *fence)
 	uint64_t t0 = trace_now_ns();
 	int rc = 0;
 	(void)ctx;
-	for (int i = 0; i < f->n; i++)
-		if (R.event_sync(f->ev[i]) != cudaSuccess)
-			rc = POOL_EDEVICE;
+	for (int i = 0; i < f->n; i++) {
+		cudaError_t e = R.event_sync(f->ev[i]);
+		if (e != cudaSuccess)
+			rc = rt_fail(e);
+	}
 	stats_add(STATS_STALLS, 1);
 	stats_add(STATS_STALL_NS, trace_now_ns() - t0);
 	return rc;
@@ -267,9 +305,11 @@ static int op_stream_wait(void *ctx, void *stream, void *fence)
 {
 	rt_fence_t *f = fence;
 	(void)ctx;
-	for (int i = 0; i < f->n; i++)
-		if (R.stream_wait((cudaStream_t)stream, f->ev[i], 0) != cudaSuccess)
-			return POOL_EDEVICE;
+	for (int i = 0; i < f->n; i++) {
+		cudaError_t e = R.stream_wait((cudaStream_t)stream, f->ev[i], 0);
+		if (e != cudaSuccess)
+			return rt_fail(e);
+	}
 	return 0;
 }
 
@@ -285,11 +325,14 @@ static CUmemAllocationProp chunk_prop(void)
 	return p;
 }
 
+/* Driver and runtime error codes share their numbers for the errors a
+ * VMM call can report (1 invalid value, 2 out of memory, 3 not
+ * initialised, 700 illegal address, ...), so the code passes through. */
 static int cu_status(CUresult r)
 {
 	if (r == CUDA_SUCCESS)
 		return 0;
-	return r == CUDA_ERROR_OUT_OF_MEMORY ? POOL_ENOMEM : POOL_EDEVICE;
+	return rt_fail((cudaError_t)r);
 }
 
 static int op_va_reserve(void *ctx, uint64_t size, uint64_t align, uintptr_t *base)
@@ -378,15 +421,15 @@ static void op_host_free(void *ctx, void *p)
 static int op_copy_d2h(void *ctx, void *dst, uintptr_t src, uint64_t n)
 {
 	(void)ctx;
-	return R.memcpy_async(dst, (const void *)src, n, cudaMemcpyDeviceToHost, g_d2h) == cudaSuccess ?
-		0 : POOL_EDEVICE;
+	cudaError_t e = R.memcpy_async(dst, (const void *)src, n, cudaMemcpyDeviceToHost, g_d2h);
+	return e == cudaSuccess ? 0 : rt_fail(e);
 }
 
 static int op_copy_h2d(void *ctx, uintptr_t dst, const void *src, uint64_t n)
 {
 	(void)ctx;
-	return R.memcpy_async((void *)dst, src, n, cudaMemcpyHostToDevice, g_h2d) == cudaSuccess ?
-		0 : POOL_EDEVICE;
+	cudaError_t e = R.memcpy_async((void *)dst, src, n, cudaMemcpyHostToDevice, g_h2d);
+	return e == cudaSuccess ? 0 : rt_fail(e);
 }
 
 static uint64_t op_now(void *ctx)
@@ -465,6 +508,8 @@ static int resolve_all(void)
 	RESOLVE(host_alloc, "cudaHostAlloc");
 	RESOLVE(free_host, "cudaFreeHost");
 	RESOLVE(memcpy_async, "cudaMemcpyAsync");
+	*(void **)&R.peek_error = hook_real_load("cudaPeekAtLastError");
+	*(void **)&R.get_error = hook_real_load("cudaGetLastError");
 	return 0;
 }
 
@@ -632,8 +677,20 @@ bool runtime_active(void)
 
 /* ---- the hooks' entry points ---- */
 
-static cudaError_t oom_error(pool_status_t st, uint64_t bytes, const char *what)
+/* The CUDA answer to a failed pool request.  Out of device memory, of
+ * host memory or of virtual range is cudaErrorMemoryAllocation, as CUDA
+ * answers when it runs out; a failed device operation is CUDA's own
+ * error code (tl_dev_err), so a sticky error surfaces as itself. */
+static cudaError_t pool_error(pool_status_t st, uint64_t bytes, const char *what)
 {
+	if (st == POOL_EINVAL)
+		return cudaErrorInvalidValue;
+	if (st == POOL_EDEVICE) {
+		cudaError_t e = tl_dev_err != cudaSuccess ? tl_dev_err : cudaErrorUnknown;
+		vmem_error("a device operation failed while %s (%" PRIu64 " bytes): CUDA error %d",
+			   what, bytes, (int)e);
+		return e;
+	}
 	if (st == POOL_EHOST) {
 		pool_stats_t s;
 		pool_get_stats(g_pool, &s);
@@ -644,8 +701,6 @@ static cudaError_t oom_error(pool_status_t st, uint64_t bytes, const char *what)
 	} else if (st == POOL_EVA) {
 		vmem_error("vmem's virtual range (%" PRIu64 " GiB) is exhausted while %s (%" PRIu64
 			   " bytes); raise VMEM_VA_SIZE", g_va_size / GiB, what, bytes);
-	} else if (st == POOL_EDEVICE) {
-		vmem_error("a device operation failed while %s (%" PRIu64 " bytes)", what, bytes);
 	} else {
 		vmem_debug("out of device memory while %s (%" PRIu64 " bytes, budget %" PRIu64 " MiB)",
 			   what, bytes, g_budget / MiB);
@@ -666,10 +721,11 @@ cudaError_t runtime_malloc(void **ptr, size_t bytes, cudaStream_t stream, const 
 	}
 	stream_seen(stream);
 	tl_api = api;
+	tl_dev_err = cudaSuccess;
 	pool_status_t st = pool_malloc(g_pool, bytes, &a, &id);
 	tl_api = NULL;
 	if (st != POOL_OK)
-		return oom_error(st, bytes, "allocating");
+		return pool_error(st, bytes, "allocating");
 	*ptr = (void *)a;
 	return cudaSuccess;
 }
@@ -680,9 +736,12 @@ cudaError_t runtime_free(void *ptr, cudaStream_t stream, bool async, const char 
 		return cudaSuccess;
 	stream_seen(stream);
 	tl_api = api;
+	tl_dev_err = cudaSuccess;
 	pool_status_t st = pool_free(g_pool, (uintptr_t)ptr, stream, !async);
 	tl_api = NULL;
-	return st == POOL_OK ? cudaSuccess : cudaErrorInvalidValue;
+	if (st == POOL_OK)
+		return cudaSuccess;
+	return st == POOL_EINVAL ? cudaErrorInvalidValue : pool_error(st, 0, "freeing");
 }
 
 cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes)
@@ -696,12 +755,14 @@ cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	pool_mem_info(g_pool, &fr, &budget);
 	pool_get_stats(g_pool, &s);
 	/* never more than the device could really give: what is free there
-	 * plus what the pool holds without using it */
-	if (R.meminfo(&rf, &rt) == cudaSuccess) {
-		uint64_t spare = s.held.cur > s.resident.cur ? s.held.cur - s.resident.cur : 0;
-		if (fr > rf + spare)
-			fr = rf + spare;
-	}
+	 * plus what the pool holds without using it.  When the device cannot
+	 * say (a sticky error), its error is the answer, as without vmem. */
+	cudaError_t e = R.meminfo(&rf, &rt);
+	if (e != cudaSuccess)
+		return e;
+	uint64_t spare = s.held.cur > s.resident.cur ? s.held.cur - s.resident.cur : 0;
+	if (fr > rf + spare)
+		fr = rf + spare;
 	*free_bytes = fr;
 	*total_bytes = budget;
 	return cudaSuccess;
@@ -741,12 +802,13 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 	if (!any)
 		return cudaSuccess;
 	stream_seen(stream);
+	tl_dev_err = cudaSuccess;
 	pool_status_t st = pool_acquire(g_pool, pr, n, stream, sp);
 	if (st != POOL_OK) {
 		uint64_t total = 0;
 		for (int i = 0; i < n; i++)
 			total += refs[i].bytes;
-		return oom_error(st, total, "making a call's memory resident");
+		return pool_error(st, total, "making a call's memory resident");
 	}
 	for (int i = 0; i < n; i++) {
 		if (!sp[i].alloc_id)

@@ -1482,8 +1482,11 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 			for (uint32_t k = fi; k <= la; k++)
 				unlock_page(p, &as[i]->pages[k]);
 		}
-		p->st.oom++;
-		emit(p, POOL_EV_OOM, NULL, 0, 0, 0, stream);
+		if (st == POOL_ENOMEM || st == POOL_EHOST) {
+			/* a device failure is not an out-of-memory */
+			p->st.oom++;
+			emit(p, POOL_EV_OOM, NULL, 0, 0, 0, stream);
+		}
 		pthread_mutex_unlock(&p->lock);
 		return st;
 	}

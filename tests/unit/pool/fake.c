@@ -158,6 +158,8 @@ static int f_map(void *ctx, uintptr_t va, uint64_t size, uint64_t h)
 		violation(f, "map of a bad range 0x%lx+%lu", (unsigned long)va, (unsigned long)size);
 		return POOL_EDEVICE;
 	}
+	if (++f->maps == f->map_fail_at)
+		return POOL_EDEVICE;
 	if (*s)
 		violation(f, "map over a mapped page 0x%lx", (unsigned long)va);
 	for (uint64_t i = 0; i < f->va_size / f->chunk; i++)

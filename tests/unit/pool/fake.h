@@ -41,6 +41,8 @@ typedef struct {
 	uint64_t d2h_copies, h2d_copies, waits, unmaps;
 	uint64_t fences;        /* fence_record calls so far */
 	uint64_t fence_fail_at; /* that fence_record call (1-based) fails; 0 = never */
+	uint64_t maps;          /* map calls so far */
+	uint64_t map_fail_at;   /* that map call (1-based) fails like a dead context; 0 = never */
 	uint64_t now;
 	int errors;
 	char last_error[256];

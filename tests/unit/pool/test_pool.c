@@ -569,6 +569,43 @@ static void test_offload_keeps_page_mapped_when_no_fence_follows_the_copy(void *
 	env_close(&e);
 }
 
+/* The runtime turns POOL_EDEVICE into CUDA's own error code and only the
+ * out-of-memory statuses into cudaErrorMemoryAllocation: a map the device
+ * refuses (a sticky error) must come back as POOL_EDEVICE, and the data
+ * already there must survive. */
+static void test_device_failure_is_not_reported_as_out_of_memory(void **state)
+{
+	(void)state;
+	env_t e;
+	uintptr_t c;
+	uint64_t id;
+	pool_ref_t r;
+	pool_span_t s;
+	env_open(&e, 2, 0, 64);
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	put(&e, a, CH, 3);
+	put(&e, b, CH, 4);
+	e.f.map_fail_at = e.f.maps + 1;
+	pool_status_t st = pool_malloc(e.p, CH, &c, &id);
+	if (st != POOL_EDEVICE)
+		fail_msg("allocation whose map failed: expected %s, got %s",
+			 pool_strerror(POOL_EDEVICE), pool_strerror(st));
+	/* a is on host now (evicted for the failed request): its fault-in map fails */
+	e.f.map_fail_at = e.f.maps + 1;
+	r = (pool_ref_t){ .ptr = a, .bytes = CH, .write = false };
+	st = pool_acquire(e.p, &r, 1, NULL, &s);
+	if (st != POOL_EDEVICE)
+		fail_msg("fault-in whose map failed: expected %s, got %s",
+			 pool_strerror(POOL_EDEVICE), pool_strerror(st));
+	assert_true(check(&e, a, CH, 3));
+	assert_true(check(&e, b, CH, 4));
+	if (stats(&e).oom != 0)
+		fail_msg("device failures counted as out-of-memory: expected 0, got %lu",
+			 (unsigned long)stats(&e).oom);
+	check_clean(&e);
+	env_close(&e);
+}
+
 static void test_offload_completes_only_after_copy(void **state)
 {
 	(void)state;
@@ -925,6 +962,7 @@ int main(void)
 		cmocka_unit_test(test_eviction_waits_for_copy_before_unmap),
 		cmocka_unit_test(test_eviction_keeps_pages_mapped_when_no_fence_follows_the_copy),
 		cmocka_unit_test(test_offload_keeps_page_mapped_when_no_fence_follows_the_copy),
+		cmocka_unit_test(test_device_failure_is_not_reported_as_out_of_memory),
 		cmocka_unit_test(test_offload_completes_only_after_copy),
 		cmocka_unit_test(test_use_during_offload_cancels_it),
 		cmocka_unit_test(test_unknown_extent_uses_learned_extent),
