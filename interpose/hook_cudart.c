@@ -186,6 +186,8 @@ static size_t span2d(size_t pitch, size_t width, size_t height)
 		st = hook_call_prepare(c);                 \
 		if (st == cudaSuccess)                     \
 			st = (call);                       \
+		else                                       \
+			hook_set_last_error_oom();         \
 		hook_call_finish(c);                       \
 		hook_end();                                \
 	} while (0)

@@ -183,6 +183,8 @@ static cudaError_t launch(real_cudaLaunchKernel_t real, const char *api, const v
 	st = hook_call_prepare(&c);
 	if (st == cudaSuccess)
 		st = real(f, g, b, a, sh, s);
+	else
+		hook_set_last_error_oom();   /* <<<>>> launches read only the last error */
 	hook_call_finish(&c);
 	hook_end();
 	return st;
@@ -227,6 +229,8 @@ static cudaError_t launch_ex(real_cudaLaunchKernelExC_t real, const char *api,
 	st = hook_call_prepare(&c);
 	if (st == cudaSuccess)
 		st = real(cfg, f, a);
+	else
+		hook_set_last_error_oom();
 	hook_call_finish(&c);
 	hook_end();
 	return st;

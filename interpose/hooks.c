@@ -342,6 +342,25 @@ void hook_call_args(hook_call_t *c, const char *fmt, ...)
 
 HOOK_DEFINE_REAL(HOOK_LIB_CUDART, cudaStreamIsCapturing, cudaError_t,
 		 (cudaStream_t s, enum cudaStreamCaptureStatus *st), (s, st))
+HOOK_DEFINE_REAL(HOOK_LIB_CUDART, cudaMalloc, cudaError_t, (void **p, size_t n), (p, n))
+HOOK_DEFINE_REAL(HOOK_LIB_CUDART, cudaFree, cudaError_t, (void *p), (p))
+
+void hook_set_last_error_oom(void)
+{
+	/* 2^62 bytes: larger than any device, small enough that no rounding
+	 * inside CUDA can wrap it to a small request. */
+	const size_t impossible = (size_t)1 << 62;
+	real_cudaMalloc_t real = real_cudaMalloc();
+	real_cudaFree_t rfree = real_cudaFree();
+	void *p = NULL;
+
+	if (real && real(&p, impossible) == cudaSuccess && p) {
+		vmem_warn("a %zu-byte cudaMalloc succeeded, so a call that did not fit in "
+			  "the budget could not be reported through cudaGetLastError", impossible);
+		if (rfree)
+			rfree(p);
+	}
+}
 
 static bool capturing(const void *stream)
 {

@@ -68,6 +68,17 @@ void hook_call_args(hook_call_t *c, const char *fmt, ...) __attribute__((format(
 cudaError_t hook_call_prepare(hook_call_t *c);
 void hook_call_finish(hook_call_t *c);
 
+/* Makes cudaErrorMemoryAllocation the calling thread's CUDA "last error",
+ * as CUDA itself does for any failed runtime call.  A cudart hook that
+ * does not call the real function because hook_call_prepare failed must
+ * call it: code compiled from <<<...>>> (every ATen kernel) discards
+ * cudaLaunchKernel's return value and learns of a failed launch only from
+ * cudaGetLastError (PyTorch's C10_CUDA_KERNEL_LAUNCH_CHECK); without it
+ * the kernel would be skipped silently.  Done with one real cudaMalloc of
+ * an impossible size, which fails at once with that error.  Call with the
+ * re-entry guard held (inside hook_begin/hook_end).  Thread-safe. */
+void hook_set_last_error_oom(void);
+
 /* ====================================================================
  * Additions (interpose/hooks.c): how a hook family is written.
  *

@@ -12,6 +12,11 @@
  *   hookprog driver    cuMemAlloc/cuMemFree/cuMemGetInfo and
  *                      cuLaunchKernel obtained through
  *                      cudaGetDriverEntryPointByVersion; prints "ok"
+ *   hookprog launch-oom  (run with a budget under 12 MiB) one mt_probe
+ *                      launch whose two 6 MiB arguments cannot be resident
+ *                      together, its return value ignored as a <<<>>>
+ *                      launch does; prints the cudaGetLastError that
+ *                      follows ("last=<name>") and "ok"
  * Exit status 0 on success; every failure prints what was expected and got.
  */
 #include <pthread.h>
@@ -200,6 +205,44 @@ static int driver(void)
 	return 0;
 }
 
+/* What nvcc's <<<...>>> stub does: launch, drop the status; the
+ * framework then asks cudaGetLastError (C10_CUDA_KERNEL_LAUNCH_CHECK). */
+static int launch_oom(void)
+{
+	enum { MB6 = 6 << 20 };
+	float *a, *b;
+	unsigned long long x = 0;
+	int y = 7;
+	double z = 3.5;
+	const void *c = NULL;
+	void *args[] = { &a, &x, &b, &y, &z, &c };
+	cudaError_t last;
+
+	CHECK(cudaMalloc((void **)&a, MB6));
+	CHECK(cudaMalloc((void **)&b, MB6));
+	CHECK(cudaMemset(a, 0, MB6));
+	CHECK(cudaMemset(b, 0, MB6));
+	(void)cudaGetLastError();
+	(void)cudaLaunchKernel((const void *)k_probe, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, args, 0, NULL);
+	last = cudaGetLastError();
+	printf("last=%s\n", cudaGetErrorName(last));
+	if (last != cudaErrorMemoryAllocation) {
+		fprintf(stderr, "hookprog: cudaGetLastError after a launch that cannot fit the budget "
+			"returned %s (%d), expected cudaErrorMemoryAllocation\n",
+			cudaGetErrorName(last), (int)last);
+		return 1;
+	}
+	if (cudaGetLastError() != cudaSuccess) {
+		fprintf(stderr, "hookprog: the out-of-memory error should be cleared by the first "
+			"cudaGetLastError, a second one returned an error\n");
+		return 1;
+	}
+	CHECK(cudaFree(a));
+	CHECK(cudaFree(b));
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "basic";
@@ -213,6 +256,8 @@ int main(int argc, char **argv)
 		return probe();
 	if (strcmp(mode, "driver") == 0)
 		return driver();
-	fprintf(stderr, "hookprog: unknown mode '%s'; expected basic, threads, probe or driver\n", mode);
+	if (strcmp(mode, "launch-oom") == 0)
+		return launch_oom();
+	fprintf(stderr, "hookprog: unknown mode '%s'; expected basic, threads, probe, driver or launch-oom\n", mode);
 	return 2;
 }

@@ -217,6 +217,18 @@ def t_probe(args):
     print("ok: launch traced exactly a (arg0) and b (arg2)")
 
 
+def t_launch_oom(args):
+    # A launch whose arguments cannot be resident together is not made; a
+    # <<<>>> launch ignores the status, so the error must reach
+    # cudaGetLastError (PyTorch's C10_CUDA_KERNEL_LAUNCH_CHECK).
+    p = run(args, [args.prog, "launch-oom"], {"VMEM_DEVICE_LIMIT": "8M"}, check=False)
+    if p.returncode != 0 or "last=cudaErrorMemoryAllocation" not in p.stdout:
+        fail("launch-oom under VMEM_DEVICE_LIMIT=8M: expected exit 0 and "
+             "last=cudaErrorMemoryAllocation, got exit %d\n--- stdout\n%s--- stderr\n%s"
+             % (p.returncode, p.stdout, p.stderr))
+    print("ok: a launch that cannot fit is reported through cudaGetLastError")
+
+
 def stats_calls(stderr):
     calls = {}
     for line in stderr.splitlines():
@@ -329,7 +341,7 @@ TESTS = {
     "exports": t_exports, "passthrough": t_passthrough, "bad-settings": t_bad_settings,
     "unimplemented-settings": t_unimplemented_settings,
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
-    "driver-entry-points": t_driver, "stats": t_stats,
+    "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom,
     "minitrain-checksums": t_minitrain_checksums, "minitrain-trace": t_minitrain_trace,
 }
 
