@@ -6,8 +6,9 @@
  * written, and read too when beta != 0; beta lives on the host unless the
  * handle is in device pointer mode, where vmem cannot read it and assumes
  * it is not 0.  PyTorch sends float GEMMs to cublasSgemm, half/bf16 to
- * cublasGemmEx, batched matmuls to cublasGemmStridedBatchedEx and Linear
- * with bias to cublasLtMatmul (DESIGN.md, Hazards).
+ * cublasGemmEx, batched matmuls to cublasSgemmStridedBatched (float) or
+ * cublasGemmStridedBatchedEx (half/bf16) and Linear with bias to
+ * cublasLtMatmul (DESIGN.md, Hazards; docs/pytorch-calls.md).
  *
  * cublasSetWorkspace_v2 hands cuBLAS a buffer that every later call on the
  * handle may use as scratch: vmem records it per handle and adds it to
@@ -52,6 +53,12 @@
 	   int batch, cublasComputeType_t comp, cublasGemmAlgo_t algo),                    \
 	  (h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc,    \
 	   sc, batch, comp, algo))                                                         \
+	X(cublasSgemmStridedBatched, cublasStatus_t,                                       \
+	  (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,     \
+	   int k, const float *alpha, const float *A, int lda, long long int sa,           \
+	   const float *B, int ldb, long long int sb, const float *beta, float *C,         \
+	   int ldc, long long int sc, int batch),                                          \
+	  (h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch))    \
 	X(cublasSaxpy_v2, cublasStatus_t,                                                  \
 	  (cublasHandle_t h, int n, const float *alpha, const float *x, int incx,          \
 	   float *y, int incy),                                                            \
@@ -355,6 +362,33 @@ HOOK_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(
 		st = real(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype,
 			  ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType,
 			  algo);
+	return blas_done(&c, st);
+}
+
+/* PyTorch's float bmm/baddbmm (attention scores in float32, any batched
+ * matmul) when cuBLAS is the preferred BLAS library, the default. */
+HOOK_EXPORT cublasStatus_t cublasSgemmStridedBatched(
+	cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+	int k, const float *alpha, const float *A, int lda, long long int strideA, const float *B,
+	int ldb, long long int strideB, const float *beta, float *C, int ldc,
+	long long int strideC, int batchCount)
+{
+	real_cublasSgemmStridedBatched_t real = real_cublasSgemmStridedBatched();
+	hook_call_t c;
+	cublasStatus_t st = CUBLAS_STATUS_ALLOC_FAILED;
+
+	if (!real)
+		return BLAS_MISSING("cublasSgemmStridedBatched");
+	if (!hook_begin())
+		return real(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb,
+			    strideB, beta, C, ldc, strideC, batchCount);
+	hook_call_init(&c, VMEM_OP_GEMM, "cublasSgemmStridedBatched", blas_stream(handle));
+	gemm_refs(&c, handle, transa, transb, m, n, k, A, lda, strideA, 32, B, ldb, strideB, 32,
+		  C, ldc, strideC, 32, batchCount,
+		  beta_nonzero(beta, host_pointer_mode(handle), 32, false));
+	if (blas_prepare(&c))
+		st = real(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB,
+			  beta, C, ldc, strideC, batchCount);
 	return blas_done(&c, st);
 }
 

@@ -229,6 +229,32 @@ def t_launch_oom(args):
     print("ok: a launch that cannot fit is reported through cudaGetLastError")
 
 
+def t_sgemm_batched(args):
+    # PyTorch's float bmm goes to cublasSgemmStridedBatched: one gemm op
+    # with a, b, c spanning all three batches (4x5, 5x6, 4x6 floats each).
+    if not args.blasprog:
+        print("skipped: no --blasprog")
+        sys.exit(SKIP)
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        p = run(args, [args.blasprog, "sgemm-batched"], {"VMEM_TRACE": trace})
+        recs = read_trace(trace)
+    ptrs = dict(kv.split("=") for kv in p.stdout.split()[:3])
+    g = ops(recs, api="cublasSgemmStridedBatched")
+    if len(g) != 1 or g[0]["op"] != "gemm":
+        fail("expected 1 gemm op from cublasSgemmStridedBatched, got %s" % g)
+    want = {"a": (ptrs["a"], 3 * 4 * 5 * 4), "b": (ptrs["b"], 3 * 5 * 6 * 4),
+            "c": (ptrs["c"], 3 * 4 * 6 * 4)}
+    got = {t["role"]: (t["ptr"], t["bytes"]) for t in g[0]["tensors"]}
+    norm = lambda v: {k: (int(p_, 16), b) for k, (p_, b) in v.items()}
+    if norm(got) != norm(want):
+        fail("cublasSgemmStridedBatched tensors: expected %s, got %s" % (want, got))
+    acc = {t["role"]: t["acc"] for t in g[0]["tensors"]}
+    if acc != {"a": "r", "b": "r", "c": "w"}:
+        fail("expected access a r, b r, c w (beta 0), got %s" % acc)
+    print("ok: cublasSgemmStridedBatched traced with a, b, c over all batches")
+
+
 def stats_calls(stderr):
     calls = {}
     for line in stderr.splitlines():
@@ -342,6 +368,7 @@ TESTS = {
     "unimplemented-settings": t_unimplemented_settings,
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
     "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom,
+    "sgemm-batched": t_sgemm_batched,
     "minitrain-checksums": t_minitrain_checksums, "minitrain-trace": t_minitrain_trace,
 }
 
@@ -353,6 +380,7 @@ if __name__ == "__main__":
     ap.add_argument("--map", required=True)
     ap.add_argument("--minitrain")
     ap.add_argument("--countshim", default="")
+    ap.add_argument("--blasprog", default="")
     ap.add_argument("--vmem-trace", default="")
     ap.add_argument("--mt-args", nargs="*", default=["--iters", "2"])
     TESTS[ap.parse_args().test](ap.parse_args())
