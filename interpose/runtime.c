@@ -527,22 +527,19 @@ static int resolve_driver(void)
 	return 0;
 }
 
-static void atfork_prepare(void)
-{
-	if (g_pool)
-		pool_atfork_prepare(g_pool);
-}
-
-static void atfork_parent(void)
-{
-	if (g_pool)
-		pool_atfork_parent(g_pool);
-}
-
+/* fork (DataLoader workers): the child cannot use the parent's CUDA
+ * context, so vmem goes pass-through there and CUDA answers the child as
+ * it would without vmem.  The child therefore never touches the pool,
+ * and the parent does not lock the pool around fork: taking it in a
+ * prepare handler would deadlock against the trace's handler (registered
+ * later, so run first, it takes the trace lock, which a thread inside
+ * the pool takes while it holds the pool lock), and would make fork wait
+ * out a host wait on the eviction path. */
 static void atfork_child(void)
 {
-	if (g_pool)
-		pool_atfork_child(g_pool);
+	__atomic_store_n(&g_active, false, __ATOMIC_RELEASE);
+	/* a thread that no longer exists may have held it */
+	pthread_mutex_init(&streams_lock, NULL);
 }
 
 int runtime_init(void)
@@ -639,7 +636,7 @@ int runtime_init(void)
 	g_base = pool_base(g_pool);
 	g_va_size = c.va_size;
 	g_budget = c.budget;
-	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	pthread_atfork(NULL, NULL, atfork_child);
 	vmem_info("pool: budget %" PRIu64 " MiB of %zu MiB free (%zu MiB total), chunk %" PRIu64
 		  " KiB, small below %" PRIu64 " KiB, virtual range %" PRIu64 " GiB at 0x%" PRIxPTR
 		  ", host limit %s%" PRIu64 " MiB",

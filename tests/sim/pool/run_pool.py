@@ -67,6 +67,15 @@ def case_meminfo(a):
     expect_ok(p, "cudaMemGetInfo without vmem")
 
 
+def case_fork(a):
+    # DataLoader workers fork while other threads allocate; with the trace
+    # on, the trace's fork handler and the pool's lock once deadlocked.
+    p = run([a.prog, "fork", "300", str(12 << 30)],
+            {"SIMGPU_MEM": "12G", "VMEM_DEVICE_LIMIT": "1G",
+             "VMEM_TRACE": os.path.join(a.workdir, "fork.trace")}, True, a.vmem)
+    expect_ok(p, "forks while another thread allocates")
+
+
 def stress(a, extra, rounds, seed, limit):
     rep = os.path.join(a.workdir, "pool-stress-report-%s.txt" % seed)
     env = {"SIMGPU_MEM": "1G", "VMEM_DEVICE_LIMIT": "%dM" % limit,
@@ -158,7 +167,7 @@ def main():
     a = ap.parse_args()
     cases = {"meminfo": case_meminfo, "stress": case_stress,
              "stress-small-chunks": case_stress_small_chunks, "oom": case_oom,
-             "host-limit": case_host_limit, "vgg16-half": case_vgg16_half}
+             "host-limit": case_host_limit, "fork": case_fork, "vgg16-half": case_vgg16_half}
     if a.case not in cases:
         fail("unknown case %r; known: %s" % (a.case, ", ".join(sorted(cases))))
     cases[a.case](a)

@@ -14,14 +14,23 @@
  *                              budget; every byte read equals what was written
  *   sim-pool oom               a request over the budget fails with
  *                              cudaErrorMemoryAllocation; what was there survives
+ *   sim-pool fork N DEVTOTAL   a thread allocates and frees in a loop while the
+ *                              main thread forks N times (as DataLoader workers
+ *                              do); each child must not hang and must not use
+ *                              the parent's pool: its cudaMemGetInfo is the
+ *                              device's own (DEVTOTAL), not vmem's budget
  *   sim-pool hostlimit         8 MiB tensors are written until one fails because
  *                              the pinned host memory (VMEM_HOST_LIMIT) is full;
  *                              after freeing one, every other reads back intact
  */
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -249,6 +258,80 @@ static int cmd_hostlimit(void)
 	return bad;
 }
 
+static volatile int fork_stop;
+
+static void *fork_churn(void *arg)
+{
+	(void)arg;
+	while (!fork_stop) {
+		void *p;
+		CK(cudaMalloc(&p, 3u << 20));
+		CK(cudaMemsetAsync(p, 1, 3u << 20, NULL));
+		CK(cudaFree(p));
+	}
+	return NULL;
+}
+
+static int fork_child_check(uint64_t devtotal, int i)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(10);   /* a deadlocked child dies loudly */
+		if (devtotal) {
+			size_t cf = 0, ct = 0;
+			cudaError_t e = cudaMemGetInfo(&cf, &ct);
+			if (e != cudaSuccess || ct != devtotal) {
+				fprintf(stderr, "sim-pool: child %d: cudaMemGetInfo: expected the device's "
+					"own total %" PRIu64 " (vmem off in the child), got %zu (error %d)\n",
+					i, devtotal, ct, (int)e);
+				_exit(2);
+			}
+		}
+		_exit(0);
+	}
+	int ws;
+	if (pid < 0 || waitpid(pid, &ws, 0) != pid) {
+		fprintf(stderr, "sim-pool: fork/wait failed at child %d\n", i);
+		return 1;
+	}
+	if (!WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+		fprintf(stderr, "sim-pool: child %d: expected exit 0, got %s %d\n", i,
+			WIFSIGNALED(ws) ? "signal" : "exit",
+			WIFSIGNALED(ws) ? WTERMSIG(ws) : WEXITSTATUS(ws));
+		return 1;
+	}
+	return 0;
+}
+
+/* Forks while a thread is inside vmem (the parent must not deadlock in
+ * fork's handlers); the children exit at once, because the simulator's
+ * own lock may be held by the other thread at fork time (real CUDA is
+ * not usable in a forked child either).  Then, with no other thread in
+ * CUDA, one child checks that vmem is off there. */
+static int cmd_fork(int n, uint64_t devtotal)
+{
+	pthread_t t;
+	int bad = 0;
+	size_t fr, tot;
+
+	CK(cudaMemGetInfo(&fr, &tot));
+	if (tot == devtotal) {
+		fprintf(stderr, "sim-pool: the parent must see vmem's budget, got the device's %zu\n", tot);
+		return 1;
+	}
+	pthread_create(&t, NULL, fork_churn, NULL);
+	alarm(120);   /* a parent deadlocked in fork dies loudly */
+	for (int i = 0; i < n && !bad; i++)
+		bad = fork_child_check(0, i);
+	fork_stop = 1;
+	pthread_join(t, NULL);
+	alarm(0);
+	if (bad || fork_child_check(devtotal, n))
+		return 1;
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "meminfo"))
@@ -257,8 +340,10 @@ int main(int argc, char **argv)
 		return cmd_stress(atoi(argv[2]), strtoull(argv[3], NULL, 0));
 	if (argc >= 2 && !strcmp(argv[1], "oom"))
 		return cmd_oom();
+	if (argc >= 4 && !strcmp(argv[1], "fork"))
+		return cmd_fork(atoi(argv[2]), strtoull(argv[3], NULL, 0));
 	if (argc >= 2 && !strcmp(argv[1], "hostlimit"))
 		return cmd_hostlimit();
-	fprintf(stderr, "usage: sim-pool meminfo TOTAL | stress ROUNDS SEED | oom | hostlimit\n");
+	fprintf(stderr, "usage: sim-pool meminfo TOTAL | stress ROUNDS SEED | oom | fork N DEVTOTAL | hostlimit\n");
 	return 2;
 }
