@@ -143,7 +143,7 @@ static void query_into(const void *func, scan_query_fn query, scan_name_fn namef
 		size_t off, size;
 
 		if (query(func, i, &off, &size) != 1)
-			return;   /* more than fit: unknown, the caller retries */
+			return;   /* more than SCAN_MAX_PARAMS: unknown (cached so; see launch-paths.md) */
 	}
 	l->nparams = i;
 	if (namefn && name) {
