@@ -140,6 +140,48 @@
 	   void *dbias, double eps, const void *smean, const void *sinvvar),               \
 	  (h, mode, alpha_d, beta_d, alpha_p, beta_p, xd, x, dyd, dy, dxd, dx, sd, scale,  \
 	   dscale, dbias, eps, smean, sinvvar))                                            \
+	X(cudnnBatchNormalizationForwardTrainingEx, cudnnStatus_t,                         \
+	  (cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,            \
+	   const void *alpha, const void *beta, const cudnnTensorDescriptor_t xd,          \
+	   const void *x, const cudnnTensorDescriptor_t zd, const void *z,                 \
+	   const cudnnTensorDescriptor_t yd, void *y, const cudnnTensorDescriptor_t sd,    \
+	   const void *scale, const void *bias, double factor, void *rmean, void *rvar,    \
+	   double eps, void *smean, void *sinvvar, cudnnActivationDescriptor_t ad,         \
+	   void *ws, size_t wsb, void *rs, size_t rsb),                                    \
+	  (h, mode, ops, alpha, beta, xd, x, zd, z, yd, y, sd, scale, bias, factor, rmean, \
+	   rvar, eps, smean, sinvvar, ad, ws, wsb, rs, rsb))                               \
+	X(cudnnBatchNormalizationBackwardEx, cudnnStatus_t,                                \
+	  (cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,            \
+	   const void *alpha_d, const void *beta_d, const void *alpha_p,                   \
+	   const void *beta_p, const cudnnTensorDescriptor_t xd, const void *x,            \
+	   const cudnnTensorDescriptor_t yd, const void *y,                                \
+	   const cudnnTensorDescriptor_t dyd, const void *dy,                              \
+	   const cudnnTensorDescriptor_t dzd, void *dz, const cudnnTensorDescriptor_t dxd, \
+	   void *dx, const cudnnTensorDescriptor_t sd, const void *scale,                  \
+	   const void *bias, void *dscale, void *dbias, double eps, const void *smean,     \
+	   const void *sinvvar, cudnnActivationDescriptor_t ad, void *ws, size_t wsb,      \
+	   void *rs, size_t rsb),                                                          \
+	  (h, mode, ops, alpha_d, beta_d, alpha_p, beta_p, xd, x, yd, y, dyd, dy, dzd, dz, \
+	   dxd, dx, sd, scale, bias, dscale, dbias, eps, smean, sinvvar, ad, ws, wsb, rs,  \
+	   rsb))                                                                           \
+	X(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize, cudnnStatus_t,         \
+	  (cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,            \
+	   const cudnnTensorDescriptor_t xd, const cudnnTensorDescriptor_t zd,             \
+	   const cudnnTensorDescriptor_t yd, const cudnnTensorDescriptor_t sd,             \
+	   const cudnnActivationDescriptor_t ad, size_t *sz),                              \
+	  (h, mode, ops, xd, zd, yd, sd, ad, sz))                                          \
+	X(cudnnGetBatchNormalizationBackwardExWorkspaceSize, cudnnStatus_t,                \
+	  (cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,            \
+	   const cudnnTensorDescriptor_t xd, const cudnnTensorDescriptor_t yd,             \
+	   const cudnnTensorDescriptor_t dyd, const cudnnTensorDescriptor_t dzd,           \
+	   const cudnnTensorDescriptor_t dxd, const cudnnTensorDescriptor_t sd,            \
+	   const cudnnActivationDescriptor_t ad, size_t *sz),                              \
+	  (h, mode, ops, xd, yd, dyd, dzd, dxd, sd, ad, sz))                               \
+	X(cudnnGetBatchNormalizationTrainingExReserveSpaceSize, cudnnStatus_t,             \
+	  (cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,            \
+	   const cudnnActivationDescriptor_t ad, const cudnnTensorDescriptor_t xd,         \
+	   size_t *sz),                                                                    \
+	  (h, mode, ops, ad, xd, sz))                                                      \
 	X(cudnnGetConvolutionForwardAlgorithm_v7, cudnnStatus_t,                           \
 	  (cudnnHandle_t h, const cudnnTensorDescriptor_t xd,                              \
 	   const cudnnFilterDescriptor_t wd, const cudnnConvolutionDescriptor_t cd,        \
@@ -850,6 +892,179 @@ HOOK_EXPORT cudnnStatus_t cudnnBatchNormalizationBackward(
 			  bnScale, dBnScaleResult, dBnBiasResult, epsilon, savedMean,
 			  savedInvVariance);
 	return dnn_done(&c, st);
+}
+
+/* The Ex batch-norm calls: PyTorch's cudnn_batch_norm uses these, not the
+ * plain ones (docs/pytorch-calls.md).  Besides the plain call's tensors
+ * they take z (added before the activation of the fused ops), a
+ * workspace (scratch, "ws") and a reserve space that forward writes and
+ * backward reads, so it must survive in between like a saved tensor.
+ * y, z, dz and the bias in backward matter only for the fused ops
+ * (CUDNN_BATCHNORM_OPS_BN_ACTIVATION / _ADD_ACTIVATION); they are listed
+ * whenever given, since vmem cannot tell which ones cuDNN will touch. */
+
+HOOK_EXPORT cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
+	cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+	const void *alpha, const void *beta, const cudnnTensorDescriptor_t xDesc,
+	const void *xData, const cudnnTensorDescriptor_t zDesc, const void *zData,
+	const cudnnTensorDescriptor_t yDesc, void *yData,
+	const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc, const void *bnScale,
+	const void *bnBias, double exponentialAverageFactor, void *resultRunningMean,
+	void *resultRunningVariance, double epsilon, void *resultSaveMean,
+	void *resultSaveInvVariance, cudnnActivationDescriptor_t activationDesc, void *workspace,
+	size_t workSpaceSizeInBytes, void *reserveSpace, size_t reserveSpaceSizeInBytes)
+{
+	real_cudnnBatchNormalizationForwardTrainingEx_t real =
+		real_cudnnBatchNormalizationForwardTrainingEx();
+	dnn_desc_t si;
+	hook_call_t c;
+	cudnnStatus_t st = CUDNN_STATUS_ALLOC_FAILED;
+
+	if (!real)
+		return DNN_MISSING("cudnnBatchNormalizationForwardTrainingEx");
+	if (!hook_begin())
+		return real(handle, mode, bnOps, alpha, beta, xDesc, xData, zDesc, zData, yDesc,
+			    yData, bnScaleBiasMeanVarDesc, bnScale, bnBias,
+			    exponentialAverageFactor, resultRunningMean, resultRunningVariance,
+			    epsilon, resultSaveMean, resultSaveInvVariance, activationDesc,
+			    workspace, workSpaceSizeInBytes, reserveSpace, reserveSpaceSizeInBytes);
+	hook_call_init(&c, VMEM_OP_BN_FWD_TRAIN, "cudnnBatchNormalizationForwardTrainingEx",
+		       dnn_stream(handle));
+	ref_t(&c, xDesc, xData, VMEM_ACCESS_R, "x", NULL);
+	if (zData)
+		ref_t(&c, zDesc, zData, VMEM_ACCESS_R, "z", NULL);
+	ref_out(&c, yDesc, yData, beta, "y");
+	tensor_info(bnScaleBiasMeanVarDesc, &si);
+	hook_call_ref(&c, bnScale, si.bytes, VMEM_ACCESS_R, "scale");
+	hook_call_ref(&c, bnBias, si.bytes, VMEM_ACCESS_R, "bias");
+	hook_call_ref(&c, resultRunningMean, si.bytes, VMEM_ACCESS_RW, "rmean");
+	hook_call_ref(&c, resultRunningVariance, si.bytes, VMEM_ACCESS_RW, "rvar");
+	hook_call_ref(&c, resultSaveMean, si.bytes, VMEM_ACCESS_W, "smean");
+	hook_call_ref(&c, resultSaveInvVariance, si.bytes, VMEM_ACCESS_W, "sinvvar");
+	hook_call_ref(&c, workspace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws");
+	hook_call_ref(&c, reserveSpace, reserveSpaceSizeInBytes, VMEM_ACCESS_W, "reserve");
+	hook_call_args(&c, "\"mode\":%d,\"ops\":%d,\"ws\":%zu,\"reserve\":%zu", (int)mode,
+		       (int)bnOps, workSpaceSizeInBytes, reserveSpaceSizeInBytes);
+	if (dnn_prepare(&c))
+		st = real(handle, mode, bnOps, alpha, beta, xDesc, xData, zDesc, zData, yDesc,
+			  yData, bnScaleBiasMeanVarDesc, bnScale, bnBias, exponentialAverageFactor,
+			  resultRunningMean, resultRunningVariance, epsilon, resultSaveMean,
+			  resultSaveInvVariance, activationDesc, workspace, workSpaceSizeInBytes,
+			  reserveSpace, reserveSpaceSizeInBytes);
+	return dnn_done(&c, st);
+}
+
+HOOK_EXPORT cudnnStatus_t cudnnBatchNormalizationBackwardEx(
+	cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+	const void *alphaDataDiff, const void *betaDataDiff, const void *alphaParamDiff,
+	const void *betaParamDiff, const cudnnTensorDescriptor_t xDesc, const void *xData,
+	const cudnnTensorDescriptor_t yDesc, const void *yData,
+	const cudnnTensorDescriptor_t dyDesc, const void *dyData,
+	const cudnnTensorDescriptor_t dzDesc, void *dzData, const cudnnTensorDescriptor_t dxDesc,
+	void *dxData, const cudnnTensorDescriptor_t dBnScaleBiasDesc, const void *bnScaleData,
+	const void *bnBiasData, void *dBnScaleData, void *dBnBiasData, double epsilon,
+	const void *savedMean, const void *savedInvVariance,
+	cudnnActivationDescriptor_t activationDesc, void *workSpace, size_t workSpaceSizeInBytes,
+	void *reserveSpace, size_t reserveSpaceSizeInBytes)
+{
+	real_cudnnBatchNormalizationBackwardEx_t real = real_cudnnBatchNormalizationBackwardEx();
+	dnn_desc_t si;
+	uint8_t pacc;
+	hook_call_t c;
+	cudnnStatus_t st = CUDNN_STATUS_ALLOC_FAILED;
+
+	if (!real)
+		return DNN_MISSING("cudnnBatchNormalizationBackwardEx");
+	if (!hook_begin())
+		return real(handle, mode, bnOps, alphaDataDiff, betaDataDiff, alphaParamDiff,
+			    betaParamDiff, xDesc, xData, yDesc, yData, dyDesc, dyData, dzDesc,
+			    dzData, dxDesc, dxData, dBnScaleBiasDesc, bnScaleData, bnBiasData,
+			    dBnScaleData, dBnBiasData, epsilon, savedMean, savedInvVariance,
+			    activationDesc, workSpace, workSpaceSizeInBytes, reserveSpace,
+			    reserveSpaceSizeInBytes);
+	hook_call_init(&c, VMEM_OP_BN_BWD, "cudnnBatchNormalizationBackwardEx", dnn_stream(handle));
+	ref_t(&c, xDesc, xData, VMEM_ACCESS_R, "x", NULL);
+	if (yData)
+		ref_t(&c, yDesc, yData, VMEM_ACCESS_R, "y", NULL);
+	ref_t(&c, dyDesc, dyData, VMEM_ACCESS_R, "dy", NULL);
+	if (dzData)
+		ref_t(&c, dzDesc, dzData, VMEM_ACCESS_W, "dz", NULL);
+	ref_out(&c, dxDesc, dxData, betaDataDiff, "dx");
+	tensor_info(dBnScaleBiasDesc, &si);
+	pacc = out_access(betaParamDiff, si.dtype);
+	hook_call_ref(&c, bnScaleData, si.bytes, VMEM_ACCESS_R, "scale");
+	hook_call_ref(&c, bnBiasData, si.bytes, VMEM_ACCESS_R, "bias");
+	hook_call_ref(&c, dBnScaleData, si.bytes, pacc, "dscale");
+	hook_call_ref(&c, dBnBiasData, si.bytes, pacc, "dbias");
+	hook_call_ref(&c, savedMean, si.bytes, VMEM_ACCESS_R, "smean");
+	hook_call_ref(&c, savedInvVariance, si.bytes, VMEM_ACCESS_R, "sinvvar");
+	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws");
+	hook_call_ref(&c, reserveSpace, reserveSpaceSizeInBytes, VMEM_ACCESS_R, "reserve");
+	hook_call_args(&c, "\"mode\":%d,\"ops\":%d,\"ws\":%zu,\"reserve\":%zu", (int)mode,
+		       (int)bnOps, workSpaceSizeInBytes, reserveSpaceSizeInBytes);
+	if (dnn_prepare(&c))
+		st = real(handle, mode, bnOps, alphaDataDiff, betaDataDiff, alphaParamDiff,
+			  betaParamDiff, xDesc, xData, yDesc, yData, dyDesc, dyData, dzDesc, dzData,
+			  dxDesc, dxData, dBnScaleBiasDesc, bnScaleData, bnBiasData, dBnScaleData,
+			  dBnBiasData, epsilon, savedMean, savedInvVariance, activationDesc,
+			  workSpace, workSpaceSizeInBytes, reserveSpace, reserveSpaceSizeInBytes);
+	return dnn_done(&c, st);
+}
+
+/* Their size queries touch no device memory; traced as ws_query with the
+ * mode, the ops and the size cuDNN answered ("ws" or "reserve"). */
+#define BN_SIZE_QUERY(name, key, call)                                                    \
+	do {                                                                              \
+		real_##name##_t real = real_##name();                                     \
+		dnn_desc_t xi;                                                            \
+		hook_call_t c;                                                            \
+		cudnnStatus_t st;                                                         \
+		if (!real)                                                                \
+			return DNN_MISSING(#name);                                        \
+		if (!hook_begin())                                                        \
+			return real call;                                                 \
+		hook_call_init(&c, VMEM_OP_WS_QUERY, #name, dnn_stream(handle));          \
+		tensor_info(xDesc, &xi);                                                  \
+		st = dnn_prepare(&c) ? real call : CUDNN_STATUS_ALLOC_FAILED;             \
+		hook_call_args(&c, "\"mode\":%d,\"ops\":%d,\"" key "\":%zu", (int)mode,   \
+			       (int)bnOps,                                                \
+			       (st == CUDNN_STATUS_SUCCESS && sizeInBytes) ? *sizeInBytes : 0); \
+		if (xi.nbdims >= 4)                                                       \
+			hook_call_args(&c, "\"n\":%d,\"c\":%d,\"h\":%d,\"w\":%d",         \
+				       xi.dims[0], xi.dims[1], xi.dims[2], xi.dims[3]);   \
+		return dnn_done(&c, st);                                                  \
+	} while (0)
+
+HOOK_EXPORT cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+	cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+	const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t zDesc,
+	const cudnnTensorDescriptor_t yDesc, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc,
+	const cudnnActivationDescriptor_t activationDesc, size_t *sizeInBytes)
+{
+	BN_SIZE_QUERY(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize, "ws",
+		      (handle, mode, bnOps, xDesc, zDesc, yDesc, bnScaleBiasMeanVarDesc,
+		       activationDesc, sizeInBytes));
+}
+
+HOOK_EXPORT cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+	cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+	const cudnnTensorDescriptor_t xDesc, const cudnnTensorDescriptor_t yDesc,
+	const cudnnTensorDescriptor_t dyDesc, const cudnnTensorDescriptor_t dzDesc,
+	const cudnnTensorDescriptor_t dxDesc, const cudnnTensorDescriptor_t dBnScaleBiasDesc,
+	const cudnnActivationDescriptor_t activationDesc, size_t *sizeInBytes)
+{
+	BN_SIZE_QUERY(cudnnGetBatchNormalizationBackwardExWorkspaceSize, "ws",
+		      (handle, mode, bnOps, xDesc, yDesc, dyDesc, dzDesc, dxDesc,
+		       dBnScaleBiasDesc, activationDesc, sizeInBytes));
+}
+
+HOOK_EXPORT cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+	cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps,
+	const cudnnActivationDescriptor_t activationDesc, const cudnnTensorDescriptor_t xDesc,
+	size_t *sizeInBytes)
+{
+	BN_SIZE_QUERY(cudnnGetBatchNormalizationTrainingExReserveSpaceSize, "reserve",
+		      (handle, mode, bnOps, activationDesc, xDesc, sizeInBytes));
 }
 
 /* ------------------------------------------------------------------ */

@@ -2380,3 +2380,200 @@ API cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t h, cudnnBatchNor
 	OP(bn_bwd(h, mode, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xd, x, dyd,
 		  dy, dxd, dx, pd, scale, dscale, dbias, eps, smean, sinv));
 }
+
+/* The Ex calls (what PyTorch's cudnn_batch_norm uses) with bnOps =
+ * CUDNN_BATCHNORM_OPS_BN: the same kernels as the plain calls, so results
+ * are bit-identical to them, plus a workspace and a reserve space.  Their
+ * sizes are small and never zero (two floats per parameter of workspace,
+ * one of reserve space) and each call writes its whole workspace, so an
+ * undersized, unmapped or offloaded buffer faults as a convolution's does.
+ * The forward call fills the reserve space with a pattern and the
+ * backward call reads it back: a reserve space that did not survive from
+ * forward to backward (lost while offloaded) is reported as a bad
+ * parameter instead of going unnoticed.  z, dz, y, the bias in backward
+ * and the activation descriptor belong to the fused ops
+ * (BN_ACTIVATION, BN_ADD_ACTIVATION), which are not simulated. */
+
+#define BN_EX_RESERVE_BYTE 0xb5
+
+/* Parameter count of `xd` under `mode` (C or C*H*W). */
+static cudnnStatus_t bn_ex_params(cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
+				  const cudnnTensorDescriptor_t xd, size_t *np)
+{
+	dnn_t4_t lx;
+	cudnnStatus_t st;
+
+	if (ops != CUDNN_BATCHNORM_OPS_BN)
+		return UNSUPPORTED("batch-norm ops other than CUDNN_BATCHNORM_OPS_BN");
+	if ((st = tensor4(xd, &lx)))
+		return st;
+	if (mode == CUDNN_BATCHNORM_PER_ACTIVATION)
+		*np = (size_t)lx.dims[1] * lx.dims[2] * lx.dims[3];
+	else if (mode == CUDNN_BATCHNORM_SPATIAL || mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT)
+		*np = (size_t)lx.dims[1];
+	else
+		return BAD("batch-norm mode");
+	return CUDNN_STATUS_SUCCESS;
+}
+
+static size_t bn_ex_ws_bytes(size_t np) { return 2 * np * sizeof(float); }
+static size_t bn_ex_reserve_bytes(size_t np) { return np * sizeof(float); }
+
+API cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+	cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
+	const cudnnTensorDescriptor_t xd, const cudnnTensorDescriptor_t zd,
+	const cudnnTensorDescriptor_t yd, const cudnnTensorDescriptor_t pd,
+	const cudnnActivationDescriptor_t ad, size_t *size)
+{
+	size_t np;
+	cudnnStatus_t st;
+
+	(void)zd, (void)yd, (void)pd, (void)ad;
+	if (!dnn_handle_ok(h) || !size)
+		return BAD("handle or size pointer");
+	if ((st = bn_ex_params(mode, ops, xd, &np)))
+		return st;
+	*size = bn_ex_ws_bytes(np);
+	return CUDNN_STATUS_SUCCESS;
+}
+
+API cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+	cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
+	const cudnnTensorDescriptor_t xd, const cudnnTensorDescriptor_t yd,
+	const cudnnTensorDescriptor_t dyd, const cudnnTensorDescriptor_t dzd,
+	const cudnnTensorDescriptor_t dxd, const cudnnTensorDescriptor_t pd,
+	const cudnnActivationDescriptor_t ad, size_t *size)
+{
+	size_t np;
+	cudnnStatus_t st;
+
+	(void)yd, (void)dyd, (void)dzd, (void)dxd, (void)pd, (void)ad;
+	if (!dnn_handle_ok(h) || !size)
+		return BAD("handle or size pointer");
+	if ((st = bn_ex_params(mode, ops, xd, &np)))
+		return st;
+	*size = bn_ex_ws_bytes(np);
+	return CUDNN_STATUS_SUCCESS;
+}
+
+API cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+	cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
+	const cudnnActivationDescriptor_t ad, const cudnnTensorDescriptor_t xd, size_t *size)
+{
+	size_t np;
+	cudnnStatus_t st;
+
+	(void)ad;
+	if (!dnn_handle_ok(h) || !size)
+		return BAD("handle or size pointer");
+	if ((st = bn_ex_params(mode, ops, xd, &np)))
+		return st;
+	*size = bn_ex_reserve_bytes(np);
+	return CUDNN_STATUS_SUCCESS;
+}
+
+/* Checks an Ex call's workspace and reserve space against what the
+ * queries answer (both must be mapped device memory) and writes the whole
+ * workspace; *rs_need is the reserve space the call uses. */
+static cudnnStatus_t bn_ex_buffers(cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
+				   const cudnnTensorDescriptor_t xd, void *ws, size_t ws_bytes,
+				   const void *rs, size_t rs_bytes, size_t *rs_need)
+{
+	size_t np;
+	cudnnStatus_t st;
+
+	if ((st = bn_ex_params(mode, ops, xd, &np)))
+		return st;
+	if (ws_bytes < bn_ex_ws_bytes(np) || !ws)
+		return BAD("workspace smaller than cudnnGetBatchNormalization*ExWorkspaceSize answers");
+	*rs_need = bn_ex_reserve_bytes(np);
+	if (rs_bytes < *rs_need || !rs)
+		return BAD("reserve space smaller than cudnnGetBatchNormalizationTrainingExReserveSpaceSize answers");
+	simgpu_check(ws, bn_ex_ws_bytes(np), false);
+	simgpu_check(rs, *rs_need, false);
+	if (!simgpu_dryrun())
+		memset(ws, 0x5a, bn_ex_ws_bytes(np));
+	return CUDNN_STATUS_SUCCESS;
+}
+
+static cudnnStatus_t bn_train_ex(cudnnHandle_t h, cudnnBatchNormMode_t mode,
+				 cudnnBatchNormOps_t ops, const float *alpha, const float *beta,
+				 const cudnnTensorDescriptor_t xd, const void *x,
+				 const cudnnTensorDescriptor_t yd, void *y,
+				 const cudnnTensorDescriptor_t pd, const void *scale,
+				 const void *bias, double factor, void *rmean, void *rvar,
+				 double eps, void *smean, void *sinv, void *ws, size_t ws_bytes,
+				 void *rs, size_t rs_bytes)
+{
+	size_t rs_need;
+	cudnnStatus_t st;
+
+	if (!dnn_handle_ok(h))
+		return BAD("handle");
+	if ((st = bn_ex_buffers(mode, ops, xd, ws, ws_bytes, rs, rs_bytes, &rs_need)))
+		return st;
+	if ((st = bn_train(h, mode, alpha, beta, xd, x, yd, y, pd, scale, bias, factor, rmean,
+			   rvar, eps, smean, sinv)))
+		return st;
+	if (!simgpu_dryrun())
+		memset(rs, BN_EX_RESERVE_BYTE, rs_need);
+	return CUDNN_STATUS_SUCCESS;
+}
+
+API cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
+	cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const void *alpha,
+	const void *beta, const cudnnTensorDescriptor_t xd, const void *x,
+	const cudnnTensorDescriptor_t zd, const void *z, const cudnnTensorDescriptor_t yd, void *y,
+	const cudnnTensorDescriptor_t pd, const void *scale, const void *bias, double factor,
+	void *rmean, void *rvar, double eps, void *smean, void *sinv,
+	cudnnActivationDescriptor_t ad, void *ws, size_t ws_bytes, void *rs, size_t rs_bytes)
+{
+	(void)zd, (void)z, (void)ad;
+	OP(bn_train_ex(h, mode, ops, alpha, beta, xd, x, yd, y, pd, scale, bias, factor, rmean,
+		       rvar, eps, smean, sinv, ws, ws_bytes, rs, rs_bytes));
+}
+
+static cudnnStatus_t bn_bwd_ex(cudnnHandle_t h, cudnnBatchNormMode_t mode,
+			       cudnnBatchNormOps_t ops, const float *ad, const float *bd,
+			       const float *ap, const float *bp, const cudnnTensorDescriptor_t xd,
+			       const void *x, const cudnnTensorDescriptor_t dyd, const void *dy,
+			       const cudnnTensorDescriptor_t dxd, void *dx,
+			       const cudnnTensorDescriptor_t pd, const void *scale, void *dscale,
+			       void *dbias, double eps, const void *smean, const void *sinv,
+			       void *ws, size_t ws_bytes, const void *rs, size_t rs_bytes)
+{
+	size_t rs_need;
+	cudnnStatus_t st;
+
+	if (!dnn_handle_ok(h))
+		return BAD("handle");
+	if ((st = bn_ex_buffers(mode, ops, xd, ws, ws_bytes, rs, rs_bytes, &rs_need)))
+		return st;
+	if (!simgpu_dryrun()) {
+		const unsigned char *r = rs;
+
+		for (size_t i = 0; i < rs_need; i++)
+			if (r[i] != BN_EX_RESERVE_BYTE)
+				return BAD("reserve space does not hold what "
+					   "cudnnBatchNormalizationForwardTrainingEx wrote");
+	}
+	return bn_bwd(h, mode, ad, bd, ap, bp, xd, x, dyd, dy, dxd, dx, pd, scale, dscale, dbias,
+		      eps, smean, sinv);
+}
+
+API cudnnStatus_t cudnnBatchNormalizationBackwardEx(
+	cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
+	const void *alphaDataDiff, const void *betaDataDiff, const void *alphaParamDiff,
+	const void *betaParamDiff, const cudnnTensorDescriptor_t xd, const void *x,
+	const cudnnTensorDescriptor_t yd, const void *y, const cudnnTensorDescriptor_t dyd,
+	const void *dy, const cudnnTensorDescriptor_t dzd, void *dz,
+	const cudnnTensorDescriptor_t dxd, void *dx, const cudnnTensorDescriptor_t pd,
+	const void *scale, const void *bias, void *dscale, void *dbias, double eps,
+	const void *smean, const void *sinv, cudnnActivationDescriptor_t ad, void *ws,
+	size_t ws_bytes, void *rs, size_t rs_bytes)
+{
+	(void)yd, (void)y, (void)dzd, (void)dz, (void)bias, (void)ad;
+	OP(bn_bwd_ex(h, mode, ops, alphaDataDiff, betaDataDiff, alphaParamDiff, betaParamDiff, xd,
+		     x, dyd, dy, dxd, dx, pd, scale, dscale, dbias, eps, smean, sinv, ws, ws_bytes,
+		     rs, rs_bytes));
+}

@@ -255,6 +255,80 @@ def t_sgemm_batched(args):
     print("ok: cublasSgemmStridedBatched traced with a, b, c over all batches")
 
 
+def t_bn_ex(args):
+    # PyTorch's cudnn_batch_norm: the Ex calls with a workspace and a
+    # reserve space.  bnprog checks the results against the plain calls;
+    # here each Ex call's trace record must list every pointer with its
+    # role, access and extent.
+    if not args.bnprog:
+        print("skipped: no --bnprog")
+        sys.exit(SKIP)
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        p = run(args, [args.bnprog, args.bn_mode], {"VMEM_TRACE": trace})
+        recs = read_trace(trace)
+    lines = p.stdout.split("\n")
+    if len(lines) < 3 or lines[2] != "ok":
+        fail("bnprog %s: expected pointers, sizes and 'ok', got %r" % (args.bn_mode, p.stdout))
+    ptr = {k: int(v, 16) for k, v in (kv.split("=") for kv in lines[0].split())}
+    size = {k: int(v) for k, v in (kv.split("=") for kv in lines[1].split())}
+    xb, pb = size["x_bytes"], size["param_bytes"]
+
+    queries = [("cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize", "ws", "wsf_bytes"),
+               ("cudnnGetBatchNormalizationBackwardExWorkspaceSize", "ws", "wsb_bytes"),
+               ("cudnnGetBatchNormalizationTrainingExReserveSpaceSize", "reserve", "reserve_bytes")]
+    for api, key, sk in queries:
+        q = ops(recs, api=api)
+        if len(q) != 1 or q[0]["op"] != "ws_query" or q[0]["tensors"]:
+            fail("%s: expected 1 ws_query op without tensors, got %s" % (api, q))
+        if q[0]["args"].get(key) != size[sk]:
+            fail("%s: expected args.%s = %d (what the call answered), got %s"
+                 % (api, key, size[sk], q[0]["args"]))
+
+    def want(spec):
+        return {role: (ptr[name], nbytes, acc) for role, name, nbytes, acc in spec}
+
+    fwd_common = [("x", "x", xb, "r"), ("scale", "scale", pb, "r"), ("bias", "bias", pb, "r"),
+                  ("rmean", "rmean", pb, "rw"), ("rvar", "rvar", pb, "rw"),
+                  ("smean", "smean", pb, "w"), ("sinvvar", "sinvvar", pb, "w"),
+                  ("ws", "wsf", size["wsf_bytes"], "w"),
+                  ("reserve", "reserve", size["reserve_bytes"], "w")]
+    bwd_common = [("x", "x", xb, "r"), ("dy", "dy", xb, "r"), ("scale", "scale", pb, "r"),
+                  ("bias", "bias", pb, "r"), ("smean", "smean", pb, "r"),
+                  ("sinvvar", "sinvvar", pb, "r"), ("ws", "wsb", size["wsb_bytes"], "w"),
+                  ("reserve", "reserve", size["reserve_bytes"], "r")]
+    expect = {
+        ("cudnnBatchNormalizationForwardTrainingEx", "bn_fwd_train"): [
+            want(fwd_common + [("y", "y", xb, "w")]),
+            want(fwd_common + [("y", "y", xb, "rw"), ("z", "z", xb, "r")])],
+        ("cudnnBatchNormalizationBackwardEx", "bn_bwd"): [
+            want(bwd_common + [("dx", "dx", xb, "w"), ("dscale", "dscale", pb, "w"),
+                               ("dbias", "dbias", pb, "w")]),
+            want(bwd_common + [("dx", "dx", xb, "rw"), ("dscale", "dscale", pb, "rw"),
+                               ("dbias", "dbias", pb, "rw"), ("y", "y", xb, "r"),
+                               ("dz", "dz", xb, "w")])],
+    }
+    for (api, kind), calls in expect.items():
+        got_ops = ops(recs, api=api)
+        if len(got_ops) != len(calls):
+            fail("%s: expected %d ops, got %d" % (api, len(calls), len(got_ops)))
+        for i, (w, r) in enumerate(zip(calls, got_ops)):
+            if r["op"] != kind:
+                fail("%s call %d: expected op %s, got %s" % (api, i + 1, kind, r["op"]))
+            got = {t["role"]: (int(t["ptr"], 16), t["bytes"], t["acc"]) for t in r["tensors"]}
+            if len(got) != len(r["tensors"]) or got != w:
+                lines_ = []
+                for role in sorted(set(w) | set(got)):
+                    e, g = w.get(role), got.get(role)
+                    mark = "  " if e == g else "!!"
+                    fmt = lambda v: "-" if v is None else "%#x %d bytes %s" % v
+                    lines_.append("%s %-8s expected %-40s got %s" % (mark, role, fmt(e), fmt(g)))
+                fail("%s call %d (%s): tensors differ (role: ptr, bytes, access)\n%s\n"
+                     "raw: %s" % (api, i + 1, args.bn_mode, "\n".join(lines_), r["tensors"]))
+    print("ok: %s batch norm Ex: results equal the plain calls; 3 size queries, "
+          "2 forward and 2 backward calls traced with every role and access" % args.bn_mode)
+
+
 def stats_calls(stderr):
     calls = {}
     for line in stderr.splitlines():
@@ -368,7 +442,7 @@ TESTS = {
     "unimplemented-settings": t_unimplemented_settings,
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
     "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom,
-    "sgemm-batched": t_sgemm_batched,
+    "sgemm-batched": t_sgemm_batched, "bn-ex": t_bn_ex,
     "minitrain-checksums": t_minitrain_checksums, "minitrain-trace": t_minitrain_trace,
 }
 
@@ -381,6 +455,8 @@ if __name__ == "__main__":
     ap.add_argument("--minitrain")
     ap.add_argument("--countshim", default="")
     ap.add_argument("--blasprog", default="")
+    ap.add_argument("--bnprog", default="")
+    ap.add_argument("--bn-mode", default="spatial")
     ap.add_argument("--vmem-trace", default="")
     ap.add_argument("--mt-args", nargs="*", default=["--iters", "2"])
     TESTS[ap.parse_args().test](ap.parse_args())

@@ -4,7 +4,8 @@
  * instead of aborting, and virtual time is summed.  Pins: algorithm table
  * order and workspace growth, workspace writes and BAD_PARAM on an
  * undersized workspace, bit-identical algorithms, backend == legacy, bad
- * backend input rejected, dry-run checks without computing.
+ * backend input rejected, dry-run checks without computing, batch-norm Ex
+ * == plain batch norm with its workspace and reserve space written.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -715,6 +716,150 @@ static void test_legacy_calls_reject_bad_arguments(void **state)
 	conv_teardown(&f);
 }
 
+/* ------------------------------------------------------ batch norm Ex */
+
+/* One batch-norm problem run twice: by the plain calls into set 0 and by
+ * the Ex calls into set 1, from identical inputs. */
+typedef struct {
+	float *y, *rmean, *rvar, *smean, *sinv, *dx, *dscale, *dbias;
+} bn_out_t;
+
+static void bn_out_alloc(bn_out_t *o, size_t nx, size_t np)
+{
+	o->y = dev_rand(nx), o->dx = dev_rand(nx);
+	o->rmean = dev_alloc(np * sizeof(float)), o->rvar = dev_alloc(np * sizeof(float));
+	o->smean = dev_alloc(np * sizeof(float)), o->sinv = dev_alloc(np * sizeof(float));
+	o->dscale = dev_alloc(np * sizeof(float)), o->dbias = dev_alloc(np * sizeof(float));
+	for (size_t i = 0; i < np; i++) {
+		o->rmean[i] = 0.25f * (float)i, o->rvar[i] = 1.0f + (float)i;
+		o->dscale[i] = 0.5f, o->dbias[i] = -0.5f;
+	}
+}
+
+static void test_batchnorm_ex_matches_plain_calls_bit_for_bit(void **state)
+{
+	(void)state;
+	const cudnnBatchNormMode_t modes[] = { CUDNN_BATCHNORM_SPATIAL, CUDNN_BATCHNORM_PER_ACTIVATION };
+	const float one = 1, zero = 0;
+	const int n = 3, c = 4, hw = 5;
+	const size_t nx = (size_t)n * c * hw * hw;
+
+	for (int m = 0; m < 2; m++) {
+		cudnnHandle_t h;
+		cudnnTensorDescriptor_t xd, pd;
+		size_t np = modes[m] == CUDNN_BATCHNORM_SPATIAL ? (size_t)c : (size_t)c * hw * hw;
+		size_t wsf, wsb, rsz;
+		bn_out_t o[2];
+
+		CK(cudnnCreate(&h));
+		CK(cudnnCreateTensorDescriptor(&xd));
+		CK(cudnnCreateTensorDescriptor(&pd));
+		CK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, hw, hw));
+		CK(cudnnDeriveBNTensorDescriptor(pd, xd, modes[m]));
+		float *x = dev_rand(nx), *dy = dev_rand(nx), *scale = dev_rand(np), *bias = dev_rand(np);
+		bn_out_alloc(&o[0], nx, np);
+		bn_out_alloc(&o[1], nx, np);
+		memcpy(o[1].y, o[0].y, nx * sizeof(float));
+		memcpy(o[1].dx, o[0].dx, nx * sizeof(float));
+		CK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+			h, modes[m], CUDNN_BATCHNORM_OPS_BN, xd, NULL, xd, pd, NULL, &wsf));
+		CK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+			h, modes[m], CUDNN_BATCHNORM_OPS_BN, xd, xd, xd, NULL, xd, pd, NULL, &wsb));
+		CK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+			h, modes[m], CUDNN_BATCHNORM_OPS_BN, NULL, xd, &rsz));
+		if (!wsf || !wsb || !rsz)
+			fail_msg("mode %d: expected nonzero sizes, got workspace %zu/%zu, reserve %zu",
+				 (int)modes[m], wsf, wsb, rsz);
+		EXPECT_ST(CUDNN_STATUS_NOT_SUPPORTED,
+			  cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+				  h, modes[m], CUDNN_BATCHNORM_OPS_BN_ACTIVATION, NULL, xd, &rsz));
+		/* 64 guard bytes past each buffer: written by nobody */
+		unsigned char *wf = dev_alloc(wsf + 64), *wb = dev_alloc(wsb + 64), *rs = dev_alloc(rsz + 64);
+		memset(wf, 0, wsf + 64), memset(wb, 0, wsb + 64), memset(rs, 0, rsz + 64);
+		fake_faults = 0;
+
+		CK(cudnnBatchNormalizationForwardTraining(h, modes[m], &one, &zero, xd, x, xd, o[0].y, pd,
+							  scale, bias, 0.1, o[0].rmean, o[0].rvar, 1e-5,
+							  o[0].smean, o[0].sinv));
+		EXPECT_ST(CUDNN_STATUS_NOT_SUPPORTED,
+			  cudnnBatchNormalizationForwardTrainingEx(
+				  h, modes[m], CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &one, &zero, xd, x,
+				  NULL, NULL, xd, o[1].y, pd, scale, bias, 0.1, o[1].rmean, o[1].rvar,
+				  1e-5, o[1].smean, o[1].sinv, NULL, wf, wsf, rs, rsz));
+		EXPECT_ST(CUDNN_STATUS_BAD_PARAM,
+			  cudnnBatchNormalizationForwardTrainingEx(
+				  h, modes[m], CUDNN_BATCHNORM_OPS_BN, &one, &zero, xd, x, NULL, NULL, xd,
+				  o[1].y, pd, scale, bias, 0.1, o[1].rmean, o[1].rvar, 1e-5, o[1].smean,
+				  o[1].sinv, NULL, wf, wsf - 1, rs, rsz));
+		EXPECT_ST(CUDNN_STATUS_BAD_PARAM,
+			  cudnnBatchNormalizationForwardTrainingEx(
+				  h, modes[m], CUDNN_BATCHNORM_OPS_BN, &one, &zero, xd, x, NULL, NULL, xd,
+				  o[1].y, pd, scale, bias, 0.1, o[1].rmean, o[1].rvar, 1e-5, o[1].smean,
+				  o[1].sinv, NULL, wf, wsf, rs, rsz - 1));
+		CK(cudnnBatchNormalizationForwardTrainingEx(
+			h, modes[m], CUDNN_BATCHNORM_OPS_BN, &one, &zero, xd, x, NULL, NULL, xd, o[1].y,
+			pd, scale, bias, 0.1, o[1].rmean, o[1].rvar, 1e-5, o[1].smean, o[1].sinv, NULL,
+			wf, wsf, rs, rsz));
+		expect_same_bits("Ex forward y", m, o[0].y, o[1].y, nx);
+		expect_same_bits("Ex running mean", m, o[0].rmean, o[1].rmean, np);
+		expect_same_bits("Ex running variance", m, o[0].rvar, o[1].rvar, np);
+		expect_same_bits("Ex saved mean", m, o[0].smean, o[1].smean, np);
+		expect_same_bits("Ex saved inverse variance", m, o[0].sinv, o[1].sinv, np);
+
+		/* beta of the parameter gradients 1: they accumulate alike */
+		CK(cudnnBatchNormalizationBackward(h, modes[m], &one, &zero, &one, &one, xd, x, xd, dy,
+						   xd, o[0].dx, pd, scale, o[0].dscale, o[0].dbias,
+						   1e-5, o[0].smean, o[0].sinv));
+		CK(cudnnBatchNormalizationBackwardEx(
+			h, modes[m], CUDNN_BATCHNORM_OPS_BN, &one, &zero, &one, &one, xd, x, NULL, NULL,
+			xd, dy, NULL, NULL, xd, o[1].dx, pd, scale, bias, o[1].dscale, o[1].dbias, 1e-5,
+			o[1].smean, o[1].sinv, NULL, wb, wsb, rs, rsz));
+		expect_same_bits("Ex backward dx", m, o[0].dx, o[1].dx, nx);
+		expect_same_bits("Ex backward dscale", m, o[0].dscale, o[1].dscale, np);
+		expect_same_bits("Ex backward dbias", m, o[0].dbias, o[1].dbias, np);
+		assert_int_equal(fake_faults, 0);
+
+		for (size_t i = 0; i < wsf; i++)
+			if (!wf[i])
+				fail_msg("mode %d: forward workspace byte %zu of %zu not written", m, i, wsf);
+		for (size_t i = 0; i < wsb; i++)
+			if (!wb[i])
+				fail_msg("mode %d: backward workspace byte %zu of %zu not written", m, i, wsb);
+		for (size_t i = 0; i < rsz; i++)
+			if (!rs[i])
+				fail_msg("mode %d: reserve byte %zu of %zu not written", m, i, rsz);
+		for (size_t i = 0; i < 64; i++)
+			if (wf[wsf + i] || wb[wsb + i] || rs[rsz + i])
+				fail_msg("mode %d: a call wrote past its workspace or reserve (guard byte %zu)", m, i);
+
+		/* a reserve space that lost its contents (say, dropped while
+		 * offloaded) is refused, not silently used */
+		rs[rsz / 2] ^= 0xff;
+		EXPECT_ST(CUDNN_STATUS_BAD_PARAM,
+			  cudnnBatchNormalizationBackwardEx(
+				  h, modes[m], CUDNN_BATCHNORM_OPS_BN, &one, &zero, &one, &one, xd, x,
+				  NULL, NULL, xd, dy, NULL, NULL, xd, o[1].dx, pd, scale, bias,
+				  o[1].dscale, o[1].dbias, 1e-5, o[1].smean, o[1].sinv, NULL, wb, wsb,
+				  rs, rsz));
+		rs[rsz / 2] ^= 0xff;
+		/* a workspace that is not device memory faults under the Ex name */
+		void *host = malloc(wsb);
+		fake_faults = 0;
+		CK(cudnnBatchNormalizationBackwardEx(
+			h, modes[m], CUDNN_BATCHNORM_OPS_BN, &one, &zero, &one, &one, xd, x, NULL, NULL,
+			xd, dy, NULL, NULL, xd, o[1].dx, pd, scale, bias, o[1].dscale, o[1].dbias, 1e-5,
+			o[1].smean, o[1].sinv, NULL, host, wsb, rs, rsz));
+		if (fake_faults != 1 || strcmp(fault_op, "cudnnBatchNormalizationBackwardEx") != 0)
+			fail_msg("expected 1 fault in cudnnBatchNormalizationBackwardEx, got %d in '%s'",
+				 fake_faults, fault_op);
+		free(host);
+		cudnnDestroyTensorDescriptor(xd);
+		cudnnDestroyTensorDescriptor(pd);
+		cudnnDestroy(h);
+		dev_free_all();
+	}
+}
+
 static void test_cublas_sgemm_matches_reference_and_checks_ranges(void **state)
 {
 	(void)state;
@@ -770,6 +915,7 @@ int main(void)
 		cmocka_unit_test(test_backend_rejects_bad_input_without_crashing),
 		cmocka_unit_test(test_nhwc_input_gives_the_nchw_result),
 		cmocka_unit_test(test_legacy_calls_reject_bad_arguments),
+		cmocka_unit_test(test_batchnorm_ex_matches_plain_calls_bit_for_bit),
 		cmocka_unit_test(test_cublas_sgemm_matches_reference_and_checks_ranges),
 	};
 	int failed = cmocka_run_group_tests_name("simgpu_dnn", tests, NULL, NULL);
