@@ -36,6 +36,7 @@
 	X(cudaMemset, cudaError_t, (void *p, int v, size_t n), (p, v, n))            \
 	X(cudaMemsetAsync, cudaError_t, (void *p, int v, size_t n, cudaStream_t s), (p, v, n, s)) \
 	X(cudaStreamSynchronize, cudaError_t, (cudaStream_t s), (s))                 \
+	X(cudaStreamDestroy, cudaError_t, (cudaStream_t s), (s))                     \
 	X(cudaDeviceSynchronize, cudaError_t, (void), ())                            \
 	X(cudaEventRecord, cudaError_t, (cudaEvent_t e, cudaStream_t s), (e, s))     \
 	X(cudaStreamWaitEvent, cudaError_t, (cudaStream_t s, cudaEvent_t e, unsigned int f), (s, e, f)) \
@@ -307,6 +308,26 @@ HOOK_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t strm)
 	if (!hook_begin())
 		return real(strm);
 	hook_call_init(&c, VMEM_OP_SYNC, "cudaStreamSynchronize", strm);
+	RUN_CALL(&c, real(strm));
+	return st;
+}
+
+/* A destroyed stream must leave the runtime's table first: a later cudaFree
+ * records its whole-device fence on every stream in it, and recording on
+ * a destroyed handle is undefined behaviour on a real GPU. */
+HOOK_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t strm)
+{
+	real_cudaStreamDestroy_t real = real_cudaStreamDestroy();
+	hook_call_t c;
+	cudaError_t st;
+
+	if (!real)
+		return MISSING(cudaStreamDestroy);
+	if (!hook_begin())
+		return real(strm);
+	if (runtime_active())
+		runtime_stream_destroyed(strm);
+	hook_call_init(&c, VMEM_OP_STREAM, "cudaStreamDestroy", strm);
 	RUN_CALL(&c, real(strm));
 	return st;
 }

@@ -765,6 +765,11 @@ cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	return cudaSuccess;
 }
 
+void runtime_stream_destroyed(cudaStream_t stream)
+{
+	stream_forget(stream);
+}
+
 void runtime_va(uintptr_t *base, uint64_t *size)
 {
 	*base = g_va_size ? g_base : 0;

@@ -45,6 +45,10 @@ cudaError_t runtime_free(void *ptr, cudaStream_t stream, bool async, const char 
 /* Budget as total, unmapped part of it as free. */
 cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes);
 
+/* The application destroys `stream`: vmem stops recording whole-device
+ * fences on it.  Call before the real cudaStreamDestroy. */
+void runtime_stream_destroyed(cudaStream_t stream);
+
 /* The reserved virtual range; *base = 0, *size = 0 when not active. */
 void runtime_va(uintptr_t *base, uint64_t *size);
 

@@ -34,6 +34,7 @@
 #define ALLOC_UNIT 512u         /* cudaMalloc accounting granule */
 #define PHYS_MAGIC 0x53475048u  /* "SGPH" */
 #define STREAM_MAGIC 0x53475354u
+#define STREAM_DEAD 0x44454144u   /* destroyed: kept so a later use is caught */
 #define EVENT_MAGIC 0x53474556u
 #define OP_DEPTH 8
 
@@ -1035,6 +1036,11 @@ static struct stream *stream_of(void *s)
 
 	if ((uintptr_t)s <= 2)
 		return &legacy;
+	if (st->magic == STREAM_DEAD) {
+		/* Undefined behaviour on a real GPU: fail loudly, never guess. */
+		fprintf(stderr, "simgpu: use of destroyed stream %p\n", s);
+		abort();
+	}
 	return st->magic == STREAM_MAGIC ? st : NULL;
 }
 
@@ -1097,9 +1103,10 @@ simgpu_status_t simgpu_stream_destroy(void *s)
 		;
 	if (*pp)
 		*pp = st->next;
-	st->magic = 0;
+	/* Never freed: a handle used after destruction must find the dead
+	 * mark, not reused memory (a few bytes per stream). */
+	st->magic = STREAM_DEAD;
 	pthread_mutex_unlock(&lock);
-	free(st);
 	return SIMGPU_OK;
 }
 

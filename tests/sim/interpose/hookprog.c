@@ -243,6 +243,30 @@ static int launch_oom(void)
 	return 0;
 }
 
+/* Streams used, destroyed, then a cudaFree: vmem records its whole-device
+ * fence on the streams it has seen, and must have forgotten destroyed ones
+ * (the simulator aborts on any use of a destroyed stream). */
+static int destroyed_streams(void)
+{
+	enum { NS = 8, N = 1 << 16 };
+	cudaStream_t s[NS];
+	float *d[NS], *keep;
+
+	CHECK(cudaMalloc((void **)&keep, N));
+	for (int i = 0; i < NS; i++) {
+		CHECK(cudaStreamCreate(&s[i]));
+		CHECK(cudaMalloc((void **)&d[i], N));
+		CHECK(cudaMemsetAsync(d[i], 0, N, s[i]));
+		CHECK(cudaStreamSynchronize(s[i]));
+		CHECK(cudaStreamDestroy(s[i]));
+	}
+	for (int i = 0; i < NS; i++)
+		CHECK(cudaFree(d[i]));
+	CHECK(cudaFree(keep));
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "basic";
@@ -258,6 +282,9 @@ int main(int argc, char **argv)
 		return driver();
 	if (strcmp(mode, "launch-oom") == 0)
 		return launch_oom();
-	fprintf(stderr, "hookprog: unknown mode '%s'; expected basic, threads, probe, driver or launch-oom\n", mode);
+	if (strcmp(mode, "destroyed-streams") == 0)
+		return destroyed_streams();
+	fprintf(stderr, "hookprog: unknown mode '%s'; expected basic, threads, probe, driver, "
+		"launch-oom or destroyed-streams\n", mode);
 	return 2;
 }
