@@ -107,12 +107,33 @@ static struct {
 	size_t bytes;
 } ws_slot[WS_SLOTS];
 static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t ws_fork_once = PTHREAD_ONCE_INIT;
+
+/* fork (DataLoader workers): prepare waits for any table update to end,
+ * so the child's copy is consistent; the child re-initialises the lock,
+ * since the thread that held it does not exist there. */
+static void ws_fork_prepare(void) { pthread_mutex_lock(&ws_lock); }
+static void ws_fork_parent(void) { pthread_mutex_unlock(&ws_lock); }
+static void ws_fork_child(void) { pthread_mutex_init(&ws_lock, NULL); }
+
+static void ws_fork_register(void)
+{
+	pthread_atfork(ws_fork_prepare, ws_fork_parent, ws_fork_child);
+}
+
+/* Every use of ws_lock goes through here: the handlers are registered
+ * (once) before the lock is first taken. */
+static void ws_lock_take(void)
+{
+	pthread_once(&ws_fork_once, ws_fork_register);
+	pthread_mutex_lock(&ws_lock);
+}
 
 static void ws_record(const void *handle, const void *ptr, size_t bytes)
 {
 	int free_slot = -1;
 
-	pthread_mutex_lock(&ws_lock);
+	ws_lock_take();
 	for (int i = 0; i < WS_SLOTS; i++) {
 		if (ws_slot[i].handle == handle) {
 			free_slot = i;
@@ -139,7 +160,7 @@ static void ws_ref(hook_call_t *c, const void *handle)
 	const void *ptr = NULL;
 	size_t bytes = 0;
 
-	pthread_mutex_lock(&ws_lock);
+	ws_lock_take();
 	for (int i = 0; i < WS_SLOTS; i++) {
 		if (ws_slot[i].handle == handle) {
 			ptr = ws_slot[i].ptr;

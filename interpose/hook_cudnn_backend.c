@@ -59,12 +59,21 @@ CUDNN_BACKEND_REALS(CUDNN_BACKEND_REAL)
 static hook_bdt_t *bdt;
 static pthread_once_t bdt_once = PTHREAD_ONCE_INIT;
 
+static void bdt_fork_prepare(void) { hook_bdt_atfork_prepare(bdt); }
+static void bdt_fork_parent(void) { hook_bdt_atfork_parent(bdt); }
+static void bdt_fork_child(void) { hook_bdt_atfork_child(bdt); }
+
+/* Runs once (bdt_once).  The fork handlers are registered only once the
+ * table exists, so they never see it appear half-way through a fork. */
 static void bdt_init(void)
 {
 	bdt = hook_bdt_new(BDT_MAX_ENTRIES);
-	if (!bdt)
+	if (!bdt) {
 		vmem_warn("cuDNN graph API: no memory for the descriptor table; "
 			  "cudnnBackendExecute calls are traced as \"other\"");
+		return;
+	}
+	pthread_atfork(bdt_fork_prepare, bdt_fork_parent, bdt_fork_child);
 }
 
 static hook_bdt_t *table(void)

@@ -827,6 +827,24 @@ void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
 	pthread_mutex_unlock(&t->lock);
 }
 
+void hook_bdt_atfork_prepare(hook_bdt_t *t)
+{
+	if (t)
+		pthread_mutex_lock(&t->lock);
+}
+
+void hook_bdt_atfork_parent(hook_bdt_t *t)
+{
+	if (t)
+		pthread_mutex_unlock(&t->lock);
+}
+
+void hook_bdt_atfork_child(hook_bdt_t *t)
+{
+	if (t)
+		pthread_mutex_init(&t->lock, NULL);
+}
+
 void hook_bdt_stats(hook_bdt_t *t, hook_bdt_stats_t *out)
 {
 	memset(out, 0, sizeof(*out));

@@ -144,4 +144,14 @@ void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
 
 void hook_bdt_stats(hook_bdt_t *t, hook_bdt_stats_t *out);
 
+/* fork (DataLoader workers fork while other threads build descriptors):
+ * the owner of a table registers these with pthread_atfork.  prepare
+ * takes the table's lock, so no update is half done when the process is
+ * copied; parent releases it; child re-initialises it, since the thread
+ * that would unlock it does not exist there.  The child keeps a
+ * consistent copy of the table.  NULL is accepted (no table). */
+void hook_bdt_atfork_prepare(hook_bdt_t *t);
+void hook_bdt_atfork_parent(hook_bdt_t *t);
+void hook_bdt_atfork_child(hook_bdt_t *t);
+
 #endif

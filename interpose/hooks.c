@@ -149,6 +149,14 @@ static struct {
 static unsigned real_count;
 static pthread_mutex_t real_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* fork (DataLoader workers): prepare waits for an append in progress, so
+ * the child's copy of the cache is whole; the child re-initialises the
+ * lock, since the thread that held it does not exist there.  Registered
+ * once, from vmem_init, before the first hooked call does anything. */
+static void real_fork_prepare(void) { pthread_mutex_lock(&real_lock); }
+static void real_fork_parent(void) { pthread_mutex_unlock(&real_lock); }
+static void real_fork_child(void) { pthread_mutex_init(&real_lock, NULL); }
+
 static void *real_cached(const char *name)
 {
 	unsigned n = __atomic_load_n(&real_count, __ATOMIC_ACQUIRE);
@@ -237,6 +245,7 @@ void hook_guard_leave(void)
 
 static void init_run(void)
 {
+	pthread_atfork(real_fork_prepare, real_fork_parent, real_fork_child);
 	guard_depth++;
 	vmem_startup();
 	guard_depth--;

@@ -501,6 +501,18 @@ static void write_header(const char *path)
 		trace_append(line, f.len);
 }
 
+/* fork.  The child of a traced process does not trace: the writer thread
+ * does not exist there, and two processes appending to one file would
+ * interleave their records and both end it.  A DataLoader worker's own
+ * calls touch no device memory of the parent's anyway.  prepare takes
+ * ring_lock, so no record is half copied (the writer, when it holds the
+ * lock, only waits on ring_cond, which releases it); the child drops the
+ * ring's contents (the parent writes them), closes its copy of the file
+ * descriptor, and re-initialises the lock and the condition, whose
+ * holder and waiter (the writer) do not exist in the child.  From then
+ * on trace_enabled() is false in the child and every trace call is a
+ * no-op; trace_close() there does nothing, so the parent's file gets no
+ * second "end" record. */
 static void trace_atfork_prepare(void)
 {
 	pthread_mutex_lock(&ring_lock);
@@ -513,8 +525,6 @@ static void trace_atfork_parent(void)
 
 static void trace_atfork_child(void)
 {
-	/* The writer thread does not exist in the child, and two processes
-	 * appending to one file would interleave: the child does not trace. */
 	tr_tid = 0;
 	tr_on = false;
 	tr_writer_running = false;
@@ -523,12 +533,19 @@ static void trace_atfork_child(void)
 		close(tr_fd);
 		tr_fd = -1;
 	}
-	pthread_mutex_unlock(&ring_lock);
+	pthread_cond_init(&ring_cond, NULL);
+	pthread_mutex_init(&ring_lock, NULL);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void trace_atfork_register(void)
+{
+	pthread_atfork(trace_atfork_prepare, trace_atfork_parent, trace_atfork_child);
 }
 
 int trace_open_ring(const char *path, size_t ring_bytes, bool start_writer)
 {
-	static bool atfork_done;
 	int fd;
 
 	if (!path || !path[0] || trace_enabled())
@@ -556,10 +573,7 @@ int trace_open_ring(const char *path, size_t ring_bytes, bool start_writer)
 	tr_fd = fd;
 	__atomic_store_n(&tr_on, true, __ATOMIC_RELEASE);
 	write_header(path);
-	if (!atfork_done) {
-		pthread_atfork(trace_atfork_prepare, trace_atfork_parent, trace_atfork_child);
-		atfork_done = true;
-	}
+	pthread_once(&atfork_once, trace_atfork_register);
 	if (start_writer) {
 		if (pthread_create(&tr_writer, NULL, writer_main, NULL) == 0)
 			tr_writer_running = true;

@@ -217,6 +217,16 @@ def t_probe(args):
     print("ok: launch traced exactly a (arg0) and b (arg2)")
 
 
+def t_destroyed_streams(args):
+    # The simulator aborts on any use of a destroyed stream; vmem's cudaFree
+    # fences must skip streams the application destroyed.
+    p = run(args, [args.prog, "destroyed-streams"], {}, check=False)
+    if p.returncode != 0 or p.stdout.strip() != "ok":
+        fail("destroyed-streams: expected exit 0 and 'ok', got exit %d, stdout %r, stderr:\n%s"
+             % (p.returncode, p.stdout, p.stderr[-2000:]))
+    print("ok: cudaFree after cudaStreamDestroy touches no destroyed stream")
+
+
 def t_launch_oom(args):
     # A launch whose arguments cannot be resident together is not made; a
     # <<<>>> launch ignores the status, so the error must reach
@@ -327,6 +337,43 @@ def t_bn_ex(args):
                      "raw: %s" % (api, i + 1, args.bn_mode, "\n".join(lines_), r["tensors"]))
     print("ok: %s batch norm Ex: results equal the plain calls; 3 size queries, "
           "2 forward and 2 backward calls traced with every role and access" % args.bn_mode)
+
+
+def t_fork(args):
+    # DataLoader workers fork while the training thread calls CUDA: every
+    # child of forkprog must exit 0 at once (a lock copied held hangs it;
+    # forkprog gives each child 10 s).  First untraced: the hooks are then
+    # short, so the hammer thread spends much of its time holding vmem's
+    # locks, and a fork without handlers hangs within a few forks.  Then
+    # traced, so the trace ring and its writer thread are live across the
+    # forks; the parent's trace must stay whole, with nothing from the
+    # children (they do not trace).
+    if not args.forkprog:
+        print("skipped: no --forkprog")
+        sys.exit(SKIP)
+    p = run(args, [args.forkprog, "50"])
+    if not p.stdout.startswith("ok 50 forks"):
+        fail("forkprog: expected 'ok 50 forks', got %r; stderr:\n%s" % (p.stdout, p.stderr))
+    untraced = p.stdout.strip()
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        p = run(args, [args.forkprog, "50"], {"VMEM_TRACE": trace})
+        if not p.stdout.startswith("ok 50 forks"):
+            fail("forkprog under VMEM_TRACE: expected 'ok 50 forks', got %r; stderr:\n%s"
+                 % (p.stdout, p.stderr))
+        recs = read_trace(trace)
+    heads = [r for r in recs if r["type"] in ("header", "end")]
+    if len(heads) != 2:
+        fail("trace: expected one header and one end record, got %d (children wrote to it?)"
+             % len(heads))
+    tids = {r["tid"] for r in recs if "tid" in r}
+    if len(tids) > 2:
+        fail("trace: expected records from the parent's 2 threads only, got tids %s" % sorted(tids))
+    if len(ops(recs, api="cublasSetWorkspace_v2")) < 50:
+        fail("trace: expected at least 50 cublasSetWorkspace_v2 ops (one per fork), got %d"
+             % len(ops(recs, api="cublasSetWorkspace_v2")))
+    print("ok: 50 forks while a thread was inside the hooks, untraced (%s) and traced (%s); "
+          "every child exited 0; parent's trace whole" % (untraced, p.stdout.strip()))
 
 
 def stats_calls(stderr):
@@ -442,7 +489,9 @@ TESTS = {
     "unimplemented-settings": t_unimplemented_settings,
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
     "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom,
+    "destroyed-streams": t_destroyed_streams,
     "sgemm-batched": t_sgemm_batched, "bn-ex": t_bn_ex,
+    "fork": t_fork,
     "minitrain-checksums": t_minitrain_checksums, "minitrain-trace": t_minitrain_trace,
 }
 
@@ -456,6 +505,7 @@ if __name__ == "__main__":
     ap.add_argument("--countshim", default="")
     ap.add_argument("--blasprog", default="")
     ap.add_argument("--bnprog", default="")
+    ap.add_argument("--forkprog", default="")
     ap.add_argument("--bn-mode", default="spatial")
     ap.add_argument("--vmem-trace", default="")
     ap.add_argument("--mt-args", nargs="*", default=["--iters", "2"])
