@@ -47,6 +47,17 @@ static const char *const ws_names[] = { "off", "wr", "wd", NULL };
 static const char *const mb_names[] = { "all", "pow2", "undivided", NULL };
 static const char *const log_names[] = { "error", "warn", "info", "debug", NULL };
 
+const char *vmem_policy_name(vmem_policy_t p)
+{
+	return (unsigned)p < sizeof(policy_names) / sizeof(*policy_names) - 1 ?
+		policy_names[p] : "?";
+}
+
+const char *vmem_workspace_name(vmem_ws_mode_t w)
+{
+	return (unsigned)w < sizeof(ws_names) / sizeof(*ws_names) - 1 ? ws_names[w] : "?";
+}
+
 #define F(field) offsetof(vmem_config_t, field)
 
 static const cfg_var_t cfg_vars[] = {

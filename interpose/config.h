@@ -58,6 +58,11 @@ int vmem_parse_size(const char *s, uint64_t *out);
 /* The process-wide configuration, valid after vmem_init(); read-only. */
 extern vmem_config_t vmem_cfg;
 
+/* The accepted spelling of a policy / workspace mode ("dyn", "wd"), from
+ * the same tables the parser reads; "?" for a value out of range. */
+const char *vmem_policy_name(vmem_policy_t p);
+const char *vmem_workspace_name(vmem_ws_mode_t w);
+
 /* Prints every effective value through the logger (VMEM_LOG=info). */
 void vmem_config_print(const vmem_config_t *cfg);
 
