@@ -23,6 +23,7 @@
 
 #include "interpose/hooks.h"
 #include "interpose/runtime.h"
+#include "interpose/scan.h"
 #include "interpose/stats.h"
 
 #define HOOK_EXPORT __attribute__((visibility("default")))
@@ -65,7 +66,11 @@
 	  (cfg, f, params, extra))                                                         \
 	X(cuLaunchKernelEx_ptsz, CUresult,                                                 \
 	  (const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra),          \
-	  (cfg, f, params, extra))
+	  (cfg, f, params, extra))                                                         \
+	X(cuLibraryGetKernel, CUresult, (CUkernel *k, CUlibrary lib, const char *name),    \
+	  (k, lib, name))                                                                  \
+	X(cuLibraryEnumerateKernels, CUresult, (CUkernel *k, unsigned int n, CUlibrary lib), \
+	  (k, n, lib))
 
 #define DRIVER_REAL(name, ret, params, args) HOOK_DEFINE_REAL(HOOK_LIB_CUDA, name, ret, params, args)
 DRIVER_REALS(DRIVER_REAL)
@@ -341,7 +346,7 @@ static void drv_launch_args(hook_call_t *c, unsigned gx, unsigned gy, unsigned g
 		if (!hook_begin())                                                            \
 			return real(f, gx, gy, gz, bx, by, bz, sh, s, params, extra);         \
 		hook_call_init(&c, VMEM_OP_LAUNCH, #NAME, s);                                 \
-		hook_launch_refs(&c, f, params, extra, true);                                 \
+		hook_launch_refs(&c, f, params, extra, HOOK_LAUNCH_DRIVER);                   \
 		drv_launch_args(&c, gx, gy, gz, bx, by, bz, sh);                              \
 		if (hook_call_prepare(&c) == cudaSuccess)                                     \
 			st = real(f, gx, gy, gz, bx, by, bz, sh, s, params, extra);           \
@@ -367,7 +372,7 @@ DRV_LAUNCH(cuLaunchKernel_ptsz)
 		if (!hook_begin())                                                            \
 			return real(cfg, f, params, extra);                                   \
 		hook_call_init(&c, VMEM_OP_LAUNCH, #NAME, cfg ? cfg->hStream : NULL);         \
-		hook_launch_refs(&c, f, params, extra, true);                                 \
+		hook_launch_refs(&c, f, params, extra, HOOK_LAUNCH_DRIVER);                   \
 		if (cfg)                                                                      \
 			drv_launch_args(&c, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ,      \
 					cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ,       \
@@ -383,6 +388,35 @@ DRV_LAUNCH(cuLaunchKernel_ptsz)
 
 DRV_LAUNCH_EX(cuLaunchKernelEx)
 DRV_LAUNCH_EX(cuLaunchKernelEx_ptsz)
+
+/* ---- kernel handles: recorded so that a CUkernel launched as a
+ * CUfunction is scanned with the kernel's layout (interpose/scan.h) ---- */
+
+HOOK_EXPORT CUresult cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
+{
+	real_cuLibraryGetKernel_t real = real_cuLibraryGetKernel();
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuLibraryGetKernel);
+	st = real(k, lib, name);
+	if (st == CUDA_SUCCESS && k)
+		scan_handle_add(*k);
+	return st;
+}
+
+HOOK_EXPORT CUresult cuLibraryEnumerateKernels(CUkernel *k, unsigned int n, CUlibrary lib)
+{
+	real_cuLibraryEnumerateKernels_t real = real_cuLibraryEnumerateKernels();
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuLibraryEnumerateKernels);
+	st = real(k, n, lib);
+	for (unsigned int i = 0; st == CUDA_SUCCESS && k && i < n; i++)
+		scan_handle_add(k[i]);
+	return st;
+}
 
 /* ---- entry points ---- */
 
@@ -413,6 +447,9 @@ static const drv_wrap_t drv_wraps[] = {
 	{ "cuLaunchKernel", (void *)cuLaunchKernel_ptsz, &hook_sym_cuLaunchKernel_ptsz, 7000, 2 },
 	{ "cuLaunchKernelEx", (void *)cuLaunchKernelEx, &hook_sym_cuLaunchKernelEx, 11060, 1 },
 	{ "cuLaunchKernelEx", (void *)cuLaunchKernelEx_ptsz, &hook_sym_cuLaunchKernelEx_ptsz, 11060, 2 },
+	{ "cuLibraryGetKernel", (void *)cuLibraryGetKernel, &hook_sym_cuLibraryGetKernel, 12000, 0 },
+	{ "cuLibraryEnumerateKernels", (void *)cuLibraryEnumerateKernels,
+	  &hook_sym_cuLibraryEnumerateKernels, 12040, 0 },
 };
 
 /* `flags`: CU_GET_PROC_ADDRESS_* (cudaEnable* has the same values). */

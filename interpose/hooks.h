@@ -203,9 +203,15 @@ void hook_set_timing(bool on);
  * found in the parameters (see interpose/scan.h) and the "kernel" arg
  * (name, or the function's address).  `args` is CUDA's array of pointers
  * to parameter values; for driver launches `extra` may instead carry a
- * packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER).  `driver` selects the
- * layout query (cuFuncGetParamInfo instead of cudaFuncGetParamInfo). */
-void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extra, bool driver);
+ * packed buffer (CU_LAUNCH_PARAM_BUFFER_POINTER).  `from` says what kind
+ * of function `func` is, which selects the layout query. */
+typedef enum {
+	HOOK_LAUNCH_RUNTIME,   /* cudaLaunchKernel*: a host stub or a kernel handle */
+	HOOK_LAUNCH_DRIVER,    /* cuLaunchKernel*: a CUfunction (or a CUkernel cast to one) */
+	HOOK_LAUNCH_KERNEL,    /* __cudaLaunchKernel: always a kernel handle */
+} hook_launch_from_t;
+void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extra,
+		      hook_launch_from_t from);
 
 /* Start-up and exit of the whole shim (interpose/init.c).  vmem_init runs
  * vmem_startup exactly once (pthread_once) with the re-entry guard set, so

@@ -113,9 +113,58 @@ static cache_slot_t cache[CACHE_SLOTS];
 static scan_param_t arena[ARENA_PARAMS];
 static uint32_t arena_used;   /* atomic */
 
+#define HANDLE_SLOTS 16384
+
+static const void *handles[HANDLE_SLOTS];   /* atomic; NULL = free */
+
+static unsigned handle_slot(const void *h)
+{
+	uintptr_t k = (uintptr_t)h;
+
+	k ^= k >> 21;
+	k *= 0xff51afd7ed558ccdull;
+	return (unsigned)(k >> 40) % HANDLE_SLOTS;
+}
+
+void scan_handle_add(const void *h)
+{
+	unsigned s = handle_slot(h);
+
+	if (!h)
+		return;
+	for (unsigned probe = 0; probe < 128; probe++) {
+		const void **slot = &handles[(s + probe) % HANDLE_SLOTS];
+		const void *expected = NULL;
+
+		if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) == h)
+			return;
+		if (__atomic_compare_exchange_n(slot, &expected, h, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE) || expected == h)
+			return;
+	}
+}
+
+bool scan_handle_known(const void *h)
+{
+	unsigned s = handle_slot(h);
+
+	if (!h)
+		return false;
+	for (unsigned probe = 0; probe < 128; probe++) {
+		const void *k = __atomic_load_n(&handles[(s + probe) % HANDLE_SLOTS], __ATOMIC_ACQUIRE);
+
+		if (k == h)
+			return true;
+		if (!k)
+			return false;
+	}
+	return false;
+}
+
 void scan_cache_reset(void)
 {
 	memset(cache, 0, sizeof(cache));
+	memset(handles, 0, sizeof(handles));
 	arena_used = 0;
 }
 

@@ -82,7 +82,19 @@ const scan_layout_t *scan_layout(const void *func, scan_query_fn query, scan_nam
  * (lets a caller prepare for a query, e.g. save CUDA's last error). */
 const scan_layout_t *scan_layout_find(const void *func);
 
-/* Forgets every cached layout (tests only; not thread-safe). */
+/* Kernel handles (cudaKernel_t / CUkernel) vmem has seen handed out
+ * (cudaLibraryGetKernel, cudaGetKernel, cuLibraryGetKernel, ...).
+ * cudaLaunchKernel takes a host stub or such a handle under the same
+ * `const void *`, but only stubs answer cudaFuncGetParamInfo (on a handle
+ * a real driver reports cudaErrorInvalidValue, which reads as "no
+ * parameters"), so a launch asks the kernel's layout the driver's way
+ * (cuKernelGetParamInfo) when its function is a known handle.  Lock-free;
+ * a full table drops new handles (their launches then say "layout
+ * unknown"). */
+void scan_handle_add(const void *handle);
+bool scan_handle_known(const void *handle);
+
+/* Forgets every cached layout and handle (tests only; not thread-safe). */
 void scan_cache_reset(void);
 
 #endif

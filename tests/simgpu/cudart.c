@@ -852,19 +852,53 @@ API cudaError_t cudaFuncGetName(const char **name, const void *func)
 	return cudaSuccess;
 }
 
+/* Every simulated kernel is a library kernel handle (there are no host
+ * stubs: nothing is compiled with <<<...>>>), and a real CUDA 13 driver
+ * answers cudaFuncGetParamInfo on a kernel handle with
+ * cudaErrorInvalidValue (seen on an H100, driver 580) -- the same answer
+ * as "past the last parameter".  The simulator does the same, so a shim
+ * that reads it as "no parameters" is caught here too; the layout of a
+ * handle comes from cuKernelGetParamInfo. */
 API cudaError_t cudaFuncGetParamInfo(const void *func, size_t index,
 				     size_t *offset, size_t *size)
 {
-	const simgpu_kernel_t *k = simgpu_kernel_from_handle(func);
-	size_t off, sz;
-
-	if (!k)
+	(void)index;
+	(void)offset;
+	(void)size;
+	if (!simgpu_kernel_from_handle(func))
 		return ret(cudaErrorInvalidDeviceFunction);
-	if (simgpu_kernel_param(k, index, &off, &sz))
+	return ret(cudaErrorInvalidValue);
+}
+
+/* No host stubs are registered in the simulator. */
+API cudaError_t cudaGetFuncBySymbol(cudaFunction_t *f, const void *symbol)
+{
+	(void)symbol;
+	if (!f)
 		return ret(cudaErrorInvalidValue);
-	if (offset)
-		*offset = off;
-	if (size)
-		*size = sz;
-	return cudaSuccess;
+	return ret(cudaErrorInvalidDeviceFunction);
+}
+
+API cudaError_t cudaGetKernel(cudaKernel_t *k, const void *symbol)
+{
+	(void)symbol;
+	if (!k)
+		return ret(cudaErrorInvalidValue);
+	return ret(cudaErrorInvalidDeviceFunction);
+}
+
+/* What nvcc 13's <<<...>>> stubs call, with the handle __cudaGetKernel
+ * gave them (a test program passes a library kernel handle). */
+API cudaError_t __cudaLaunchKernel(cudaKernel_t k, dim3 grid, dim3 block,
+				   void **args, size_t shmem, cudaStream_t s)
+{
+	(void)shmem;
+	return launch((const void *)k, grid, block, args, s);
+}
+
+API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t k, dim3 grid, dim3 block,
+					void **args, size_t shmem, cudaStream_t s)
+{
+	(void)shmem;
+	return launch((const void *)k, grid, block, args, s);
 }

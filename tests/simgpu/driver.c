@@ -647,6 +647,17 @@ API CUresult cuFuncGetParamInfo(CUfunction f, size_t index, size_t *offset,
 	return CUDA_SUCCESS;
 }
 
+API CUresult cuKernelGetParamInfo(CUkernel kern, size_t index, size_t *offset,
+				  size_t *size)
+{
+	return cuFuncGetParamInfo((CUfunction)kern, index, offset, size);
+}
+
+API CUresult cuKernelGetName(const char **name, CUkernel kern)
+{
+	return cuFuncGetName(name, (CUfunction)kern);
+}
+
 #define MAX_PARAMS 32
 
 API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
@@ -721,7 +732,8 @@ static const struct {
 	P(cuEventQuery), P(cuEventSynchronize), P(cuEventDestroy),
 	P(cuLibraryLoadData), P(cuLibraryUnload), P(cuLibraryGetKernel),
 	P(cuKernelGetFunction), P(cuModuleLoadData), P(cuModuleUnload),
-	P(cuModuleGetFunction), P(cuFuncGetParamInfo), P(cuFuncGetName), P(cuLaunchKernel),
+	P(cuModuleGetFunction), P(cuFuncGetParamInfo), P(cuFuncGetName),
+	P(cuKernelGetParamInfo), P(cuKernelGetName), P(cuLaunchKernel),
 	{ "cuGetProcAddress", "cuGetProcAddress_v2", (void *)cuGetProcAddress },
 };
 

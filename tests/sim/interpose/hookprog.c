@@ -12,6 +12,12 @@
  *   hookprog driver    cuMemAlloc/cuMemFree/cuMemGetInfo and
  *                      cuLaunchKernel obtained through
  *                      cudaGetDriverEntryPointByVersion; prints "ok"
+ *   hookprog stub-launch  (run with an 8 MiB budget) mt_probe launched
+ *                      as nvcc 13's <<<...>>> stubs launch (through
+ *                      __cudaLaunchKernel with a kernel handle) on a 4 MiB
+ *                      `a` that a 4 MiB filler and a 2 MiB `b` have pushed
+ *                      out of the budget; checks a[0] and b[0], prints
+ *                      the two pointers as "a=... b=..."
  *   hookprog launch-oom  (run with a budget under 12 MiB) one mt_probe
  *                      launch whose two 6 MiB arguments cannot be resident
  *                      together, its return value ignored as a <<<>>>
@@ -205,6 +211,40 @@ static int driver(void)
 	return 0;
 }
 
+extern cudaError_t __cudaLaunchKernel(cudaKernel_t k, dim3 g, dim3 b, void **args, size_t sh,
+				      cudaStream_t s);
+
+static int stub_launch(void)
+{
+	float *a, *b, *filler, hv[2];
+	unsigned long long x = 0;
+	int y = 7;
+	double z = 3.5;
+	const void *c = NULL;
+	void *args[] = { &a, &x, &b, &y, &z, &c };
+
+	CHECK(cudaMalloc((void **)&a, 4 << 20));
+	CHECK(cudaMalloc((void **)&filler, 4 << 20));
+	CHECK(cudaMemset(a, 0, 4 << 20));
+	CHECK(cudaMemset(filler, 0, 4 << 20));
+	CHECK(cudaMalloc((void **)&b, 2 << 20));   /* evicts the oldest: a */
+	CHECK(cudaMemset(b, 0, 2 << 20));
+	CHECK(__cudaLaunchKernel(k_probe, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, args, 0, NULL));
+	CHECK(cudaDeviceSynchronize());
+	CHECK(cudaMemcpy(&hv[0], a, sizeof(float), cudaMemcpyDeviceToHost));
+	CHECK(cudaMemcpy(&hv[1], b, sizeof(float), cudaMemcpyDeviceToHost));
+	if (hv[0] != 7.0f || hv[1] != 3.5f) {
+		fprintf(stderr, "hookprog: probe through __cudaLaunchKernel wrote a[0]=%g b[0]=%g, "
+			"expected 7 and 3.5\n", hv[0], hv[1]);
+		return 1;
+	}
+	printf("a=%p b=%p\n", (void *)a, (void *)b);
+	CHECK(cudaFree(a));
+	CHECK(cudaFree(b));
+	CHECK(cudaFree(filler));
+	return 0;
+}
+
 /* What nvcc's <<<...>>> stub does: launch, drop the status; the
  * framework then asks cudaGetLastError (C10_CUDA_KERNEL_LAUNCH_CHECK). */
 static int launch_oom(void)
@@ -280,11 +320,13 @@ int main(int argc, char **argv)
 		return probe();
 	if (strcmp(mode, "driver") == 0)
 		return driver();
+	if (strcmp(mode, "stub-launch") == 0)
+		return stub_launch();
 	if (strcmp(mode, "launch-oom") == 0)
 		return launch_oom();
 	if (strcmp(mode, "destroyed-streams") == 0)
 		return destroyed_streams();
 	fprintf(stderr, "hookprog: unknown mode '%s'; expected basic, threads, probe, driver, "
-		"launch-oom or destroyed-streams\n", mode);
+		"stub-launch, launch-oom or destroyed-streams\n", mode);
 	return 2;
 }

@@ -217,6 +217,37 @@ def t_probe(args):
     print("ok: launch traced exactly a (arg0) and b (arg2)")
 
 
+def t_stub_launch(args):
+    # nvcc 13's <<<...>>> stubs (every ATen kernel of a CUDA 13 PyTorch)
+    # launch through __cudaLaunchKernel with a kernel handle.  On the first
+    # real GPU run vmem did not hook it: no launch was seen, and a kernel
+    # touched evicted memory (illegal address).  Here `a` is evicted before
+    # the launch: unseen, the simulator faults.
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        p = run(args, [args.prog, "stub-launch"], {"VMEM_TRACE": trace, "VMEM_DEVICE_LIMIT": "8M"},
+                check=False)
+        if p.returncode != 0:
+            fail("stub-launch under VMEM_DEVICE_LIMIT=8M: exit %d, expected 0\n--- stdout\n%s"
+                 "--- stderr\n%s" % (p.returncode, p.stdout, p.stderr[-3000:]))
+        m = re.match(r"a=(0x[0-9a-f]+) b=(0x[0-9a-f]+)", p.stdout)
+        if not m:
+            fail("unexpected stub-launch output %r" % p.stdout)
+        a, b = (int(v, 16) for v in m.groups())
+        recs = read_trace(trace)
+    launch = ops(recs, op="launch", api="__cudaLaunchKernel")
+    if len(launch) != 1:
+        fail("expected 1 launch op with api __cudaLaunchKernel, got %d (apis seen: %s)"
+             % (len(launch), sorted({r.get("api") for r in ops(recs)})))
+    got = sorted(int(t["ptr"], 16) for t in launch[0]["tensors"])
+    if got != sorted([a, b]):
+        fail("__cudaLaunchKernel of mt_probe: expected tensors %s, got %s"
+             % ([hex(a), hex(b)], [hex(v) for v in got]))
+    if not [r for r in recs if r.get("type") == "fault_in"]:
+        fail("expected a fault_in record (a was evicted before the launch), got none")
+    print("ok: __cudaLaunchKernel seen, a faulted back in before the kernel ran")
+
+
 def t_destroyed_streams(args):
     # The simulator aborts on any use of a destroyed stream; vmem's cudaFree
     # fences must skip streams the application destroyed.
@@ -489,6 +520,7 @@ TESTS = {
     "unimplemented-settings": t_unimplemented_settings,
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
     "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom,
+    "stub-launch": t_stub_launch,
     "destroyed-streams": t_destroyed_streams,
     "sgemm-batched": t_sgemm_batched, "bn-ex": t_bn_ex,
     "fork": t_fork,

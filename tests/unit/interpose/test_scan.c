@@ -239,6 +239,26 @@ static void test_many_functions_stay_distinct(void **state)
 	}
 }
 
+static void test_kernel_handles_are_remembered(void **state)
+{
+	(void)state;
+	scan_cache_reset();
+	assert_false(scan_handle_known(NULL));
+	scan_handle_add(NULL);
+	assert_false(scan_handle_known(NULL));
+	for (uintptr_t i = 1; i <= 5000; i++)
+		scan_handle_add((const void *)(i << 8));
+	scan_handle_add((const void *)(uintptr_t)(7 << 8));   /* twice: still one */
+	for (uintptr_t i = 1; i <= 5000; i++)
+		if (!scan_handle_known((const void *)(i << 8)))
+			fail_msg("handle %#lx added but not known", (unsigned long)(i << 8));
+	for (uintptr_t i = 1; i <= 5000; i++)
+		if (scan_handle_known((const void *)((i << 8) | 1)))
+			fail_msg("handle %#lx never added but known", (unsigned long)((i << 8) | 1));
+	scan_cache_reset();
+	assert_false(scan_handle_known((const void *)(uintptr_t)(7 << 8)));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -251,6 +271,7 @@ int main(void)
 		cmocka_unit_test(test_layout_is_queried_once_per_function),
 		cmocka_unit_test(test_unknown_layout_is_cached_as_unknown),
 		cmocka_unit_test(test_many_functions_stay_distinct),
+		cmocka_unit_test(test_kernel_handles_are_remembered),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
