@@ -71,6 +71,25 @@ static cudnnBackendDescriptor_t bk_tensor(int64_t uid, int n, int c, int h, int 
 
 /* Builds, finalizes and returns an execution plan for `e`; its helper
  * descriptors are kept in e->keep (a plan may refer to them). */
+/* False when the engine of `cfg` carries the NONDETERMINISTIC numerical
+ * note; true when it does not or the note cannot be read. */
+static bool cfg_deterministic(cudnnBackendDescriptor_t cfg)
+{
+	cudnnBackendDescriptor_t eng = bk_create(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+	cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+	int64_t n = 0, one = 0;
+	bool det = true;
+
+	if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+				     1, &one, &eng) == CUDNN_STATUS_SUCCESS &&
+	    cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+				     CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS)
+		for (int64_t i = 0; i < n; i++)
+			det &= notes[i] != CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+	cudnnBackendDestroyDescriptor(eng);
+	return det;
+}
+
 static void graph_plan(mt_conv_entry_t *e, const mt_node_t *nd)
 {
 	int ho = nd->h;
@@ -160,7 +179,13 @@ static void graph_plan(mt_conv_entry_t *e, const mt_node_t *nd)
 					     CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfg));
 	e->plan = NULL;
 	int chosen = -1;
-	for (int64_t i = 0; i < got && !e->plan; i++) {
+	/* Two passes: deterministic engines first (a real GPU's atomics make
+	 * the others differ run to run, and minitrain is an oracle), then any. */
+	for (int64_t k = 0; k < 2 * got && !e->plan; k++) {
+		int64_t i = k % got;
+
+		if ((k < got) != cfg_deterministic(cfg[i]))
+			continue;
 		cudnnBackendDescriptor_t p = bk_create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
 
 		BK_SET(p, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &g_h);
@@ -194,12 +219,22 @@ static const mt_node_t *input_of(const mt_net_t *net, const mt_node_t *nd)
 	return &net->nodes[nd->in[0]];
 }
 
+/* The first algorithm that works, preferring deterministic ones (as
+ * PyTorch's cudnn.deterministic): on a real GPU the others use atomics and
+ * two identical runs would not give the same weights. */
 #define PICK_FIRST(perf, n, out_algo) do { \
-	int i_; \
-	for (i_ = 0; i_ < (n); i_++) \
-		if ((perf)[i_].status == CUDNN_STATUS_SUCCESS) \
+	int i_, any_ = -1; \
+	for (i_ = 0; i_ < (n); i_++) { \
+		if ((perf)[i_].status != CUDNN_STATUS_SUCCESS) \
+			continue; \
+		if (any_ < 0) \
+			any_ = i_; \
+		if ((perf)[i_].determinism == CUDNN_DETERMINISTIC) \
 			break; \
+	} \
 	if (i_ == (n)) \
+		i_ = any_; \
+	if (i_ < 0) \
 		mt_die("no convolution algorithm succeeds for layer %s", nd->name); \
 	(out_algo) = (int)(perf)[i_].algo; \
 } while (0)
