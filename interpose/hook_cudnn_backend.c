@@ -216,6 +216,7 @@ HOOK_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle,
 	/* TODO(workspace issue): a conv plan may be replaced by the
 	 * configuration the µ-cuDNN solver chose for the same shape. */
 	hook_call_init(&c, ex.kind, "cudnnBackendExecute", stream);
+	c.refs_lost = ex.refs_lost;
 	for (int i = 0; i < ex.nrefs; i++)
 		hook_call_ref(&c, (const void *)ex.refs[i].ptr, ex.refs[i].bytes,
 			      ex.refs[i].access, ex.refs[i].role);

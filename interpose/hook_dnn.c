@@ -230,6 +230,7 @@ typedef struct {
 
 typedef struct {
 	int nuids, nptrs;
+	bool overflow;            /* more pairs were set than fit */
 	int64_t uids[HOOK_BDT_MAX_VP];
 	uintptr_t ptrs[HOOK_BDT_MAX_VP];
 	uintptr_t ws;
@@ -674,6 +675,7 @@ void hook_bdt_set(hook_bdt_t *t, uintptr_t desc, int attr, int attr_type,
 		if (n > HOOK_BDT_MAX_VP) {
 			t->st.dropped += (uint64_t)(n - HOOK_BDT_MAX_VP);
 			n = HOOK_BDT_MAX_VP;
+			vp->overflow = true;
 		}
 		if (attr == CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS && attr_type == CUDNN_TYPE_INT64) {
 			memcpy(vp->uids, elems, (size_t)n * sizeof(int64_t));
@@ -797,7 +799,8 @@ void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
 		const bdt_vpack_t *vp = &ve->u.vp;
 		int n = vp->nuids < vp->nptrs ? vp->nuids : vp->nptrs;
 
-		for (int i = 0; i < n && out->nrefs < VMEM_MAX_REFS; i++) {
+		out->refs_lost = vp->overflow;
+		for (int i = 0; i < n; i++) {
 			vmem_ref_t *r = &out->refs[out->nrefs];
 
 			if (!vp->ptrs[i])
@@ -820,7 +823,7 @@ void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
 			}
 			out->nrefs++;
 		}
-		if (vp->ws && out->nrefs < VMEM_MAX_REFS)
+		if (vp->ws)
 			out->refs[out->nrefs++] = (vmem_ref_t){ vp->ws, out->ws_bytes,
 								VMEM_ACCESS_W, "ws" };
 	}

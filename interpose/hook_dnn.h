@@ -74,10 +74,12 @@ hook_gemm_extents_t hook_gemm_extents(int transa, int transb, int64_t m, int64_t
 
 /* ---- The graph-API side table (cudnnBackend* descriptors). */
 
-/* Most tensors remembered per operation / graph, and uid/pointer pairs per
- * variant pack; more are dropped (and counted in hook_bdt_stats_t). */
+/* Most tensors remembered per operation / graph (more are dropped and
+ * counted in hook_bdt_stats_t), and uid/pointer pairs per variant pack: a
+ * pack with more cannot be described, and its execution is refused
+ * (refs_lost) rather than run on memory vmem did not make resident. */
 #define HOOK_BDT_MAX_TENSORS 12
-#define HOOK_BDT_MAX_VP 16
+#define HOOK_BDT_MAX_VP 64
 
 /* What one cudnnBackendExecute does: the op kind found from the plan, and
  * one ref per variant-pack pointer (plus the workspace).  `conv` holds
@@ -87,7 +89,8 @@ typedef struct {
 	vmem_op_kind_t kind;
 	bool known_plan;          /* the plan was followed back to a graph */
 	int nrefs;
-	vmem_ref_t refs[VMEM_MAX_REFS];
+	vmem_ref_t refs[HOOK_BDT_MAX_VP + 1];
+	bool refs_lost;           /* the variant pack held more than HOOK_BDT_MAX_VP */
 	bool have_conv;
 	int64_t conv[7];
 	uint64_t ws_bytes;        /* plan's workspace size when known, else 0 */

@@ -24,6 +24,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda.h>
@@ -212,36 +213,52 @@ void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extr
 	scan_param_t tmp[SCAN_MAX_PARAMS];
 	scan_layout_t tmpl;
 	const scan_layout_t *l = layout_of(func, from, &tmpl, tmp);
-	vmem_ref_t refs[VMEM_MAX_REFS];
-	int n = 0, missed = 0;
+	vmem_ref_t inline_refs[64], *refs = inline_refs;
+	int n = 0, missed = 0, max = 64;
 
 	if (l && l->name)
 		hook_call_args(c, "\"kernel\":\"%s\"", l->name);
 	else
 		hook_call_args(c, "\"kernel\":\"0x%" PRIxPTR "\"", (uintptr_t)func);
-	if (args && l && l->nparams >= 0) {
-		n = scan_args(args, l->params, l->nparams, owns, refs, VMEM_MAX_REFS - c->nrefs,
-			      &missed);
-	} else if (!args && extra) {
-		const void *buf = NULL;
-		size_t size = 0;
+	/* Scan into the stack; a launch with more vmem pointers (a foreach
+	 * kernel's tensor lists) is scanned again into a heap array that fits
+	 * them all: every pointer must be made resident, none dropped. */
+	for (int pass = 0; pass < 2; pass++) {
+		if (args && l && l->nparams >= 0) {
+			n = scan_args(args, l->params, l->nparams, owns, refs, max, &missed);
+		} else if (!args && extra) {
+			const void *buf = NULL;
+			size_t size = 0;
 
-		for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2) {
-			if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
-				buf = extra[i + 1];
-			else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
-				size = *(const size_t *)extra[i + 1];
+			for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2) {
+				if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+					buf = extra[i + 1];
+				else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+					size = *(const size_t *)extra[i + 1];
+			}
+			n = scan_buffer(buf, size, owns, refs, max, &missed);
+		} else if (args) {
+			stats_add(STATS_UNKNOWN_PARAMS, 1);
+			vmem_warn("kernel %p: parameter layout unknown; its pointer arguments are not seen (see docs/launch-paths.md)",
+				  func);
 		}
-		n = scan_buffer(buf, size, owns, refs, VMEM_MAX_REFS - c->nrefs, &missed);
-	} else if (args) {
-		stats_add(STATS_UNKNOWN_PARAMS, 1);
-		vmem_warn("kernel %p: parameter layout unknown; its pointer arguments are not seen (see docs/launch-paths.md)",
-			  func);
+		if (!missed || pass == 1)
+			break;
+		max = n + missed;
+		refs = malloc((size_t)max * sizeof(*refs));
+		if (!refs) {
+			/* Cannot list them: mark the call so that it is refused. */
+			refs = inline_refs;
+			c->refs_lost = true;
+			break;
+		}
 	}
 	for (int i = 0; i < n; i++)
 		hook_call_ref(c, (const void *)refs[i].ptr, 0, VMEM_ACCESS_RW, refs[i].role);
-	if (missed)
+	if (missed && c->refs_lost)
 		stats_add(STATS_REFS_DROPPED, (uint64_t)missed);
+	if (refs != inline_refs)
+		free(refs);
 }
 
 static cudaError_t launch(real_cudaLaunchKernel_t real, const char *api, const void *f, dim3 g,

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -300,17 +301,57 @@ void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const 
 	c->api = api;
 	c->stream = stream;
 	c->nrefs = 0;
+	c->cap = VMEM_INLINE_REFS;
+	c->refs_lost = false;
+	c->refs = c->refs_inline;
+	c->resolved = c->resolved_inline;
 	c->seq = 0;
 	c->t_start = call_clock();
 	c->args_len = 0;
 	c->args[0] = '\0';
 }
 
+/* Doubles the ref arrays, moving them to the heap; false when out of host
+ * memory (the arrays are left as they were). */
+static bool grow_refs(hook_call_t *c)
+{
+	int cap = c->cap * 2;
+	vmem_ref_t *r = malloc((size_t)cap * sizeof(*r));
+	trace_ref_t *t = malloc((size_t)cap * sizeof(*t));
+
+	if (!r || !t) {
+		free(r);
+		free(t);
+		return false;
+	}
+	memcpy(r, c->refs, (size_t)c->nrefs * sizeof(*r));
+	if (c->refs != c->refs_inline) {
+		free(c->refs);
+		free(c->resolved);
+	}
+	c->refs = r;
+	c->resolved = t;
+	c->cap = cap;
+	return true;
+}
+
+static void free_refs(hook_call_t *c)
+{
+	if (c->refs != c->refs_inline) {
+		free(c->refs);
+		free(c->resolved);
+	}
+	c->refs = c->refs_inline;
+	c->resolved = c->resolved_inline;
+	c->cap = VMEM_INLINE_REFS;
+}
+
 void hook_call_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access, const char *role)
 {
 	if (!ptr)
 		return;
-	if (c->nrefs >= VMEM_MAX_REFS) {
+	if (c->nrefs == c->cap && !grow_refs(c)) {
+		c->refs_lost = true;
 		stats_add(STATS_REFS_DROPPED, 1);
 		return;
 	}
@@ -386,7 +427,12 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 	cudaError_t st = cudaSuccess;
 
 	call_prepared = false;
-	if (runtime_active() && c->nrefs > 0 && capturing(c->stream)) {
+	if (c->refs_lost && runtime_active()) {
+		vmem_error("%s: %d tensors seen and more that vmem could not hold (host memory "
+			   "exhausted); the call is refused rather than run on memory that may "
+			   "not be resident", c->api, c->nrefs);
+		st = cudaErrorMemoryAllocation;
+	} else if (runtime_active() && c->nrefs > 0 && capturing(c->stream)) {
 		/* DESIGN "CUDA graphs": no mapping changes inside a capture; the
 		 * captured work replays later, when vmem cannot intervene. */
 		stats_add(STATS_CAPTURE_PASSTHROUGH, 1);
@@ -430,4 +476,5 @@ void hook_call_finish(hook_call_t *c)
 	vmem_ns = t_end - c->t_start;
 	vmem_ns = vmem_ns > real_ns ? vmem_ns - real_ns : 0;
 	stats_call((int)c->kind, vmem_ns, real_ns);
+	free_refs(c);
 }

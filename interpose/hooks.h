@@ -48,9 +48,12 @@ typedef struct {
 	vmem_op_kind_t kind;
 	const char *api;
 	const void *stream;
-	int nrefs;
-	vmem_ref_t refs[VMEM_MAX_REFS];
-	trace_ref_t resolved[VMEM_MAX_REFS];
+	int nrefs, cap;
+	bool refs_lost;           /* a ref could not be held: the call is refused */
+	vmem_ref_t *refs;         /* refs_inline, or a heap array past VMEM_INLINE_REFS */
+	trace_ref_t *resolved;    /* likewise */
+	vmem_ref_t refs_inline[VMEM_INLINE_REFS];
+	trace_ref_t resolved_inline[VMEM_INLINE_REFS];
 	uint64_t seq;
 	uint64_t t_start;
 	size_t args_len;
@@ -58,13 +61,15 @@ typedef struct {
 } hook_call_t;
 
 void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const void *stream);
-/* Adds a touched range; NULL pointers and refs past VMEM_MAX_REFS are
- * ignored (the latter counted in the stats). */
+/* Adds a touched range; NULL pointers are ignored.  Any number of refs:
+ * past VMEM_INLINE_REFS they move to the heap (freed by finish).  When
+ * that allocation fails the call is marked and hook_call_prepare refuses
+ * it, since running it would touch a range vmem did not make resident. */
 void hook_call_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access, const char *role);
 /* Appends `"key":value` pairs (printf-style body) to the args object. */
 void hook_call_args(hook_call_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* cudaSuccess, or cudaErrorMemoryAllocation when the call's refs cannot be
- * made resident together within the budget. */
+ * made resident together within the budget (or could not all be held). */
 cudaError_t hook_call_prepare(hook_call_t *c);
 void hook_call_finish(hook_call_t *c);
 

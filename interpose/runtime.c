@@ -781,18 +781,49 @@ bool runtime_owns(uintptr_t p)
 	return g_va_size && p - g_base < g_va_size;
 }
 
+/* The pool's view of a call's refs: on the stack for the common case, on
+ * the heap for calls with many (a foreach kernel); NULL when the heap
+ * cannot hold them. */
+typedef struct {
+	pool_ref_t *pr;
+	pool_span_t *sp;
+	pool_ref_t pr_inline[VMEM_INLINE_REFS];
+	pool_span_t sp_inline[VMEM_INLINE_REFS];
+} ref_buf_t;
+
+static bool ref_buf_init(ref_buf_t *b, int n)
+{
+	b->pr = b->pr_inline;
+	b->sp = b->sp_inline;
+	if (n <= VMEM_INLINE_REFS)
+		return true;
+	b->pr = malloc((size_t)n * sizeof(*b->pr));
+	b->sp = malloc((size_t)n * sizeof(*b->sp));
+	if (b->pr && b->sp)
+		return true;
+	free(b->pr);
+	free(b->sp);
+	b->pr = NULL;
+	b->sp = NULL;
+	return false;
+}
+
+static void ref_buf_free(ref_buf_t *b)
+{
+	if (b->pr != b->pr_inline) {
+		free(b->pr);
+		free(b->sp);
+	}
+}
+
 cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, trace_ref_t *out)
 {
-	pool_ref_t pr[VMEM_MAX_REFS];
-	pool_span_t sp[VMEM_MAX_REFS];
+	ref_buf_t b;
+	pool_ref_t *pr;
+	pool_span_t *sp;
 	bool any = false;
 
-	if (n > VMEM_MAX_REFS)
-		n = VMEM_MAX_REFS;
 	for (int i = 0; i < n; i++) {
-		pr[i].ptr = refs[i].ptr;
-		pr[i].bytes = refs[i].bytes;
-		pr[i].write = refs[i].access & VMEM_ACCESS_W;
 		out[i].alloc_id = 0;
 		out[i].offset = 0;
 		out[i].bytes = refs[i].bytes;
@@ -803,6 +834,17 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 	}
 	if (!any)
 		return cudaSuccess;
+	if (!ref_buf_init(&b, n)) {
+		vmem_error("a call with %d tensors: no host memory to track them; refused", n);
+		return cudaErrorMemoryAllocation;
+	}
+	pr = b.pr;
+	sp = b.sp;
+	for (int i = 0; i < n; i++) {
+		pr[i].ptr = refs[i].ptr;
+		pr[i].bytes = refs[i].bytes;
+		pr[i].write = refs[i].access & VMEM_ACCESS_W;
+	}
 	stream_seen(stream);
 	tl_dev_err = cudaSuccess;
 	pool_status_t st = pool_acquire(g_pool, pr, n, stream, sp);
@@ -810,6 +852,7 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 		uint64_t total = 0;
 		for (int i = 0; i < n; i++)
 			total += refs[i].bytes;
+		ref_buf_free(&b);
 		return pool_error(st, total, "making a call's memory resident");
 	}
 	for (int i = 0; i < n; i++) {
@@ -819,17 +862,30 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 		out[i].offset = sp[i].offset;
 		out[i].bytes = sp[i].bytes;
 	}
+	ref_buf_free(&b);
 	return cudaSuccess;
 }
 
 void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream)
 {
-	pool_ref_t pr[VMEM_MAX_REFS];
-	pool_span_t sp[VMEM_MAX_REFS];
+	ref_buf_t b;
+	pool_ref_t *pr;
+	pool_span_t *sp;
 	bool any = false;
 
-	if (n > VMEM_MAX_REFS)
-		n = VMEM_MAX_REFS;
+	for (int i = 0; i < n; i++)
+		any |= refs[i].alloc_id != 0;
+	if (!any)
+		return;
+	/* The pages stay locked until released: if the host cannot hold the
+	 * list, release them one at a time from a stack copy. */
+	if (!ref_buf_init(&b, n)) {
+		for (int i = 0; i < n; i++)
+			runtime_complete(&refs[i], 1, stream);
+		return;
+	}
+	pr = b.pr;
+	sp = b.sp;
 	for (int i = 0; i < n; i++) {
 		pr[i].ptr = refs[i].ptr;
 		pr[i].bytes = refs[i].bytes;
@@ -837,8 +893,7 @@ void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream)
 		sp[i].alloc_id = refs[i].alloc_id;
 		sp[i].offset = refs[i].offset;
 		sp[i].bytes = refs[i].bytes;
-		any |= refs[i].alloc_id != 0;
 	}
-	if (any)
-		pool_release(g_pool, pr, sp, n, stream);
+	pool_release(g_pool, pr, sp, n, stream);
+	ref_buf_free(&b);
 }

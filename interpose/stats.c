@@ -39,7 +39,7 @@ static const char *const counter_names[STATS_COUNTER_COUNT] = {
 	[STATS_STALLS] = "stalls",
 	[STATS_STALL_NS] = "stall time (ns)",
 	[STATS_OOM] = "out-of-memory answers",
-	[STATS_REFS_DROPPED] = "refs dropped (> VMEM_MAX_REFS)",
+	[STATS_REFS_DROPPED] = "refs not held (calls refused)",
 	[STATS_CAPTURE_PASSTHROUGH] = "calls passed through (capture)",
 	[STATS_UNKNOWN_PARAMS] = "launches with unknown params",
 };

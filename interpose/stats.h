@@ -38,7 +38,7 @@ typedef enum {
 	STATS_STALLS,             /* a call waited for a transfer on the host */
 	STATS_STALL_NS,
 	STATS_OOM,                /* allocations answered with cudaErrorMemoryAllocation */
-	STATS_REFS_DROPPED,       /* refs past VMEM_MAX_REFS in one call */
+	STATS_REFS_DROPPED,       /* refs a call could not hold (the call was refused) */
 	STATS_CAPTURE_PASSTHROUGH,/* calls passed through because a stream was capturing */
 	STATS_UNKNOWN_PARAMS,     /* launches whose parameter layout was unknown */
 	STATS_COUNTER_COUNT

@@ -387,8 +387,20 @@ void trace_op(uint64_t seq, uint64_t t_ns, uint64_t dur_ns, vmem_op_kind_t kind,
 	n = trace_format_op(line, sizeof(line), seq, t_ns, dur_ns, trace_tid(), kind, api,
 			    stream, refs, nrefs, args_json);
 	if (n == 0) {
-		/* Cannot happen with VMEM_MAX_REFS refs and the bounded args;
-		 * count it rather than write a broken line. */
+		/* A call with hundreds of tensors: format it on the heap. */
+		size_t cap = sizeof(line) + (size_t)nrefs * 192;
+		char *big = malloc(cap);
+
+		if (big) {
+			n = trace_format_op(big, cap, seq, t_ns, dur_ns, trace_tid(), kind, api,
+					    stream, refs, nrefs, args_json);
+			if (n)
+				trace_append(big, n);
+			free(big);
+			if (n)
+				return;
+		}
+		/* Count it rather than write a broken line. */
 		__atomic_fetch_add(&tr_dropped, 1, __ATOMIC_RELAXED);
 		return;
 	}

@@ -72,9 +72,12 @@ typedef struct {
 	const char *role;
 } vmem_ref_t;
 
-/* Most refs a single call can carry (a conv with bias and workspace has 5;
- * a launch keeps at most this many pointer arguments). */
-#define VMEM_MAX_REFS 16
+/* Refs a call holds without allocating (a conv with bias and workspace
+ * has 5).  There is no upper bound: a call with more (a foreach optimizer
+ * kernel passes over a hundred tensors) spills to the heap, and a call
+ * whose refs cannot be held is refused rather than run with ranges vmem
+ * did not make resident. */
+#define VMEM_INLINE_REFS 16
 
 /* Name of an op kind for traces and stats ("conv_fwd"). Never NULL. */
 const char *vmem_op_name(vmem_op_kind_t kind);

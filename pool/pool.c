@@ -58,10 +58,6 @@ struct page {
 	uint8_t flags;
 };
 
-struct extent {
-	uint64_t off, bytes;
-};
-
 struct sblock {
 	uint64_t id;         /* 0: free or free pending */
 	uint32_t size;
@@ -79,8 +75,6 @@ struct alloc {
 	bool freed;
 	struct fence *free_fence;
 	struct page *pages;          /* large: npages entries */
-	struct extent *ext;          /* large: learned extents, sorted by off */
-	uint32_t ext_n, ext_cap;
 	/* slab */
 	uint64_t chunk;
 	uint32_t cls, nblocks, nfree;
@@ -110,7 +104,6 @@ struct list {
 };
 
 #define NCLASS_MAX 64
-#define EXT_MAX 4096
 
 struct pool {
 	pthread_mutex_t lock;
@@ -578,7 +571,6 @@ static bool range_ready(pool_t *p, struct alloc *a, bool wait)
 static void alloc_destroy(struct alloc *a)
 {
 	free(a->pages);
-	free(a->ext);
 	free(a->bitmap);
 	free(a->blocks);
 	free(a);
@@ -971,7 +963,6 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 	a->freed = false;
 	a->size = bytes;
 	a->id = ++p->next_id;
-	a->ext_n = 0;
 	for (uint32_t i = 0; i < a->npages; i++) {
 		struct page *pg = &a->pages[i];
 		pg->flags = 0;
@@ -1268,42 +1259,6 @@ out:
 
 /* ------------------------------------------------------ reactive layer */
 
-static void ext_learn(struct alloc *a, uint64_t off, uint64_t bytes)
-{
-	uint32_t lo = 0, hi = a->ext_n;
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		if (a->ext[mid].off < off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo < a->ext_n && a->ext[lo].off == off) {
-		a->ext[lo].bytes = bytes;
-		return;
-	}
-	if (a->ext_n >= EXT_MAX ||
-	    grow((void **)&a->ext, &a->ext_cap, a->ext_n + 1, sizeof(struct extent)))
-		return;
-	memmove(&a->ext[lo + 1], &a->ext[lo], (a->ext_n - lo) * sizeof(struct extent));
-	a->ext[lo].off = off;
-	a->ext[lo].bytes = bytes;
-	a->ext_n++;
-}
-
-static uint64_t ext_find(const struct alloc *a, uint64_t off)
-{
-	uint32_t lo = 0, hi = a->ext_n;
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		if (a->ext[mid].off < off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < a->ext_n && a->ext[lo].off == off ? a->ext[lo].bytes : 0;
-}
-
 /* Resolves a ref; returns the live large allocation it falls in (NULL for
  * small or foreign memory, which need no residency work). */
 static struct alloc *resolve(pool_t *p, const pool_ref_t *r, pool_span_t *out)
@@ -1332,11 +1287,13 @@ static struct alloc *resolve(pool_t *p, const pool_ref_t *r, pool_span_t *out)
 	uint64_t off = r->ptr - a->base;
 	if (off >= a->size)
 		return NULL;
+	/* An unknown extent (a scanned kernel argument) is the rest of the
+	 * allocation.  An extent stated at this address by an earlier call is
+	 * not trusted: a caching allocator (PyTorch's) reuses a block for a
+	 * larger tensor without vmem seeing it, and a call that stated the
+	 * size of one slice of a concatenation buffer says nothing of a later
+	 * kernel over the whole buffer. */
 	uint64_t n = r->bytes;
-	if (n)
-		ext_learn(a, off, n);
-	else
-		n = ext_find(a, off);
 	if (!n || n > a->size - off)
 		n = a->size - off;
 	out->alloc_id = a->id;

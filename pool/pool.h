@@ -198,9 +198,9 @@ typedef struct {
 /* The reactive layer, before a call on `stream`: resolves every ref,
  * makes the pages it covers resident (fault-in: map + copy back on the
  * H2D stream, `stream` waits on the copy, counted as a miss), and locks
- * them.  An unknown extent (bytes 0) is the extent last given for that
- * start address by a call that stated one, else the rest of the
- * allocation from ptr.  Returns POOL_OK, or POOL_ENOMEM / POOL_EHOST when
+ * them.  An unknown extent (bytes 0) is the rest of the allocation from
+ * ptr (never an extent learned from an earlier call: a caching allocator
+ * reuses addresses for larger tensors unseen).  Returns POOL_OK, or POOL_ENOMEM / POOL_EHOST when
  * the refs do not fit together, in which case nothing stays locked and
  * nothing is lost.  Every successful acquire must be followed by one
  * pool_release with the same spans. */

@@ -146,7 +146,7 @@ static void bench_scan_k(int k, int n)
 {
 	uint64_t vals[64];
 	void *args[64];
-	vmem_ref_t refs[VMEM_MAX_REFS];
+	vmem_ref_t refs[VMEM_INLINE_REFS];
 	scan_param_t tmp[SCAN_MAX_PARAMS];
 	scan_layout_t tl;
 	const void *func = (const void *)(uintptr_t)(0x5000 + k);
@@ -163,7 +163,7 @@ static void bench_scan_k(int k, int n)
 	for (int r = 0; r < n; r++) {
 		const scan_layout_t *l = scan_layout(func, fake_query, NULL, &tl, tmp);
 
-		sink += scan_args(args, l->params, l->nparams, owns, refs, VMEM_MAX_REFS, NULL);
+		sink += scan_args(args, l->params, l->nparams, owns, refs, VMEM_INLINE_REFS, NULL);
 	}
 	printf("scan%d %.1f\n", k, (double)(now_ns() - t0) / n);
 	(void)sink;

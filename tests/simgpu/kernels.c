@@ -237,6 +237,38 @@ static void probe_cost(void **args, double *flops, double *bytes)
 	*bytes = 8.0;
 }
 
+/* ---- mt_list_fill(struct { float *p[48]; } list, int n,
+ *                   unsigned long long count, float v): sets the first
+ * `count` floats of each of the n arrays to v.  The shape of PyTorch's
+ * foreach kernels (_foreach_add_ and friends): one struct parameter
+ * carrying many tensor addresses. */
+#define LIST_MAX 48
+static const uint16_t list_sizes[] = { 8 * LIST_MAX, 4, 8, 4 };
+
+static void list_run(void **args, unsigned threads)
+{
+	float *const *p = (float *const *)args[0];
+	int n = ARG(int, 1);
+	unsigned long long count = ARG(unsigned long long, 2), i;
+	float v = ARG(float, 3);
+
+	(void)threads;
+	for (int k = 0; k < n && k < LIST_MAX; k++) {
+		if (simgpu_dryrun()) {
+			simgpu_check(p[k], count * sizeof(float), false);
+			continue;
+		}
+		for (i = 0; i < count; i++)
+			p[k][i] = v;
+	}
+}
+
+static void list_cost(void **args, double *flops, double *bytes)
+{
+	*flops = 0.0;
+	*bytes = 4.0 * (double)ARG(unsigned long long, 2) * (double)ARG(int, 1);
+}
+
 #define KERNEL(name, sizes, run, cost) \
 	{ name, (int)(sizeof(sizes) / sizeof(sizes[0])), sizes, run, cost }
 
@@ -247,6 +279,7 @@ static const simgpu_kernel_t kernels[] = {
 	KERNEL("mt_channel_slice", chan_sizes, slice_run, chan_cost),
 	KERNEL("mt_fill", fill_sizes, fill_run, fill_cost),
 	KERNEL("mt_probe", probe_sizes, probe_run, probe_cost),
+	KERNEL("mt_list_fill", list_sizes, list_run, list_cost),
 };
 
 #define NKERNELS (sizeof(kernels) / sizeof(kernels[0]))

@@ -18,6 +18,11 @@
  *                      `a` that a 4 MiB filler and a 2 MiB `b` have pushed
  *                      out of the budget; checks a[0] and b[0], prints
  *                      the two pointers as "a=... b=..."
+ *   hookprog many-args  (run with a 48 MiB budget) 20 tensors of 1.5 MiB,
+ *                      pushed out by a 32 MiB filler, then filled by one
+ *                      mt_list_fill launch that takes all 20 addresses in
+ *                      one struct parameter (as PyTorch's foreach kernels
+ *                      do); checks every tensor, prints "ok"
  *   hookprog launch-oom  (run with a budget under 12 MiB) one mt_probe
  *                      launch whose two 6 MiB arguments cannot be resident
  *                      together, its return value ignored as a <<<>>>
@@ -45,7 +50,7 @@
 	} while (0)
 
 static const char image[] = "// simulated GPU: any image is accepted\n";
-static cudaKernel_t k_fill, k_probe;
+static cudaKernel_t k_fill, k_probe, k_list;
 
 static void load_kernels(void)
 {
@@ -54,6 +59,7 @@ static void load_kernels(void)
 	CHECK(cudaLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
 	CHECK(cudaLibraryGetKernel(&k_fill, lib, "mt_fill"));
 	CHECK(cudaLibraryGetKernel(&k_probe, lib, "mt_probe"));
+	CHECK(cudaLibraryGetKernel(&k_list, lib, "mt_list_fill"));
 }
 
 static void fill(float *p, float v, unsigned long long n, cudaStream_t s)
@@ -245,6 +251,44 @@ static int stub_launch(void)
 	return 0;
 }
 
+/* More tensors in one launch than a call holds inline (VMEM_INLINE_REFS):
+ * every one must be made resident, none dropped. */
+static int many_args(void)
+{
+	enum { N = 20, BYTES = 3 << 19 };
+	struct { float *p[48]; } list;
+	int n = N;
+	unsigned long long count = BYTES / sizeof(float);
+	float v = 4.25f, *filler, h[2];
+	void *args[] = { &list, &n, &count, &v };
+
+	memset(&list, 0, sizeof(list));
+	for (int i = 0; i < N; i++) {
+		CHECK(cudaMalloc((void **)&list.p[i], BYTES));
+		CHECK(cudaMemset(list.p[i], 0, BYTES));
+	}
+	CHECK(cudaMalloc((void **)&filler, 32 << 20));   /* evicts most of the list */
+	CHECK(cudaMemset(filler, 0, 32 << 20));
+	CHECK(cudaLaunchKernel((const void *)k_list, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, args, 0,
+			       NULL));
+	CHECK(cudaDeviceSynchronize());
+	for (int i = 0; i < N; i++) {
+		CHECK(cudaMemcpy(&h[0], list.p[i], sizeof(float), cudaMemcpyDeviceToHost));
+		CHECK(cudaMemcpy(&h[1], (char *)list.p[i] + BYTES - sizeof(float), sizeof(float),
+				 cudaMemcpyDeviceToHost));
+		if (h[0] != v || h[1] != v) {
+			fprintf(stderr, "hookprog: tensor %d of the list holds %g ... %g after "
+				"mt_list_fill, expected %g\n", i, h[0], h[1], v);
+			return 1;
+		}
+	}
+	for (int i = 0; i < N; i++)
+		CHECK(cudaFree(list.p[i]));
+	CHECK(cudaFree(filler));
+	printf("ok\n");
+	return 0;
+}
+
 /* What nvcc's <<<...>>> stub does: launch, drop the status; the
  * framework then asks cudaGetLastError (C10_CUDA_KERNEL_LAUNCH_CHECK). */
 static int launch_oom(void)
@@ -320,6 +364,8 @@ int main(int argc, char **argv)
 		return probe();
 	if (strcmp(mode, "driver") == 0)
 		return driver();
+	if (strcmp(mode, "many-args") == 0)
+		return many_args();
 	if (strcmp(mode, "stub-launch") == 0)
 		return stub_launch();
 	if (strcmp(mode, "launch-oom") == 0)
@@ -327,6 +373,6 @@ int main(int argc, char **argv)
 	if (strcmp(mode, "destroyed-streams") == 0)
 		return destroyed_streams();
 	fprintf(stderr, "hookprog: unknown mode '%s'; expected basic, threads, probe, driver, "
-		"stub-launch, launch-oom or destroyed-streams\n", mode);
+		"stub-launch, many-args, launch-oom or destroyed-streams\n", mode);
 	return 2;
 }

@@ -248,6 +248,25 @@ def t_stub_launch(args):
     print("ok: __cudaLaunchKernel seen, a faulted back in before the kernel ran")
 
 
+def t_many_args(args):
+    # PyTorch's foreach optimizer kernels pass over a hundred tensors in one
+    # launch; vmem used to keep 16 and leave the rest neither resident nor
+    # locked (an illegal address on the first real-GPU budget run).
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        p = run(args, [args.prog, "many-args"], {"VMEM_TRACE": trace, "VMEM_DEVICE_LIMIT": "48M"},
+                check=False)
+        if p.returncode != 0 or p.stdout.strip() != "ok":
+            fail("many-args under VMEM_DEVICE_LIMIT=48M: exit %d, stdout %r, expected 0 and 'ok'"
+                 "\n--- stderr\n%s" % (p.returncode, p.stdout, p.stderr[-3000:]))
+        recs = read_trace(trace)
+    launch = [r for r in ops(recs, op="launch") if r["args"].get("kernel") == "mt_list_fill"]
+    if len(launch) != 1 or len(launch[0]["tensors"]) != 20:
+        fail("expected one mt_list_fill launch with 20 tensors, got %s"
+             % [len(r["tensors"]) for r in launch])
+    print("ok: one launch with 20 tensors, all made resident")
+
+
 def t_destroyed_streams(args):
     # The simulator aborts on any use of a destroyed stream; vmem's cudaFree
     # fences must skip streams the application destroyed.
@@ -520,7 +539,7 @@ TESTS = {
     "unimplemented-settings": t_unimplemented_settings,
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
     "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom,
-    "stub-launch": t_stub_launch,
+    "stub-launch": t_stub_launch, "many-args": t_many_args,
     "destroyed-streams": t_destroyed_streams,
     "sgemm-batched": t_sgemm_batched, "bn-ex": t_bn_ex,
     "fork": t_fork,

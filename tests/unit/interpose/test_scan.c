@@ -35,12 +35,12 @@ static void test_scan_finds_only_vmem_pointers(void **state)
 	const void *c = host;
 	void *args[] = { &a, &x, &b, &y, &z, &c };
 	const scan_param_t params[] = { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 }, { 32, 8 }, { 40, 8 } };
-	vmem_ref_t refs[VMEM_MAX_REFS];
+	vmem_ref_t refs[VMEM_INLINE_REFS];
 	int missed = -1;
 	int n;
 
 	(void)state;
-	n = scan_args(args, params, 6, fake_owns, refs, VMEM_MAX_REFS, &missed);
+	n = scan_args(args, params, 6, fake_owns, refs, VMEM_INLINE_REFS, &missed);
 	assert_int_equal(n, 2);
 	assert_int_equal(missed, 0);
 	assert_int_equal(refs[0].ptr, a);
@@ -129,7 +129,7 @@ static void test_repeated_pointer_is_one_ref_and_overflow_is_counted(void **stat
 	uintptr_t v[20];
 	void *args[20];
 	scan_param_t params[20];
-	vmem_ref_t refs[VMEM_MAX_REFS];
+	vmem_ref_t refs[VMEM_INLINE_REFS];
 	int missed = 0, n;
 
 	(void)state;
@@ -139,9 +139,9 @@ static void test_repeated_pointer_is_one_ref_and_overflow_is_counted(void **stat
 		params[i].offset = (uint32_t)(8 * i);
 		params[i].size = 8;
 	}
-	n = scan_args(args, params, 20, fake_owns, refs, VMEM_MAX_REFS, &missed);
-	assert_int_equal(n, VMEM_MAX_REFS);
-	assert_int_equal(missed, 19 - VMEM_MAX_REFS);
+	n = scan_args(args, params, 20, fake_owns, refs, VMEM_INLINE_REFS, &missed);
+	assert_int_equal(n, VMEM_INLINE_REFS);
+	assert_int_equal(missed, 19 - VMEM_INLINE_REFS);
 }
 
 static void test_packed_buffer_scan(void **state)

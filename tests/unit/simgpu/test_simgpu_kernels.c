@@ -92,6 +92,10 @@ static void test_param_layout_matches_the_cuda_prototypes(void **state)
 	expect_layout("mt_channel_copy", chan_off, chan_sz, 8);
 	expect_layout("mt_channel_slice", chan_off, chan_sz, 8);
 	expect_layout("mt_fill", fill_off, fill_sz, 3);
+	/* a foreach-style struct of 48 pointers, then int, u64, float */
+	static const size_t list_off[] = { 0, 384, 392, 400 };
+	static const size_t list_sz[] = { 384, 4, 8, 4 };
+	expect_layout("mt_list_fill", list_off, list_sz, 4);
 }
 
 static void test_handles_are_registry_entries_only(void **state)
@@ -102,7 +106,7 @@ static void test_handles_are_registry_entries_only(void **state)
 	int other;
 
 	(void)state;
-	assert_int_equal(n, 6);
+	assert_int_equal(n, 7);
 	assert_ptr_equal(simgpu_kernel_from_handle(k), k);
 	assert_ptr_equal(simgpu_kernel_from_handle(&tab[n - 1]), &tab[n - 1]);
 	assert_null(simgpu_kernel_from_handle(&other));
