@@ -165,6 +165,139 @@ class GpuValidateFakeRunTest(unittest.TestCase):
 			self.assertRegex(md, r'\| transformer-fp32-vmem \| .* \| inconclusive \|')
 
 
+class CheckpointSplitTest(unittest.TestCase):
+	"""common.checkpoint_sequential against a fake torch that keeps what
+	the real one keeps: a non-reentrant checkpoint saves its input for the
+	recomputation with the input's version counter, and backward fails when
+	the version changed (an in-place op modified it).  On the H100 both
+	torchvision networks failed so under --checkpoint: the plain split began
+	chunks with ReLU(inplace=True)."""
+
+	class Tensor:
+		def __init__(self):
+			self.version = 0
+
+	class Module:
+		inplace = False
+
+		def children(self):
+			return iter(())
+
+		def __call__(self, t):
+			return CheckpointSplitTest.Tensor()
+
+	class ReLU(Module):
+		def __init__(self, inplace):
+			self.inplace = inplace
+
+		def __call__(self, t):
+			if self.inplace:
+				t.version += 1
+				return t
+			return CheckpointSplitTest.Tensor()
+
+	class Sequential(Module):
+		def __init__(self, *mods):
+			self.mods = mods
+
+		def children(self):
+			return iter(self.mods)
+
+		def __call__(self, t):
+			for m in self.mods:
+				t = m(t)
+			return t
+
+	def setUp(self):
+		import importlib.machinery
+		import importlib.util
+		import types
+		self.saved = []
+		saved = self.saved
+
+		def checkpoint(fn, x, use_reentrant=True):
+			self.assertFalse(use_reentrant)
+			saved.append((x, x.version))
+			return fn(x)
+		torch = types.ModuleType('torch')
+		utils = types.ModuleType('torch.utils')
+		ck = types.ModuleType('torch.utils.checkpoint')
+		ck.checkpoint = checkpoint
+		torch.utils, utils.checkpoint = utils, ck
+		fakes = {'torch': torch, 'torch.utils': utils, 'torch.utils.checkpoint': ck}
+		old = {k: sys.modules.get(k) for k in fakes}
+
+		def restore():
+			for k, v in old.items():
+				if v is None:
+					sys.modules.pop(k, None)
+				else:
+					sys.modules[k] = v
+		# checkpoint_sequential imports torch.utils.checkpoint when called:
+		# the fakes stay until the test ends.
+		self.addCleanup(restore)
+		sys.modules.update(fakes)
+		loader = importlib.machinery.SourceFileLoader('common_under_test',
+							      os.path.join(TORCH_DIR, 'common.py'))
+		spec = importlib.util.spec_from_loader('common_under_test', loader)
+		self.common = importlib.util.module_from_spec(spec)
+		loader.exec_module(self.common)
+
+	def backward(self):
+		for i, (t, v) in enumerate(self.saved):
+			if t.version != v:
+				raise AssertionError('checkpointed chunk %d: one of the variables needed for '
+						     'gradient computation has been modified by an inplace '
+						     'operation (version %d, saved at %d)' % (i, t.version, v))
+
+	def vgg16_features(self):
+		"""torchvision's VGG-16 `features`: 3x3 convs each followed by
+		ReLU(inplace=True), max-pools between the blocks (31 modules)."""
+		mods = []
+		for v in [64, 64, 'M', 128, 128, 'M', 256, 256, 256, 'M', 512, 512, 512, 'M',
+			  512, 512, 512, 'M']:
+			mods += [self.Module()] if v == 'M' else [self.Module(), self.ReLU(True)]
+		return mods
+
+	def resnet50_trunk(self):
+		"""train_vision.py's ResNet-50 trunk: conv1, bn1, relu (in place),
+		maxpool, layer1..4 (Sequentials of bottlenecks that start with a
+		conv)."""
+		return [self.Module(), self.Module(), self.ReLU(True), self.Module()] + \
+			[self.Sequential(self.Module(), self.ReLU(True)) for _ in range(4)]
+
+	def test_vgg16_trains_checkpointed(self):
+		mods = self.vgg16_features()
+		self.assertEqual(len(mods), 31)
+		for segments in (2, 3, 4, 6, 8):
+			self.saved.clear()
+			self.common.checkpoint_sequential(mods, segments, self.Tensor())
+			self.backward()
+			self.assertGreaterEqual(len(self.saved), 1)
+
+	def test_resnet50_trains_checkpointed(self):
+		for segments in (2, 3, 4):
+			self.saved.clear()
+			self.common.checkpoint_sequential(self.resnet50_trunk(), segments, self.Tensor())
+			self.backward()
+
+	def test_chunks_keep_every_module_in_order_and_never_start_in_place(self):
+		for mods in (self.vgg16_features(), self.resnet50_trunk()):
+			for segments in range(1, 12):
+				chunks = self.common.safe_chunks(mods, segments)
+				self.assertEqual([m for c in chunks for m in c], mods)
+				self.assertTrue(all(c for c in chunks))
+				for c in chunks[1:]:
+					self.assertFalse(self.common.starts_in_place(c[0]), (segments, c[0]))
+				self.assertLessEqual(len(chunks), segments)
+
+	def test_a_sequential_starting_in_place_counts_as_in_place(self):
+		c = self.common
+		self.assertTrue(c.starts_in_place(self.Sequential(self.ReLU(True), self.Module())))
+		self.assertFalse(c.starts_in_place(self.Sequential(self.Module(), self.ReLU(True))))
+		self.assertFalse(c.starts_in_place(self.ReLU(False)))
+
+
 @unittest.skipIf(torch_python() is None, 'no python3 with torch and torchvision here')
 class CpuRunTest(unittest.TestCase):
 	def test_train_vision_repeats_bit_for_bit(self):
