@@ -65,6 +65,35 @@ class CompileTest(unittest.TestCase):
 		self.assertIn('PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True', out)
 		self.assertIn('TORCH_CUDNN_V8_API_DISABLED=1', out)
 
+	def plan_with_stub(self, unimplemented):
+		with tempfile.TemporaryDirectory() as d:
+			stub = os.environ.get('VMEM_TEST_STUB_LIB')
+			if not stub or not os.path.isfile(stub):
+				self.skipTest('no stub library built (VMEM_TEST_STUB_LIB)')
+			env = dict(os.environ, LIBVMEM=stub, VMEM_STUB_UNIMPLEMENTED=unimplemented)
+			p = subprocess.run([sys.executable, GPU_VALIDATE, '--plan', d], stdout=subprocess.PIPE,
+					   stderr=subprocess.PIPE, universal_newlines=True, env=env)
+			self.assertEqual(p.returncode, 0, p.stderr)
+			return p.stdout
+
+	def test_gpu_validate_runs_every_policy_libvmem_has(self):
+		out = self.plan_with_stub('')
+		for pol in ('all', 'conv', 'dyn', 'dyn-wd'):
+			for model in ('vgg16', 'resnet50'):
+				for suffix in ('budget', 'budget3', 'vmem'):
+					self.assertIn('%s-fp32-%s-%s ' % (model, pol, suffix), out)
+		self.assertRegex(out, r'vgg16-fp32-dyn-wd-budget3 +vmem-run --policy dyn --workspace wd '
+				 r'--device-limit <0.333 of vgg16-fp32-base max_memory_reserved>')
+		# the reactive-only runs come first
+		self.assertLess(out.index('resnet50-fp32-nocache-budget3'), out.index('vgg16-fp32-all-budget'))
+
+	def test_gpu_validate_leaves_out_policies_libvmem_lacks(self):
+		out = self.plan_with_stub('all,dyn')
+		self.assertIn('vgg16-fp32-conv-budget ', out)
+		for pol in ('all', 'dyn', 'dyn-wd'):
+			self.assertNotIn('vgg16-fp32-%s-' % pol, out)
+		self.assertIn('all no (vmem: warning: VMEM_POLICY=all: the vDNN policies are not implemented', out)
+
 	def test_gpu_validate_without_gpu_fails_clearly(self):
 		with tempfile.TemporaryDirectory() as d:
 			env = dict(os.environ, LIBVMEM=os.path.join(d, 'missing.so'))
@@ -106,12 +135,13 @@ class GpuValidateFakeRunTest(unittest.TestCase):
 	machine's python3 and an empty library in place of libvmem.so."""
 
 	def run_validate(self, d, differ=None, only='vgg16-fp32-(nocache-)?(base|vmem|budget)$|bandwidth',
-			 nondet=False):
+			 nondet=False, unimplemented='all,conv,dyn,wd'):
 		stub = os.environ.get('VMEM_TEST_STUB_LIB')
 		if not stub or not os.path.isfile(stub):
 			stub = os.path.join(d, 'libvmem.so')
 			open(stub, 'wb').close()
-		env = dict(os.environ, PYTHON=os.path.join(HERE, 'fakepython.py'), LIBVMEM=stub)
+		env = dict(os.environ, PYTHON=os.path.join(HERE, 'fakepython.py'), LIBVMEM=stub,
+			   VMEM_STUB_UNIMPLEMENTED=unimplemented)
 		env.pop('FAKE_DIFFER', None)
 		if differ:
 			env['FAKE_DIFFER'] = differ
@@ -155,6 +185,24 @@ class GpuValidateFakeRunTest(unittest.TestCase):
 					 r'0x1\.a666666666666p\+2 vs 0x1\.a666666666668p\+2 \|')
 			self.assertRegex(md, r'\| vgg16-fp32-vmem \| .* \| same \|')
 
+
+	def test_every_policy_is_compared_with_the_oracle(self):
+		with tempfile.TemporaryDirectory() as d:
+			rc, md, _ = self.run_validate(d, only='vgg16-fp32-(base|(all|dyn|dyn-wd)-budget)$',
+						      unimplemented='')
+			self.assertEqual(rc, 0, md)
+			for pol in ('all', 'dyn', 'dyn-wd'):
+				self.assertRegex(md, r'\| vgg16-fp32-%s-budget \| VMEM_POLICY=%s.* \| same \|' % (
+					pol, pol.replace('-', ' \\+ VMEM_WORKSPACE=')))
+
+	def test_a_policy_that_changes_algorithms_may_differ_within_tolerance_only(self):
+		with tempfile.TemporaryDirectory() as d:
+			# One ulp on the last loss: bitwise different, within tolerance.
+			rc, md, _ = self.run_validate(d, only='vgg16-fp32-(base|(all|dyn)-budget)$',
+						      unimplemented='', differ='--iters')
+			self.assertEqual(rc, 1, md)
+			self.assertRegex(md, r'\| vgg16-fp32-dyn-budget \| .* \| within tolerance \| max rel')
+			self.assertRegex(md, r'\| vgg16-fp32-all-budget \| .* \| DIFFERENT \| iteration 3')
 
 	def test_an_oracle_that_does_not_repeat_makes_comparisons_inconclusive(self):
 		with tempfile.TemporaryDirectory() as d:
@@ -296,6 +344,51 @@ class CheckpointSplitTest(unittest.TestCase):
 		self.assertTrue(c.starts_in_place(self.Sequential(self.ReLU(True), self.Module())))
 		self.assertFalse(c.starts_in_place(self.Sequential(self.Module(), self.ReLU(True))))
 		self.assertFalse(c.starts_in_place(self.ReLU(False)))
+
+
+class GpuSuiteTest(unittest.TestCase):
+	"""tests/gpu/test_vgg16_budget.py's checks with fakepython.py in place
+	of the GPU machine's python3: one budget run per policy asked for."""
+
+	def setUp(self):
+		import importlib.machinery
+		import importlib.util
+		path = os.path.join(HERE, '..', '..', 'gpu', 'test_vgg16_budget.py')
+		loader = importlib.machinery.SourceFileLoader('gpu_vgg16_budget', path)
+		spec = importlib.util.spec_from_loader('gpu_vgg16_budget', loader)
+		self.t = importlib.util.module_from_spec(spec)
+		loader.exec_module(self.t)
+		self.stub = os.environ.get('VMEM_TEST_STUB_LIB')
+		if not self.stub or not os.path.isfile(self.stub):
+			self.skipTest('no stub library built (VMEM_TEST_STUB_LIB)')
+		for k in ('FAKE_DIFFER', 'VMEM_STUB_UNIMPLEMENTED'):
+			os.environ.pop(k, None)
+
+	def tearDown(self):
+		for k in ('FAKE_DIFFER', 'VMEM_STUB_UNIMPLEMENTED'):
+			os.environ.pop(k, None)
+
+	def checks(self, policies):
+		import contextlib
+		import io
+		with contextlib.redirect_stdout(io.StringIO()):
+			return self.t.budget_checks(os.path.join(HERE, 'fakepython.py'), self.stub, policies, 16, 3)
+
+	def test_each_policy_runs_and_matches(self):
+		self.assertEqual(self.checks(['none', 'all', 'dyn-wd']), {'none': [], 'all': [], 'dyn-wd': []})
+
+	def test_a_differing_policy_fails_with_expected_and_got(self):
+		os.environ['FAKE_DIFFER'] = 'VMEM_POLICY=all'
+		res = self.checks(['none', 'all', 'dyn'])
+		self.assertEqual(res['none'], [])
+		self.assertEqual(res['all'], ['iteration 3 loss: expected 0x1.a666666666666p+2 (no vmem), '
+					      'got 0x1.a666666666668p+2 (vmem all)'])
+
+	def test_a_policy_the_library_lacks_is_a_failure_not_a_silent_none(self):
+		os.environ['VMEM_STUB_UNIMPLEMENTED'] = 'conv'
+		res = self.checks(['conv'])
+		self.assertEqual(len(res['conv']), 1)
+		self.assertIn('libvmem.so does not have it: vmem: warning: VMEM_POLICY=conv', res['conv'][0])
 
 
 @unittest.skipIf(torch_python() is None, 'no python3 with torch and torchvision here')
