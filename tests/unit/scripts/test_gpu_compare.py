@@ -241,10 +241,10 @@ class EndToEndTest(unittest.TestCase):
 
 	def test_deadline_skips_the_lowest_priorities_and_says_so(self):
 		with tempfile.TemporaryDirectory() as d:
-			# A job gets what is left less 5 s and needs --min-job of it: with an
-			# 8 s deadline the oracle runs, bandwidth.py hangs until its 3 s are
-			# up, and nothing after it has the time.
-			p, md, res = run_compare(d, ['--models', 'vgg16', '--deadline', '8', '--min-job', '2.5'],
+			# A job gets what is left less 5 s and needs --min-job of it: with a
+			# 15 s deadline the oracle runs, bandwidth.py hangs until its ~9 s
+			# are up, and nothing after it has the time.
+			p, md, res = run_compare(d, ['--models', 'vgg16', '--deadline', '15', '--min-job', '2.5'],
 						 extra_env={'FAKE_HANG': 'bandwidth'})
 			self.assertIn('## Skipped', md)
 			self.assertRegex(md, r'- vgg16-search-um: deadline: -?\d+ s left')
@@ -256,6 +256,61 @@ class EndToEndTest(unittest.TestCase):
 			self.assertEqual(states['vgg16-search-um'], ('skipped', None))
 			self.assertIn('- bandwidth timed out', md)
 			self.assertEqual(p.returncode, 1)
+
+	def test_sigterm_stops_the_jobs_and_still_reports(self):
+		with tempfile.TemporaryDirectory() as d:
+			env = dict(os.environ, PYTHON=os.path.join(HERE, 'fakepython.py'), LIBVMEM=stub_lib(d),
+				   LIBVMEM_UM=um_lib(d), FAKE_HANG='--model resnet50',
+				   PATH=fake_bin(d) + os.pathsep + os.environ['PATH'])
+			res = os.path.join(d, 'res')
+			p = subprocess.Popen([sys.executable, GPU_COMPARE, '--archive', os.path.join(d, 'a.tar.gz'),
+					      res], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+					     universal_newlines=True, env=env)
+			# Once vgg16-base is done, resnet50-base gets "go" and hangs.
+			log = os.path.join(res, 'logs', 'vgg16-base.out')
+			for _ in range(600):
+				if os.path.exists(log) and '"row": "plain-2"' in open(log).read():
+					break
+				time.sleep(0.1)
+			time.sleep(1.0)
+			p.terminate()
+			out, err = p.communicate(timeout=60)
+			self.assertEqual(p.returncode, 1, err)
+			self.assertIn('gpu-compare: SIGTERM: stopping, reporting what ran', err)
+			with open(os.path.join(res, 'summary.md')) as f:
+				md = f.read()
+			self.assertIn('| resnet50-base | oracle | timeout |', md)
+			self.assertIn('stopped by SIGTERM', md)
+			self.assertEqual(table_row(md, '-', 'oracle (no limit)')[2], '1066.7')
+			self.assertTrue(os.path.exists(os.path.join(d, 'a.tar.gz')))
+
+	def test_device_wrapper_leaves_three_files(self):
+		with tempfile.TemporaryDirectory() as d:
+			build = os.path.join(d, 'build-gpu')
+			os.makedirs(os.path.join(build, 'interpose'))
+			os.makedirs(os.path.join(build, 'scripts', 'um'))
+			os.symlink(stub_lib(d), os.path.join(build, 'interpose', 'libvmem.so'))
+			os.symlink(um_lib(d), os.path.join(build, 'scripts', 'um', 'libvmemum.so'))
+			out = os.path.join(d, 'out')
+			env = dict(os.environ, PYTHON=os.path.join(HERE, 'fakepython.py'), BUILD=build,
+				   DEADLINE='60', GPU_COMPARE_ARGS='--models vgg16 --fractions 2 --no-search',
+				   PATH=fake_bin(d) + os.pathsep + os.environ['PATH'])
+			p = subprocess.run([os.path.join(SCRIPTS, 'gpu-compare-device'), out],
+					   stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+					   env=env, timeout=120)
+			self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+			self.assertEqual(sorted(os.listdir(out)), ['gpu-compare-console.log',
+								   'gpu-compare-summary.md', 'gpu-compare.tar.gz'])
+			self.assertIn('0 problem(s).', p.stdout)
+			with open(os.path.join(out, 'gpu-compare-console.log')) as f:
+				self.assertIn('--deadline 60', f.read())
+			# without a build it says what to do
+			env['BUILD'] = os.path.join(d, 'nothing')
+			p = subprocess.run([os.path.join(SCRIPTS, 'gpu-compare-device'), out],
+					   stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+					   env=env, timeout=60)
+			self.assertEqual(p.returncode, 2)
+			self.assertIn('meson setup build-gpu -Dtests=false', p.stderr)
 
 	def test_no_gpu_exits_2_with_a_message(self):
 		with tempfile.TemporaryDirectory() as d:
