@@ -501,5 +501,60 @@ class SearchTest(unittest.TestCase):
 		self.assertEqual(s['largest'], 32)
 
 
+def torch_python():
+	"""A python that imports torch and torchvision, or None."""
+	for py in (os.environ.get('VMEM_TORCH_PYTHON'), sys.executable, '/usr/bin/python3'):
+		if py and os.path.exists(py) and subprocess.call(
+				[py, '-c', 'import torch, torchvision'], stdout=subprocess.DEVNULL,
+				stderr=subprocess.DEVNULL) == 0:
+			return py
+	return None
+
+
+@unittest.skipIf(torch_python() is None, 'no python3 with torch and torchvision here')
+class CompareRowsCpuTest(unittest.TestCase):
+	"""compare_rows.py for real on the CPU (tiny ResNet-50): it must give
+	train_vision.py's losses bit for bit (same weights, data and dropout
+	draws), the alternatives theirs, and search."""
+
+	def test_rows_reproduce_train_vision_and_search(self):
+		py = torch_python()
+		torch_dir = os.path.join(SCRIPTS, 'torch')
+		small = ['--model', 'resnet50', '--batch', '2', '--image-size', '32', '--classes', '10',
+			 '--device', 'cpu']
+		rows = [{'name': 'oracle', 'iters': 2}, {'name': 'save_on_cpu-2', 'mode': 'save_on_cpu', 'iters': 2},
+			{'name': 'checkpoint-2', 'mode': 'checkpoint', 'iters': 2},
+			{'name': 'search-plain', 'search': {'start': 2, 'cap': 4, 'seconds': 120}}]
+		p = subprocess.run([py, os.path.join(torch_dir, 'compare_rows.py')] + small +
+				   ['--rows', json.dumps(rows), '--ready-wait'], input='go {"deadline_s": 250}\n',
+				   stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+				   timeout=280)
+		self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+		out = {o['row']: o for o in harness.json_lines(p.stdout) if 'row' in o}
+		q = subprocess.run([py, os.path.join(torch_dir, 'train_vision.py'), '--iters', '2', '--json'] +
+				   small, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+				   universal_newlines=True, timeout=280)
+		self.assertEqual(q.returncode, 0, q.stderr[-3000:])
+		tv = harness.last_json(q.stdout)
+		self.assertEqual(out['oracle']['loss_hex'], tv['loss_hex'])
+		self.assertEqual(out['oracle']['checksum_hex'], tv['checksum_hex'])
+		for name in ('save_on_cpu-2', 'checkpoint-2'):
+			self.assertIsNone(out[name]['error'])
+			self.assertEqual(out[name]['loss_hex'][0], tv['loss_hex'][0], name)
+		self.assertEqual(out['search-plain']['search']['largest'], 4)
+		self.assertTrue(out['search-plain']['search']['capped'])
+
+	def test_no_go_means_no_start(self):
+		py = torch_python()
+		p = subprocess.run([py, os.path.join(SCRIPTS, 'torch', 'compare_rows.py'), '--model', 'resnet50',
+				    '--batch', '1', '--image-size', '32', '--classes', '10', '--device', 'cpu',
+				    '--rows', '[{"name": "oracle"}]', '--ready-wait'], input='',
+				   stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+				   timeout=280)
+		self.assertEqual(p.returncode, 3)
+		self.assertIn('not started', p.stderr)
+		self.assertEqual(p.stdout, '')
+
+
 if __name__ == '__main__':
 	unittest.main()
