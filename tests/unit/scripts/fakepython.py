@@ -18,7 +18,8 @@
 # of memory below 4 GiB), VMEM_STATS on stderr under VMEM_POLICY and the
 # unified-memory stats line under VMEM_UM_BUDGET.  FAKE_DIFFER=SUBSTRING
 # makes such vmem rows' last loss 7.0 (beyond the tolerance);
-# FAKE_HANG=SUBSTRING makes such processes sleep after "go".
+# FAKE_HANG=SUBSTRING makes such processes sleep after "go", FAKE_CRASH=
+# SUBSTRING makes them exit 139 without a result.
 import json
 import os
 import sys
@@ -46,6 +47,9 @@ def wait_go(args):
 			sys.exit(3)
 	if matches('FAKE_HANG', args):
 		time.sleep(3600)
+	if matches('FAKE_CRASH', args):
+		print('fake: Segmentation fault', file=sys.stderr, flush=True)
+		os._exit(139)
 
 
 def emit(obj):

@@ -213,6 +213,27 @@ class EndToEndTest(unittest.TestCase):
 				js = json.load(f)
 			self.assertEqual(js['problems'], [])
 			self.assertTrue(all(j['state'] == 'done' for j in js['jobs']), js['jobs'])
+			# processes start ahead, strictly in priority order, and run in it
+			launched = sorted(js['jobs'], key=lambda j: j['launched_at_s'])
+			self.assertEqual([j['name'] for j in launched], [j['name'] for j in js['jobs']])
+			gone = sorted(js['jobs'], key=lambda j: j['go_at_s'])
+			self.assertEqual([j['name'] for j in gone], [j['name'] for j in js['jobs']])
+			# never more than --prewarm (3) waiting besides the one running
+			for j in js['jobs']:
+				waiting = [k for k in js['jobs'] if k['launched_at_s'] <= j['go_at_s'] < k['go_at_s']]
+				self.assertLessEqual(len(waiting), 3, (j['name'], [k['name'] for k in waiting]))
+
+	def test_processes_start_ahead_strictly_in_priority_order(self):
+		# The transformer's oracle needs no peak, but must not be started
+		# ahead of VGG-16's vmem jobs that wait for theirs.
+		with tempfile.TemporaryDirectory() as d:
+			p, md, res = run_compare(d, ['--models', 'vgg16,transformer', '--fractions', '2',
+						     '--no-search'])
+			self.assertEqual(p.returncode, 0, md)
+			with open(os.path.join(res, 'summary.json')) as f:
+				jobs = json.load(f)['jobs']
+		launched = [j['name'] for j in sorted(jobs, key=lambda j: j['launched_at_s'])]
+		self.assertEqual(launched, [j['name'] for j in jobs])
 
 	def test_a_vmem_policy_whose_losses_differ_is_a_problem(self):
 		with tempfile.TemporaryDirectory() as d:
@@ -238,6 +259,15 @@ class EndToEndTest(unittest.TestCase):
 			# the rest ran
 			self.assertEqual(table_row(md, '1/3 (2048 MiB)', 'vmem `none`')[8], 'bitwise')
 			self.assertIn('- vgg16-um-2 timed out', md)
+
+	def test_a_crashing_policy_is_reported_and_the_rest_runs(self):
+		with tempfile.TemporaryDirectory() as d:
+			p, md, _ = run_compare(d, ['--models', 'vgg16', '--fractions', '2', '--no-search'],
+					       extra_env={'FAKE_CRASH': 'VMEM_POLICY=dyn'})
+			self.assertEqual(p.returncode, 1, md)
+			self.assertIn('no result (rc 139)', table_row(md, '1/2 (3072 MiB)', 'vmem `dyn`')[9])
+			self.assertEqual(table_row(md, '1/2 (3072 MiB)', 'vmem `all`')[8], 'bitwise')
+			self.assertIn('- vgg16 vmem-dyn 1/2: no result (rc 139)', md)
 
 	def test_deadline_skips_the_lowest_priorities_and_says_so(self):
 		with tempfile.TemporaryDirectory() as d:
