@@ -567,7 +567,7 @@ static double undivided_ms(const conv_kernel_t *k, uint64_t limit)
 
 static void trace_line(const char *line)
 {
-	char buf[8192];
+	char buf[8192 + 256];
 	int n;
 
 	if (!trace_enabled())
@@ -578,18 +578,22 @@ static void trace_line(const char *line)
 		trace_append(buf, (size_t)n);
 }
 
+static bool cache_key(const conv_kernel_t *k, char *buf, size_t len);
+
 static void trace_wr(const conv_kernel_t *k, uint64_t limit, const char *how)
 {
-	char cfg[512], line[2048];
+	char cfg[512], line[4096], key[SOLVER_CACHE_KEY_MAX + 1];
 
 	if (!trace_enabled())
 		return;
+	if (!cache_key(k, key, sizeof(key)))
+		key[0] = '\0';
 	conv_cfg_str(&k->cfg, cfg, sizeof(cfg));
 	snprintf(line, sizeof(line),
-		 "\"mode\":\"wr\",\"kernel\":\"%s\",\"batch\":%d,\"quantum\":%d,\"limit\":%" PRIu64
+		 "\"mode\":\"wr\",\"kernel\":\"%s\",\"key\":\"%s\",\"batch\":%d,\"quantum\":%d,\"limit\":%" PRIu64
 		 ",\"status\":\"%s\",\"cfg\":\"%s\",\"calls\":%d,\"time_ms\":%.6f,\"ws\":%" PRIu64
 		 ",\"undivided_ms\":%.6f,\"measured\":%d",
-		 k->name, k->batch, k->quantum, limit == SOLVER_NO_LIMIT ? 0 : limit, how, cfg,
+		 k->name, key, k->batch, k->quantum, limit == SOLVER_NO_LIMIT ? 0 : limit, how, cfg,
 		 solver_config_calls(&k->cfg), k->cfg.time, k->cfg.ws, k->undivided_ms, k->nmeas);
 	trace_line(line);
 }
@@ -789,9 +793,14 @@ static void solve_wd(void)
 		status = "infeasible";
 		if (!g_said_infeasible_wd) {
 			g_said_infeasible_wd = true;
-			vmem_warn("VMEM_WORKSPACE_LIMIT=%" PRIu64 " bytes: the %d convolution kernels "
-				  "cannot all fit it even with their smallest workspaces; running "
-				  "the memory-optimal algorithms", conv_mode.limit, n);
+			uint64_t least = 0;
+
+			for (int i = 0; i < n; i++)
+				least += fronts[i].c[0].ws;
+			vmem_warn("VMEM_WORKSPACE_LIMIT=%" PRIu64 " bytes: the convolution kernels "
+				  "(%d so far) cannot all fit it even with their smallest workspaces "
+				  "(%" PRIu64 " bytes together); running the memory-optimal algorithms",
+				  conv_mode.limit, n, least);
 		}
 	} else {
 		status = "error";
