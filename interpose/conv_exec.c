@@ -169,7 +169,8 @@ static bool glpk_load(void)
 		"glp_add_rows", "glp_set_row_name", "glp_set_row_bnds", "glp_add_cols",
 		"glp_set_col_name", "glp_set_col_kind", "glp_set_obj_coef", "glp_load_matrix",
 		"glp_init_iocp", "glp_intopt", "glp_mip_status", "glp_mip_obj_val",
-		"glp_mip_col_val", "glp_write_lp", "glp_term_out",
+		"glp_mip_col_val", "glp_write_lp", "glp_term_out", "glp_error_hook",
+		"glp_free_env",
 	};
 	void **slot = (void **)&g_glpk;
 	const char *err = "not found";
@@ -775,8 +776,11 @@ static void solve_wd(void)
 	if (vmem_log_enabled(VMEM_LOG_DEBUG))
 		lp_path(lp, sizeof(lp));
 	t0 = hook_clock_ns();
+	/* a relative gap of 1e-4 (0.01% of the conv time) ends the search
+	 * long before proving the last microsecond (ResNet-50, 1861 variables:
+	 * 10 s without it) */
 	st = solver_wd(&g_glpk, &(solver_wd_t){ n, fronts, weights, names, conv_mode.limit,
-						lp[0] ? lp : NULL, 0 },
+						lp[0] ? lp : NULL, 0, 1e-4 },
 		       choice, &res);
 	ns = hook_clock_ns() - t0;
 	if (lp[0] && res.lp_written)
@@ -817,6 +821,7 @@ static void solve_wd(void)
 
 		k->cfg = k->front.c[choice[i]];
 		k->cfg_wd = true;
+		k->cfg_first = false;
 		k->have_cfg = true;
 		k->wd_off = total;
 		total += (k->cfg.ws + 255) / 256 * 256;
@@ -854,8 +859,6 @@ out:
 	free(choice);
 }
 
-static bool g_wd_dirty;
-
 void conv_decide(conv_kernel_t *k)
 {
 	if (k->meas_state != 1) {
@@ -866,9 +869,16 @@ void conv_decide(conv_kernel_t *k)
 		decide_wr(k);
 		return;
 	}
-	g_wd_dirty = true;
+	if (!g_period_done) {
+		/* WD needs every kernel: until the first iteration has shown
+		 * them all (conv_note_call), a kernel runs memory-optimal, in a
+		 * workspace of vmem's, and the program is solved once then,
+		 * rather than again at each new kernel */
+		k->cfg_wd = false;
+		k->cfg_first = k->have_cfg = least_ws_config(k);
+		return;
+	}
 	solve_wd();
-	g_wd_dirty = false;
 }
 
 void *conv_wd_segment(conv_kernel_t *k)
@@ -1238,9 +1248,6 @@ static conv_kernel_t *legacy_kernel(conv_dir_t dir, cudnnHandle_t h, cudnnTensor
 	if (k->meas_state == 0) {
 		measure_legacy(k, h, xd, wd, yd, cd, stream);
 		conv_decide(k);
-	} else if (conv_mode.wd && g_wd_dirty) {
-		solve_wd();
-		g_wd_dirty = false;
 	}
 	return k;
 }
@@ -1285,7 +1292,7 @@ void conv_exec_answer(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 		first.algo = (cudnnConvolutionFwdAlgo_t)k->cfg.runs[0].algo;
 		first.status = CUDNN_STATUS_SUCCESS;
 		first.time = (float)k->cfg.time;
-		first.memory = k->cfg_wd ? 0 : k->cfg.ws;
+		first.memory = k->cfg_wd || k->cfg_first ? 0 : k->cfg.ws;
 		first.determinism = CUDNN_DETERMINISTIC;
 		first.mathType = (cudnnMathType_t)k->shape.math;
 	} else if (!conv_mode.pick_app) {
@@ -1342,7 +1349,7 @@ void conv_exec_ws_answer(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 	k = legacy_kernel(dir, h, xd, wd, yd, cd, handle_stream(h));
 	if (k && k->have_cfg) {
 		/* whatever algorithm is asked about: vmem runs its configuration */
-		*size = k->cfg_wd ? 0 : k->cfg.ws;
+		*size = k->cfg_wd || k->cfg_first ? 0 : k->cfg.ws;
 		stats_add(STATS_CONV_ANSWERED, 1);
 		hook_call_args(c, "\"vmem_ws\":%zu", *size);
 	}
@@ -1522,7 +1529,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 				conv_set_ws_ref(c, use, k->cfg.ws);
 				if (hook_call_prepare(c) == cudaSuccess) {
 					micro = true;
-					how = k->cfg_wd ? "wd" : "wr";
+					how = k->cfg_wd ? "wd" : k->cfg_first ? "wd-first" : "wr";
 					ran = k->cfg.runs[0].algo;
 					st = run_config(k, &k->cfg, h, alpha, xd, x, wd, w, yd, y, cd, use,
 							k->cfg.ws, beta, &ncalls);

@@ -49,6 +49,7 @@ typedef struct conv_kernel {
 	/* what runs: a configuration (WR, or the WD choice) */
 	bool have_cfg;
 	bool cfg_wd;              /* cfg is this kernel's WD choice (runs in its segment) */
+	bool cfg_first;           /* WD before its first solve: the memory-optimal config */
 	solver_config_t cfg;
 	double undivided_ms;      /* fastest measured at the full batch within the limit; 0 unknown */
 	uint64_t wd_off;          /* segment offset in the WD buffer */

@@ -631,7 +631,7 @@ void conv_exec_graph_get(hook_bdt_t *t, cudnnBackendDescriptor_t desc, int attr,
 		pthread_mutex_lock(&conv_lock);
 		k = graph_kernel(&gm);
 		if (k && k->have_cfg) {
-			*(int64_t *)elems = k->cfg_wd ? 0 : (int64_t)k->cfg.ws;
+			*(int64_t *)elems = k->cfg_wd || k->cfg_first ? 0 : (int64_t)k->cfg.ws;
 			stats_add(STATS_CONV_ANSWERED, 1);
 		}
 		pthread_mutex_unlock(&conv_lock);
@@ -779,7 +779,7 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 				conv_set_ws_ref(c, use, k->cfg.ws);
 				if (hook_call_prepare(c) == cudaSuccess) {
 					done = true;
-					how = k->cfg_wd ? "wd" : "wr";
+					how = k->cfg_wd ? "wd" : k->cfg_first ? "wd-first" : "wr";
 					ran = k->cfg.runs[0].algo;
 					st = graph_run_config(k, &gm, &k->cfg, x, w, y, use, &ncalls);
 					if (st == CUDNN_STATUS_SUCCESS) {

@@ -28,6 +28,7 @@
 
 #include <glpk.h>
 #include <math.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,16 @@ typedef double (*mip_obj_val_fn)(glp_prob *);
 typedef double (*mip_col_val_fn)(glp_prob *, int);
 typedef int (*write_lp_fn)(glp_prob *, const void *, const char *);
 typedef int (*term_out_fn)(int);
+typedef void (*error_hook_fn)(void (*)(void *), void *);
+typedef int (*free_env_fn)(void);
+
+/* GLPK's error hook: an internal error (a bug, an exhausted heap) would
+ * otherwise end in abort() inside the application.  glp_error_hook's
+ * documented use: jump back, then free GLPK's environment. */
+static void on_glpk_error(void *info)
+{
+	longjmp(*(jmp_buf *)info, 1);
+}
 
 static bool table_complete(const solver_glpk_t *g)
 {
@@ -56,7 +67,7 @@ static bool table_complete(const solver_glpk_t *g)
 	       g->add_rows && g->set_row_name && g->set_row_bnds && g->add_cols &&
 	       g->set_col_name && g->set_col_kind && g->set_obj_coef && g->load_matrix &&
 	       g->init_iocp && g->intopt && g->mip_status && g->mip_obj_val && g->mip_col_val &&
-	       g->write_lp && g->term_out;
+	       g->write_lp && g->term_out && g->error_hook && g->free_env;
 }
 
 static void kname(const solver_wd_t *p, int k, char *buf, size_t len)
@@ -70,17 +81,20 @@ static void kname(const solver_wd_t *p, int k, char *buf, size_t len)
 solver_status_t solver_wd(const solver_glpk_t *g, const solver_wd_t *p, int *choice,
 			  solver_wd_result_t *res)
 {
-	int ncols = 0, nnz, col, nz;
-	int *ia = NULL, *ja = NULL, *kof = NULL, *cof = NULL;
-	double *ar = NULL;
-	glp_prob *lp = NULL;
+	volatile int ncols = 0;
+	int nnz, col, nz;
+	/* volatile: read again after a longjmp back from GLPK's error hook */
+	int *volatile ia = NULL, *volatile ja = NULL, *volatile kof = NULL, *volatile cof = NULL;
+	double *volatile ar = NULL;
+	glp_prob *volatile lp = NULL;
+	volatile int term_prev = -1;
+	jmp_buf on_error;
 	union {
 		glp_iocp p;
 		char pad[4096];   /* room for a GLPK whose control block grew */
 	} parm;
 	uint64_t minsum = 0;
-	int term_prev = -1;
-	solver_status_t st = SOLVER_OK;
+	volatile solver_status_t st = SOLVER_OK;
 	char name[256], kn[200];
 
 	memset(res, 0, sizeof(*res));
@@ -115,6 +129,17 @@ solver_status_t solver_wd(const solver_glpk_t *g, const solver_wd_t *p, int *cho
 		goto out;
 	}
 
+	if (setjmp(on_error)) {
+		/* GLPK stopped on an internal error: its objects are gone with
+		 * its environment, ours are freed below */
+		((error_hook_fn)g->error_hook)(NULL, NULL);
+		((free_env_fn)g->free_env)();
+		lp = NULL;
+		term_prev = -1;
+		st = SOLVER_EGLPK;
+		goto out;
+	}
+	((error_hook_fn)g->error_hook)(on_glpk_error, &on_error);
 	/* GLPK writes progress ("Writing problem data to ...") to stdout,
 	 * which is the application's: silence it, and restore its setting */
 	term_prev = ((term_out_fn)g->term_out)(GLP_OFF);
@@ -169,6 +194,7 @@ solver_status_t solver_wd(const solver_glpk_t *g, const solver_wd_t *p, int *cho
 	((init_iocp_fn)g->init_iocp)(&parm.p);
 	parm.p.msg_lev = GLP_MSG_OFF;
 	parm.p.presolve = GLP_ON;
+	parm.p.mip_gap = p->mip_gap > 0 ? p->mip_gap : 0.0;
 	parm.p.tm_lim = (int)((p->time_limit_s > 0 ? p->time_limit_s : 10.0) * 1000.0);
 	res->glpk_rc = ((intopt_fn)g->intopt)(lp, &parm.p);
 	res->glpk_status = ((mip_status_fn)g->mip_status)(lp);
@@ -176,13 +202,15 @@ solver_status_t solver_wd(const solver_glpk_t *g, const solver_wd_t *p, int *cho
 		st = SOLVER_INFEASIBLE;
 		goto out;
 	}
-	/* optimal, or the best found when the time limit struck */
-	if ((res->glpk_rc != 0 && res->glpk_rc != GLP_ETMLIM) ||
+	/* optimal, within the gap asked for, or the best found when the time
+	 * limit struck */
+	if ((res->glpk_rc != 0 && res->glpk_rc != GLP_ETMLIM && res->glpk_rc != GLP_EMIPGAP) ||
 	    (res->glpk_status != GLP_OPT && res->glpk_status != GLP_FEAS)) {
 		st = SOLVER_EGLPK;
 		goto out;
 	}
-	res->optimal = res->glpk_rc == 0 && res->glpk_status == GLP_OPT;
+	res->optimal = (res->glpk_rc == 0 && res->glpk_status == GLP_OPT) ||
+		       res->glpk_rc == GLP_EMIPGAP;
 
 	/* read x back, and check (2) and (3) ourselves */
 	for (int k = 0; k < p->nkernels; k++)
@@ -222,10 +250,12 @@ out:
 		((delete_prob_fn)g->delete_prob)(lp);
 	if (term_prev >= 0)
 		((term_out_fn)g->term_out)(term_prev);
-	free(ia);
-	free(ja);
-	free(ar);
-	free(kof);
-	free(cof);
+	if (table_complete(g))
+		((error_hook_fn)g->error_hook)(NULL, NULL);
+	free((void *)ia);
+	free((void *)ja);
+	free((void *)ar);
+	free((void *)kof);
+	free((void *)cof);
 	return st;
 }

@@ -173,6 +173,8 @@ typedef struct {
 	void *load_matrix, *init_iocp, *intopt, *mip_status, *mip_obj_val, *mip_col_val;
 	void *write_lp;
 	void *term_out;   /* GLPK prints to stdout by default: switched off around every call */
+	void *error_hook; /* GLPK aborts the process on an internal error: the hook returns here */
+	void *free_env;   /* ... and the environment is freed after such an error */
 } solver_glpk_t;
 
 typedef struct {
@@ -183,6 +185,7 @@ typedef struct {
 	uint64_t limit;                 /* total workspace (M of eq. 2); SOLVER_NO_LIMIT: none */
 	const char *lp_path;            /* when not NULL, the model is written there (glp_write_lp) */
 	double time_limit_s;            /* GLPK's search time limit; 0 = 10 s */
+	double mip_gap;                 /* stop within this relative gap of the optimum; 0: prove it */
 } solver_wd_t;
 
 typedef struct {
@@ -192,14 +195,17 @@ typedef struct {
 	double unpruned;        /* configurations before pruning (sum of the kernels') */
 	int glpk_rc;            /* glp_intopt's return code (0 = solved) */
 	int glpk_status;        /* glp_mip_status (GLP_OPT = 5, GLP_FEAS = 2, GLP_NOFEAS = 4) */
-	bool optimal;           /* GLPK proved the solution optimal */
+	bool optimal;           /* GLPK proved the solution optimal (within mip_gap) */
 	bool lp_written;        /* glp_write_lp succeeded */
 } solver_wd_result_t;
 
 /* Chooses choice[k] (an index into fronts[k]) for every kernel.
  * SOLVER_INFEASIBLE when even the smallest configurations exceed the
  * limit together (detected before GLPK is called, or answered by GLPK);
- * SOLVER_EGLPK when GLPK fails or returns a solution that does not
+ * SOLVER_EGLPK when GLPK fails, stops on an internal error (which would
+ * abort the process: glp_error_hook brings control back, and GLPK's
+ * environment is freed, so no GLPK object may be alive in the calling
+ * thread across this call) or returns a solution that does not
  * satisfy the constraints (never trusted); SOLVER_EINVAL for a bad
  * problem or an incomplete table.  *res is filled in every case (as far
  * as known). */

@@ -33,7 +33,8 @@ static solver_glpk_t real_glpk(void)
 		.init_iocp = (void *)glp_init_iocp, .intopt = (void *)glp_intopt,
 		.mip_status = (void *)glp_mip_status, .mip_obj_val = (void *)glp_mip_obj_val,
 		.mip_col_val = (void *)glp_mip_col_val, .write_lp = (void *)glp_write_lp,
-		.term_out = (void *)glp_term_out,
+		.term_out = (void *)glp_term_out, .error_hook = (void *)glp_error_hook,
+		.free_env = (void *)glp_free_env,
 	};
 	return g;
 }
@@ -433,7 +434,7 @@ static void test_wd_solves_a_known_knapsack(void **state)
 	(void)state;
 
 	/* limit 100: options: k1 fast (60) + k0 mid (40) = 100 -> 6 + 8 + 7 = 21 */
-	solver_wd_t p = { 3, f, NULL, NULL, 100, NULL, 0 };
+	solver_wd_t p = { 3, f, NULL, NULL, 100, NULL, 0, 0 };
 	expect_status(solver_wd(&g, &p, choice, &res), SOLVER_OK, "solver_wd");
 	if (choice[0] != 1 || choice[1] != 1 || choice[2] != 0)
 		fail_msg("expected choice (1,1,0), got (%d,%d,%d)", choice[0], choice[1], choice[2]);
@@ -509,7 +510,7 @@ static void test_wd_matches_exhaustive_search(void **state)
 			if (k == nk)
 				break;
 		}
-		solver_wd_t p = { nk, f, NULL, NULL, limit, NULL, 0 };
+		solver_wd_t p = { nk, f, NULL, NULL, limit, NULL, 0, 0 };
 		solver_status_t st = solver_wd(&g, &p, choice, &res);
 
 		if (bestobj == 1e300) {
@@ -543,7 +544,7 @@ static void test_wd_never_chooses_a_dominated_configuration(void **state)
 		};
 		int choice[2];
 		solver_wd_result_t res;
-		solver_wd_t p = { 2, f, NULL, NULL, limit, NULL, 0 };
+		solver_wd_t p = { 2, f, NULL, NULL, limit, NULL, 0, 0 };
 
 		expect_status(solver_wd(&g, &p, choice, &res), SOLVER_OK, "solver_wd");
 		if (choice[0] == 1)
@@ -561,6 +562,10 @@ static struct {
 	int rc, status;
 	double colval[16];
 	int ncols;
+	bool crash;                 /* intopt stops on an "internal error" */
+	void (*hook)(void *);       /* what glp_error_hook installed */
+	void *hook_info;
+	int free_env_calls;
 } fake;
 
 static glp_prob *fake_create(void) { return (glp_prob *)&fake; }
@@ -577,12 +582,26 @@ static void fake_coef(glp_prob *p, int i, double c) { (void)p; (void)i; (void)c;
 static void fake_load(glp_prob *p, int n, const int *ia, const int *ja, const double *ar)
 { (void)p; (void)n; (void)ia; (void)ja; (void)ar; }
 static void fake_init(glp_iocp *c) { memset(c, 0, sizeof(*c)); }
-static int fake_intopt(glp_prob *p, const glp_iocp *c) { (void)p; (void)c; fake.calls_intopt++; return fake.rc; }
+static int fake_intopt(glp_prob *p, const glp_iocp *c)
+{
+	(void)p;
+	(void)c;
+	fake.calls_intopt++;
+	/* GLPK's glp_error: the hook, then abort() if the hook returns */
+	if (fake.crash) {
+		if (fake.hook)
+			fake.hook(fake.hook_info);
+		fail_msg("GLPK's internal error reached abort(): no error hook jumped out");
+	}
+	return fake.rc;
+}
 static int fake_status(glp_prob *p) { (void)p; return fake.status; }
 static double fake_obj(glp_prob *p) { (void)p; return 0; }
 static double fake_col(glp_prob *p, int j) { (void)p; return fake.colval[j]; }
 static int fake_write(glp_prob *p, const void *parm, const char *f) { (void)p; (void)parm; (void)f; return 0; }
 static int fake_term(int on) { (void)on; return 1; }
+static void fake_error_hook(void (*f)(void *), void *info) { fake.hook = f; fake.hook_info = info; }
+static int fake_free_env(void) { fake.free_env_calls++; return 0; }
 
 static solver_glpk_t fake_glpk(void)
 {
@@ -592,6 +611,7 @@ static solver_glpk_t fake_glpk(void)
 		(void *)fake_add_cols, (void *)fake_setname, (void *)fake_kind, (void *)fake_coef,
 		(void *)fake_load, (void *)fake_init, (void *)fake_intopt, (void *)fake_status,
 		(void *)fake_obj, (void *)fake_col, (void *)fake_write, (void *)fake_term,
+		(void *)fake_error_hook, (void *)fake_free_env,
 	};
 	return g;
 }
@@ -608,7 +628,7 @@ static void test_wd_infeasible_limit_is_found_before_glpk(void **state)
 	(void)state;
 
 	memset(&fake, 0, sizeof(fake));
-	solver_wd_t p = { 2, f, NULL, NULL, 69, NULL, 0 };
+	solver_wd_t p = { 2, f, NULL, NULL, 69, NULL, 0, 0 };
 	expect_status(solver_wd(&g, &p, choice, &res), SOLVER_INFEASIBLE, "limit 69 < 30 + 40");
 	assert_int_equal(fake.calls_intopt, 0);
 	/* the fallback the caller uses: the least-workspace configurations */
@@ -627,7 +647,7 @@ static void test_wd_does_not_trust_glpk(void **state)
 	};
 	int choice[2];
 	solver_wd_result_t res;
-	solver_wd_t p = { 2, f, NULL, NULL, 100, NULL, 0 };
+	solver_wd_t p = { 2, f, NULL, NULL, 100, NULL, 0, 0 };
 	(void)state;
 
 	/* claims optimal, but picks both configurations of kernel 0 */
@@ -665,6 +685,40 @@ static void test_wd_does_not_trust_glpk(void **state)
 	solver_front_free(&f[1]);
 }
 
+/* GLPK calls abort() on an internal error unless its error hook jumps
+ * out: the application must survive, told nothing worse than "GLPK
+ * failed", with GLPK's environment freed and the hook removed. */
+static void test_wd_survives_a_glpk_internal_error(void **state)
+{
+	solver_glpk_t g = fake_glpk();
+	solver_front_t f[2] = {
+		front_of((double[]){ 10, 5 }, (uint64_t[]){ 0, 60 }, 2),
+		front_of((double[]){ 12, 3 }, (uint64_t[]){ 0, 50 }, 2),
+	};
+	int choice[2] = { 7, 7 };
+	solver_wd_result_t res;
+	solver_wd_t p = { 2, f, NULL, NULL, 100, NULL, 0, 0 };
+	(void)state;
+
+	memset(&fake, 0, sizeof(fake));
+	fake.crash = true;
+	expect_status(solver_wd(&g, &p, choice, &res), SOLVER_EGLPK, "internal error");
+	assert_int_equal(fake.calls_intopt, 1);
+	assert_int_equal(fake.free_env_calls, 1);
+	assert_null(fake.hook);
+	/* the fallback choice: the least workspace */
+	assert_int_equal(choice[0], 0);
+	assert_int_equal(choice[1], 0);
+	/* and the next solve works */
+	fake.crash = false;
+	fake.status = GLP_OPT;
+	fake.colval[2] = 1, fake.colval[3] = 1;
+	expect_status(solver_wd(&g, &p, choice, &res), SOLVER_OK, "after the error");
+	assert_int_equal(choice[0], 1);
+	solver_front_free(&f[0]);
+	solver_front_free(&f[1]);
+}
+
 static void test_wd_writes_the_model_by_name(void **state)
 {
 	solver_glpk_t g = real_glpk();
@@ -682,7 +736,7 @@ static void test_wd_writes_the_model_by_name(void **state)
 
 	assert_true(fd >= 0);
 	close(fd);
-	solver_wd_t p = { 2, f, NULL, names, 100, path, 0 };
+	solver_wd_t p = { 2, f, NULL, names, 100, path, 0, 0 };
 	expect_status(solver_wd(&g, &p, choice, &res), SOLVER_OK, "solver_wd");
 	assert_true(res.lp_written);
 	FILE *fp = fopen(path, "r");
@@ -869,6 +923,7 @@ int main(void)
 		cmocka_unit_test(test_wd_never_chooses_a_dominated_configuration),
 		cmocka_unit_test(test_wd_infeasible_limit_is_found_before_glpk),
 		cmocka_unit_test(test_wd_does_not_trust_glpk),
+		cmocka_unit_test(test_wd_survives_a_glpk_internal_error),
 		cmocka_unit_test(test_wd_writes_the_model_by_name),
 		cmocka_unit_test(test_cache_round_trips_exactly),
 		cmocka_unit_test(test_cache_rejects_foreign_and_damaged_text),
