@@ -375,14 +375,15 @@ void conv_cfg_str(const solver_config_t *cfg, char *buf, size_t len)
 	size_t n = 0;
 
 	buf[0] = '\0';
-	for (int i = 0; i < cfg->nruns && n < len; i++)
-		n += (size_t)snprintf(buf + n, len - n, "%s%dx%d%s%d", i ? "," : "", cfg->runs[i].algo,
-				      cfg->runs[i].b, cfg->runs[i].count > 1 ? "*" : "",
-				      cfg->runs[i].count > 1 ? cfg->runs[i].count : 0);
-	/* "4x60*4,0x16" reads "algorithm 4 on 60 images, four times" */
-	for (char *p = buf; (p = strstr(p, "*0")) != NULL;)
-		memmove(p, p + 2, strlen(p + 2) + 1);
-	(void)n;
+	/* "4x60*4,0x16" reads "algorithm 4 on 60 images, four times, then
+	 * algorithm 0 on 16" */
+	for (int i = 0; i < cfg->nruns && n < len; i++) {
+		const solver_run_t *r = &cfg->runs[i];
+
+		n += (size_t)snprintf(buf + n, len - n, "%s%dx%d", i ? "," : "", r->algo, r->b);
+		if (r->count > 1 && n < len)
+			n += (size_t)snprintf(buf + n, len - n, "*%d", r->count);
+	}
 }
 
 /* ------------------------------------------------------------------ */
