@@ -277,6 +277,39 @@ def t_destroyed_streams(args):
     print("ok: cudaFree after cudaStreamDestroy touches no destroyed stream")
 
 
+def t_small_device(args):
+    # The default reserve is proportional to the device (1/8, 32 MiB to
+    # 1 GiB): with the fixed 512 MiB of before, any device with less free
+    # memory got a zero budget and vmem switched itself off.
+    p = run(args, [args.prog, "basic"], {"SIMGPU_MEM": "256M", "VMEM_LOG": "info"})
+    want = "vmem: info: pool: budget 224 MiB of 256 MiB free (256 MiB total, reserve 32 MiB)"
+    if p.stdout.strip() != "ok" or want not in p.stderr or "error" in p.stderr:
+        fail("a 256 MiB device: expected 'ok', the line %r and no error, got stdout %r, stderr:\n%s"
+             % (want, p.stdout, p.stderr))
+    p = run(args, [args.prog, "basic"], {"SIMGPU_MEM": "4G", "VMEM_LOG": "info"})
+    want4 = "vmem: info: pool: budget 3584 MiB of 4096 MiB free (4096 MiB total, reserve 512 MiB)"
+    if p.stdout.strip() != "ok" or want4 not in p.stderr:
+        fail("a 4 GiB device: expected 'ok' and the line %r, got stdout %r, stderr:\n%s"
+             % (want4, p.stdout, p.stderr))
+    # A device too small even for the floor: the message names the
+    # reserve, how it was chosen and what to set; the program still runs.
+    p = run(args, [args.prog, "basic"], {"SIMGPU_MEM": "24M"})
+    lines = p.stderr.splitlines()
+    want = ("vmem: error: device budget 0 bytes is below one chunk (2097152 bytes): free device "
+            "memory 24 MiB of 24 MiB, VMEM_DEVICE_RESERVE 32 MiB (auto: 1/8 of the device, 32 MiB "
+            "to 1 GiB); lower VMEM_DEVICE_RESERVE or set VMEM_DEVICE_LIMIT")
+    if p.stdout.strip() != "ok" or not lines or lines[0] != want:
+        fail("a 24 MiB device: expected 'ok' (pass-through) and first line\n  %s\ngot stdout %r, "
+             "stderr:\n%s" % (want, p.stdout, p.stderr))
+    p = run(args, [args.prog, "basic"], {"SIMGPU_MEM": "24M", "VMEM_DEVICE_RESERVE": "4M",
+                                          "VMEM_LOG": "info"})
+    if "pool: budget 20 MiB" not in p.stderr or "error" in p.stderr:
+        fail("a 24 MiB device with VMEM_DEVICE_RESERVE=4M: expected a 20 MiB budget, got:\n%s"
+             % p.stderr)
+    print("ok: 256 MiB device: 224 MiB budget; 4 GiB: 3584 MiB; 24 MiB: clear message, "
+          "pass-through; an explicit reserve is used as given")
+
+
 def t_launch_oom(args):
     # A launch whose arguments cannot be resident together is not made; a
     # <<<>>> launch ignores the status, so the error must reach
@@ -539,7 +572,7 @@ TESTS = {
     "unimplemented-settings": t_unimplemented_settings,
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
     "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom,
-    "stub-launch": t_stub_launch, "many-args": t_many_args,
+    "stub-launch": t_stub_launch, "small-device": t_small_device, "many-args": t_many_args,
     "destroyed-streams": t_destroyed_streams,
     "sgemm-batched": t_sgemm_batched, "bn-ex": t_bn_ex,
     "fork": t_fork,
