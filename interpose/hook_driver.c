@@ -389,6 +389,932 @@ DRV_LAUNCH(cuLaunchKernel_ptsz)
 DRV_LAUNCH_EX(cuLaunchKernelEx)
 DRV_LAUNCH_EX(cuLaunchKernelEx_ptsz)
 
+/* ---- copies and sets: each with its exact access (a copy reads its
+ * source and writes its destination, a set writes), exported and handed
+ * out through the entry-point queries (PyTorch asks for cuMemsetD32Async
+ * at version 12000).  cuMemcpy/cuMemcpyAsync take unified addresses:
+ * either side may be host memory, which the runtime leaves alone.  The
+ * _ptds/_ptsz twins are what a per-thread-default-stream program gets;
+ * vmem orders their fault-ins on CU_STREAM_PER_THREAD where they name
+ * the default stream.  The D2D sets' extent is every row but the last at
+ * full pitch.  cuMemcpy2D/3D (descriptor structs) and the array copies
+ * are not hooked: see docs/launch-paths.md. ---- */
+
+static size_t span2d(size_t pitch, size_t width, size_t height)
+{
+	return height ? pitch * (height - 1) + width : 0;
+}
+
+static const void *drv_stream(CUstream s, bool per_thread)
+{
+	return per_thread && s == NULL ? (const void *)CU_STREAM_PER_THREAD : (const void *)s;
+}
+
+#define DRV_COPY_REALS(X)                                                            \
+	X(cuMemcpy, CUresult, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n)) \
+	X(cuMemcpy_ptds, CUresult, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n)) \
+	X(cuMemcpyAsync, CUresult, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream strm), (d, s, n, strm)) \
+	X(cuMemcpyAsync_ptsz, CUresult, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream strm), (d, s, n, strm)) \
+	X(cuMemcpyHtoD_v2, CUresult, (CUdeviceptr d, const void *s, size_t n), (d, s, n)) \
+	X(cuMemcpyHtoD_v2_ptds, CUresult, (CUdeviceptr d, const void *s, size_t n), (d, s, n)) \
+	X(cuMemcpyDtoH_v2, CUresult, (void *d, CUdeviceptr s, size_t n), (d, s, n)) \
+	X(cuMemcpyDtoH_v2_ptds, CUresult, (void *d, CUdeviceptr s, size_t n), (d, s, n)) \
+	X(cuMemcpyDtoD_v2, CUresult, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n)) \
+	X(cuMemcpyDtoD_v2_ptds, CUresult, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n)) \
+	X(cuMemcpyHtoDAsync_v2, CUresult, (CUdeviceptr d, const void *s, size_t n, CUstream strm), (d, s, n, strm)) \
+	X(cuMemcpyHtoDAsync_v2_ptsz, CUresult, (CUdeviceptr d, const void *s, size_t n, CUstream strm), (d, s, n, strm)) \
+	X(cuMemcpyDtoHAsync_v2, CUresult, (void *d, CUdeviceptr s, size_t n, CUstream strm), (d, s, n, strm)) \
+	X(cuMemcpyDtoHAsync_v2_ptsz, CUresult, (void *d, CUdeviceptr s, size_t n, CUstream strm), (d, s, n, strm)) \
+	X(cuMemcpyDtoDAsync_v2, CUresult, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream strm), (d, s, n, strm)) \
+	X(cuMemcpyDtoDAsync_v2_ptsz, CUresult, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream strm), (d, s, n, strm)) \
+	X(cuMemcpyPeer, CUresult, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n), (d, dc, s, sc, n)) \
+	X(cuMemcpyPeer_ptds, CUresult, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n), (d, dc, s, sc, n)) \
+	X(cuMemcpyPeerAsync, CUresult, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream strm), (d, dc, s, sc, n, strm)) \
+	X(cuMemcpyPeerAsync_ptsz, CUresult, (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream strm), (d, dc, s, sc, n, strm)) \
+	X(cuMemsetD8_v2, CUresult, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n)) \
+	X(cuMemsetD8_v2_ptds, CUresult, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n)) \
+	X(cuMemsetD8Async, CUresult, (CUdeviceptr d, unsigned char v, size_t n, CUstream strm), (d, v, n, strm)) \
+	X(cuMemsetD8Async_ptsz, CUresult, (CUdeviceptr d, unsigned char v, size_t n, CUstream strm), (d, v, n, strm)) \
+	X(cuMemsetD2D8_v2, CUresult, (CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h), (d, pitch, v, w, h)) \
+	X(cuMemsetD2D8_v2_ptds, CUresult, (CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h), (d, pitch, v, w, h)) \
+	X(cuMemsetD2D8Async, CUresult, (CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h, CUstream strm), (d, pitch, v, w, h, strm)) \
+	X(cuMemsetD2D8Async_ptsz, CUresult, (CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h, CUstream strm), (d, pitch, v, w, h, strm)) \
+	X(cuMemsetD16_v2, CUresult, (CUdeviceptr d, unsigned short v, size_t n), (d, v, n)) \
+	X(cuMemsetD16_v2_ptds, CUresult, (CUdeviceptr d, unsigned short v, size_t n), (d, v, n)) \
+	X(cuMemsetD16Async, CUresult, (CUdeviceptr d, unsigned short v, size_t n, CUstream strm), (d, v, n, strm)) \
+	X(cuMemsetD16Async_ptsz, CUresult, (CUdeviceptr d, unsigned short v, size_t n, CUstream strm), (d, v, n, strm)) \
+	X(cuMemsetD2D16_v2, CUresult, (CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h), (d, pitch, v, w, h)) \
+	X(cuMemsetD2D16_v2_ptds, CUresult, (CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h), (d, pitch, v, w, h)) \
+	X(cuMemsetD2D16Async, CUresult, (CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h, CUstream strm), (d, pitch, v, w, h, strm)) \
+	X(cuMemsetD2D16Async_ptsz, CUresult, (CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h, CUstream strm), (d, pitch, v, w, h, strm)) \
+	X(cuMemsetD32_v2, CUresult, (CUdeviceptr d, unsigned int v, size_t n), (d, v, n)) \
+	X(cuMemsetD32_v2_ptds, CUresult, (CUdeviceptr d, unsigned int v, size_t n), (d, v, n)) \
+	X(cuMemsetD32Async, CUresult, (CUdeviceptr d, unsigned int v, size_t n, CUstream strm), (d, v, n, strm)) \
+	X(cuMemsetD32Async_ptsz, CUresult, (CUdeviceptr d, unsigned int v, size_t n, CUstream strm), (d, v, n, strm)) \
+	X(cuMemsetD2D32_v2, CUresult, (CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h), (d, pitch, v, w, h)) \
+	X(cuMemsetD2D32_v2_ptds, CUresult, (CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h), (d, pitch, v, w, h)) \
+	X(cuMemsetD2D32Async, CUresult, (CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h, CUstream strm), (d, pitch, v, w, h, strm)) \
+	X(cuMemsetD2D32Async_ptsz, CUresult, (CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h, CUstream strm), (d, pitch, v, w, h, strm)) \
+
+#define DRV_COPY_REAL(name, ret, params, args) HOOK_DEFINE_REAL(HOOK_LIB_CUDA, name, ret, params, args)
+DRV_COPY_REALS(DRV_COPY_REAL)
+
+HOOK_EXPORT CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n)
+{
+	real_cuMemcpy_t real = real_cuMemcpy();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpy);
+	if (!hook_begin())
+		return real(d, s, n);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpy", drv_stream(NULL, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr d, CUdeviceptr s, size_t n)
+{
+	real_cuMemcpy_ptds_t real = real_cuMemcpy_ptds();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpy_ptds);
+	if (!hook_begin())
+		return real(d, s, n);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpy_ptds", drv_stream(NULL, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream strm)
+{
+	real_cuMemcpyAsync_t real = real_cuMemcpyAsync();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyAsync);
+	if (!hook_begin())
+		return real(d, s, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyAsync", drv_stream(strm, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream strm)
+{
+	real_cuMemcpyAsync_ptsz_t real = real_cuMemcpyAsync_ptsz();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyAsync_ptsz);
+	if (!hook_begin())
+		return real(d, s, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyAsync_ptsz", drv_stream(strm, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
+{
+	real_cuMemcpyHtoD_v2_t real = real_cuMemcpyHtoD_v2();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyHtoD_v2);
+	if (!hook_begin())
+		return real(d, s, n);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyHtoD_v2", drv_stream(NULL, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n)
+{
+	real_cuMemcpyHtoD_v2_ptds_t real = real_cuMemcpyHtoD_v2_ptds();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyHtoD_v2_ptds);
+	if (!hook_begin())
+		return real(d, s, n);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyHtoD_v2_ptds", drv_stream(NULL, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n)
+{
+	real_cuMemcpyDtoH_v2_t real = real_cuMemcpyDtoH_v2();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyDtoH_v2);
+	if (!hook_begin())
+		return real(d, s, n);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyDtoH_v2", drv_stream(NULL, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n)
+{
+	real_cuMemcpyDtoH_v2_ptds_t real = real_cuMemcpyDtoH_v2_ptds();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyDtoH_v2_ptds);
+	if (!hook_begin())
+		return real(d, s, n);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyDtoH_v2_ptds", drv_stream(NULL, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n)
+{
+	real_cuMemcpyDtoD_v2_t real = real_cuMemcpyDtoD_v2();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyDtoD_v2);
+	if (!hook_begin())
+		return real(d, s, n);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyDtoD_v2", drv_stream(NULL, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n)
+{
+	real_cuMemcpyDtoD_v2_ptds_t real = real_cuMemcpyDtoD_v2_ptds();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyDtoD_v2_ptds);
+	if (!hook_begin())
+		return real(d, s, n);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyDtoD_v2_ptds", drv_stream(NULL, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream strm)
+{
+	real_cuMemcpyHtoDAsync_v2_t real = real_cuMemcpyHtoDAsync_v2();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyHtoDAsync_v2);
+	if (!hook_begin())
+		return real(d, s, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyHtoDAsync_v2", drv_stream(strm, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream strm)
+{
+	real_cuMemcpyHtoDAsync_v2_ptsz_t real = real_cuMemcpyHtoDAsync_v2_ptsz();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyHtoDAsync_v2_ptsz);
+	if (!hook_begin())
+		return real(d, s, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyHtoDAsync_v2_ptsz", drv_stream(strm, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream strm)
+{
+	real_cuMemcpyDtoHAsync_v2_t real = real_cuMemcpyDtoHAsync_v2();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyDtoHAsync_v2);
+	if (!hook_begin())
+		return real(d, s, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyDtoHAsync_v2", drv_stream(strm, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *d, CUdeviceptr s, size_t n, CUstream strm)
+{
+	real_cuMemcpyDtoHAsync_v2_ptsz_t real = real_cuMemcpyDtoHAsync_v2_ptsz();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyDtoHAsync_v2_ptsz);
+	if (!hook_begin())
+		return real(d, s, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyDtoHAsync_v2_ptsz", drv_stream(strm, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream strm)
+{
+	real_cuMemcpyDtoDAsync_v2_t real = real_cuMemcpyDtoDAsync_v2();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyDtoDAsync_v2);
+	if (!hook_begin())
+		return real(d, s, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyDtoDAsync_v2", drv_stream(strm, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream strm)
+{
+	real_cuMemcpyDtoDAsync_v2_ptsz_t real = real_cuMemcpyDtoDAsync_v2_ptsz();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyDtoDAsync_v2_ptsz);
+	if (!hook_begin())
+		return real(d, s, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyDtoDAsync_v2_ptsz", drv_stream(strm, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, s, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n)
+{
+	real_cuMemcpyPeer_t real = real_cuMemcpyPeer();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyPeer);
+	if (!hook_begin())
+		return real(d, dc, s, sc, n);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyPeer", drv_stream(NULL, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, dc, s, sc, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyPeer_ptds(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n)
+{
+	real_cuMemcpyPeer_ptds_t real = real_cuMemcpyPeer_ptds();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyPeer_ptds);
+	if (!hook_begin())
+		return real(d, dc, s, sc, n);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyPeer_ptds", drv_stream(NULL, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, dc, s, sc, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream strm)
+{
+	real_cuMemcpyPeerAsync_t real = real_cuMemcpyPeerAsync();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyPeerAsync);
+	if (!hook_begin())
+		return real(d, dc, s, sc, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyPeerAsync", drv_stream(strm, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, dc, s, sc, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream strm)
+{
+	real_cuMemcpyPeerAsync_ptsz_t real = real_cuMemcpyPeerAsync_ptsz();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemcpyPeerAsync_ptsz);
+	if (!hook_begin())
+		return real(d, dc, s, sc, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMCPY, "cuMemcpyPeerAsync_ptsz", drv_stream(strm, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)s, n, VMEM_ACCESS_R, "src");
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, dc, s, sc, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
+{
+	real_cuMemsetD8_v2_t real = real_cuMemsetD8_v2();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD8_v2);
+	if (!hook_begin())
+		return real(d, v, n);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD8_v2", drv_stream(NULL, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, v, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n)
+{
+	real_cuMemsetD8_v2_ptds_t real = real_cuMemsetD8_v2_ptds();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD8_v2_ptds);
+	if (!hook_begin())
+		return real(d, v, n);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD8_v2_ptds", drv_stream(NULL, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, v, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream strm)
+{
+	real_cuMemsetD8Async_t real = real_cuMemsetD8Async();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD8Async);
+	if (!hook_begin())
+		return real(d, v, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD8Async", drv_stream(strm, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, v, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream strm)
+{
+	real_cuMemsetD8Async_ptsz_t real = real_cuMemsetD8Async_ptsz();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD8Async_ptsz);
+	if (!hook_begin())
+		return real(d, v, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD8Async_ptsz", drv_stream(strm, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, v, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h)
+{
+	real_cuMemsetD2D8_v2_t real = real_cuMemsetD2D8_v2();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD2D8_v2);
+	if (!hook_begin())
+		return real(d, pitch, v, w, h);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD2D8_v2", drv_stream(NULL, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, span2d(pitch, w, h), VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(span2d(pitch, w, h)));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, pitch, v, w, h) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h)
+{
+	real_cuMemsetD2D8_v2_ptds_t real = real_cuMemsetD2D8_v2_ptds();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD2D8_v2_ptds);
+	if (!hook_begin())
+		return real(d, pitch, v, w, h);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD2D8_v2_ptds", drv_stream(NULL, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, span2d(pitch, w, h), VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(span2d(pitch, w, h)));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, pitch, v, w, h) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h, CUstream strm)
+{
+	real_cuMemsetD2D8Async_t real = real_cuMemsetD2D8Async();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD2D8Async);
+	if (!hook_begin())
+		return real(d, pitch, v, w, h, strm);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD2D8Async", drv_stream(strm, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, span2d(pitch, w, h), VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(span2d(pitch, w, h)));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, pitch, v, w, h, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h, CUstream strm)
+{
+	real_cuMemsetD2D8Async_ptsz_t real = real_cuMemsetD2D8Async_ptsz();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD2D8Async_ptsz);
+	if (!hook_begin())
+		return real(d, pitch, v, w, h, strm);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD2D8Async_ptsz", drv_stream(strm, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, span2d(pitch, w, h), VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(span2d(pitch, w, h)));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, pitch, v, w, h, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n)
+{
+	real_cuMemsetD16_v2_t real = real_cuMemsetD16_v2();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD16_v2);
+	if (!hook_begin())
+		return real(d, v, n);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD16_v2", drv_stream(NULL, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, 2 * n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(2 * n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, v, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n)
+{
+	real_cuMemsetD16_v2_ptds_t real = real_cuMemsetD16_v2_ptds();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD16_v2_ptds);
+	if (!hook_begin())
+		return real(d, v, n);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD16_v2_ptds", drv_stream(NULL, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, 2 * n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(2 * n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, v, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream strm)
+{
+	real_cuMemsetD16Async_t real = real_cuMemsetD16Async();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD16Async);
+	if (!hook_begin())
+		return real(d, v, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD16Async", drv_stream(strm, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, 2 * n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(2 * n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, v, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream strm)
+{
+	real_cuMemsetD16Async_ptsz_t real = real_cuMemsetD16Async_ptsz();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD16Async_ptsz);
+	if (!hook_begin())
+		return real(d, v, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD16Async_ptsz", drv_stream(strm, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, 2 * n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(2 * n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, v, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD2D16_v2(CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h)
+{
+	real_cuMemsetD2D16_v2_t real = real_cuMemsetD2D16_v2();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD2D16_v2);
+	if (!hook_begin())
+		return real(d, pitch, v, w, h);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD2D16_v2", drv_stream(NULL, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, span2d(pitch, 2 * w, h), VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(span2d(pitch, 2 * w, h)));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, pitch, v, w, h) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h)
+{
+	real_cuMemsetD2D16_v2_ptds_t real = real_cuMemsetD2D16_v2_ptds();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD2D16_v2_ptds);
+	if (!hook_begin())
+		return real(d, pitch, v, w, h);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD2D16_v2_ptds", drv_stream(NULL, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, span2d(pitch, 2 * w, h), VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(span2d(pitch, 2 * w, h)));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, pitch, v, w, h) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD2D16Async(CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h, CUstream strm)
+{
+	real_cuMemsetD2D16Async_t real = real_cuMemsetD2D16Async();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD2D16Async);
+	if (!hook_begin())
+		return real(d, pitch, v, w, h, strm);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD2D16Async", drv_stream(strm, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, span2d(pitch, 2 * w, h), VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(span2d(pitch, 2 * w, h)));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, pitch, v, w, h, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr d, size_t pitch, unsigned short v, size_t w, size_t h, CUstream strm)
+{
+	real_cuMemsetD2D16Async_ptsz_t real = real_cuMemsetD2D16Async_ptsz();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD2D16Async_ptsz);
+	if (!hook_begin())
+		return real(d, pitch, v, w, h, strm);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD2D16Async_ptsz", drv_stream(strm, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, span2d(pitch, 2 * w, h), VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(span2d(pitch, 2 * w, h)));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, pitch, v, w, h, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n)
+{
+	real_cuMemsetD32_v2_t real = real_cuMemsetD32_v2();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD32_v2);
+	if (!hook_begin())
+		return real(d, v, n);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD32_v2", drv_stream(NULL, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, 4 * n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(4 * n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, v, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n)
+{
+	real_cuMemsetD32_v2_ptds_t real = real_cuMemsetD32_v2_ptds();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD32_v2_ptds);
+	if (!hook_begin())
+		return real(d, v, n);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD32_v2_ptds", drv_stream(NULL, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, 4 * n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(4 * n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, v, n) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream strm)
+{
+	real_cuMemsetD32Async_t real = real_cuMemsetD32Async();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD32Async);
+	if (!hook_begin())
+		return real(d, v, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD32Async", drv_stream(strm, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, 4 * n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(4 * n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, v, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream strm)
+{
+	real_cuMemsetD32Async_ptsz_t real = real_cuMemsetD32Async_ptsz();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD32Async_ptsz);
+	if (!hook_begin())
+		return real(d, v, n, strm);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD32Async_ptsz", drv_stream(strm, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, 4 * n, VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(4 * n));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, v, n, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD2D32_v2(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h)
+{
+	real_cuMemsetD2D32_v2_t real = real_cuMemsetD2D32_v2();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD2D32_v2);
+	if (!hook_begin())
+		return real(d, pitch, v, w, h);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD2D32_v2", drv_stream(NULL, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, span2d(pitch, 4 * w, h), VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(span2d(pitch, 4 * w, h)));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, pitch, v, w, h) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h)
+{
+	real_cuMemsetD2D32_v2_ptds_t real = real_cuMemsetD2D32_v2_ptds();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD2D32_v2_ptds);
+	if (!hook_begin())
+		return real(d, pitch, v, w, h);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD2D32_v2_ptds", drv_stream(NULL, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, span2d(pitch, 4 * w, h), VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(span2d(pitch, 4 * w, h)));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, pitch, v, w, h) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h, CUstream strm)
+{
+	real_cuMemsetD2D32Async_t real = real_cuMemsetD2D32Async();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD2D32Async);
+	if (!hook_begin())
+		return real(d, pitch, v, w, h, strm);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD2D32Async", drv_stream(strm, false));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, span2d(pitch, 4 * w, h), VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(span2d(pitch, 4 * w, h)));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, pitch, v, w, h, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr d, size_t pitch, unsigned int v, size_t w, size_t h, CUstream strm)
+{
+	real_cuMemsetD2D32Async_ptsz_t real = real_cuMemsetD2D32Async_ptsz();
+	hook_call_t c;
+	CUresult st;
+
+	if (!real)
+		return MISSING(cuMemsetD2D32Async_ptsz);
+	if (!hook_begin())
+		return real(d, pitch, v, w, h, strm);
+	hook_call_init(&c, VMEM_OP_MEMSET, "cuMemsetD2D32Async_ptsz", drv_stream(strm, true));
+	hook_call_ref(&c, (const void *)(uintptr_t)d, span2d(pitch, 4 * w, h), VMEM_ACCESS_W, "dst");
+	hook_call_args(&c, "\"bytes\":%zu", (size_t)(span2d(pitch, 4 * w, h)));
+	st = hook_call_prepare(&c) == cudaSuccess ? real(d, pitch, v, w, h, strm) : CUDA_ERROR_OUT_OF_MEMORY;
+	hook_call_finish(&c);
+	hook_end();
+	return st;
+}
+
 /* ---- kernel handles: recorded so that a CUkernel launched as a
  * CUfunction is scanned with the kernel's layout (interpose/scan.h) ---- */
 
@@ -450,6 +1376,51 @@ static const drv_wrap_t drv_wraps[] = {
 	{ "cuLibraryGetKernel", (void *)cuLibraryGetKernel, &hook_sym_cuLibraryGetKernel, 12000, 0 },
 	{ "cuLibraryEnumerateKernels", (void *)cuLibraryEnumerateKernels,
 	  &hook_sym_cuLibraryEnumerateKernels, 12040, 0 },
+	/* copies and sets: the legacy-stream call, then its per-thread twin */
+	{ "cuMemcpy", (void *)cuMemcpy, &hook_sym_cuMemcpy, 4000, 1 },
+	{ "cuMemcpy", (void *)cuMemcpy_ptds, &hook_sym_cuMemcpy_ptds, 7000, 2 },
+	{ "cuMemcpyAsync", (void *)cuMemcpyAsync, &hook_sym_cuMemcpyAsync, 4000, 1 },
+	{ "cuMemcpyAsync", (void *)cuMemcpyAsync_ptsz, &hook_sym_cuMemcpyAsync_ptsz, 7000, 2 },
+	{ "cuMemcpyHtoD", (void *)cuMemcpyHtoD_v2, &hook_sym_cuMemcpyHtoD_v2, 3020, 1 },
+	{ "cuMemcpyHtoD", (void *)cuMemcpyHtoD_v2_ptds, &hook_sym_cuMemcpyHtoD_v2_ptds, 7000, 2 },
+	{ "cuMemcpyDtoH", (void *)cuMemcpyDtoH_v2, &hook_sym_cuMemcpyDtoH_v2, 3020, 1 },
+	{ "cuMemcpyDtoH", (void *)cuMemcpyDtoH_v2_ptds, &hook_sym_cuMemcpyDtoH_v2_ptds, 7000, 2 },
+	{ "cuMemcpyDtoD", (void *)cuMemcpyDtoD_v2, &hook_sym_cuMemcpyDtoD_v2, 3020, 1 },
+	{ "cuMemcpyDtoD", (void *)cuMemcpyDtoD_v2_ptds, &hook_sym_cuMemcpyDtoD_v2_ptds, 7000, 2 },
+	{ "cuMemcpyHtoDAsync", (void *)cuMemcpyHtoDAsync_v2, &hook_sym_cuMemcpyHtoDAsync_v2, 3020, 1 },
+	{ "cuMemcpyHtoDAsync", (void *)cuMemcpyHtoDAsync_v2_ptsz, &hook_sym_cuMemcpyHtoDAsync_v2_ptsz, 7000, 2 },
+	{ "cuMemcpyDtoHAsync", (void *)cuMemcpyDtoHAsync_v2, &hook_sym_cuMemcpyDtoHAsync_v2, 3020, 1 },
+	{ "cuMemcpyDtoHAsync", (void *)cuMemcpyDtoHAsync_v2_ptsz, &hook_sym_cuMemcpyDtoHAsync_v2_ptsz, 7000, 2 },
+	{ "cuMemcpyDtoDAsync", (void *)cuMemcpyDtoDAsync_v2, &hook_sym_cuMemcpyDtoDAsync_v2, 3020, 1 },
+	{ "cuMemcpyDtoDAsync", (void *)cuMemcpyDtoDAsync_v2_ptsz, &hook_sym_cuMemcpyDtoDAsync_v2_ptsz, 7000, 2 },
+	{ "cuMemcpyPeer", (void *)cuMemcpyPeer, &hook_sym_cuMemcpyPeer, 4000, 1 },
+	{ "cuMemcpyPeer", (void *)cuMemcpyPeer_ptds, &hook_sym_cuMemcpyPeer_ptds, 7000, 2 },
+	{ "cuMemcpyPeerAsync", (void *)cuMemcpyPeerAsync, &hook_sym_cuMemcpyPeerAsync, 4000, 1 },
+	{ "cuMemcpyPeerAsync", (void *)cuMemcpyPeerAsync_ptsz, &hook_sym_cuMemcpyPeerAsync_ptsz, 7000, 2 },
+	{ "cuMemsetD8", (void *)cuMemsetD8_v2, &hook_sym_cuMemsetD8_v2, 3020, 1 },
+	{ "cuMemsetD8", (void *)cuMemsetD8_v2_ptds, &hook_sym_cuMemsetD8_v2_ptds, 7000, 2 },
+	{ "cuMemsetD8Async", (void *)cuMemsetD8Async, &hook_sym_cuMemsetD8Async, 3020, 1 },
+	{ "cuMemsetD8Async", (void *)cuMemsetD8Async_ptsz, &hook_sym_cuMemsetD8Async_ptsz, 7000, 2 },
+	{ "cuMemsetD2D8", (void *)cuMemsetD2D8_v2, &hook_sym_cuMemsetD2D8_v2, 3020, 1 },
+	{ "cuMemsetD2D8", (void *)cuMemsetD2D8_v2_ptds, &hook_sym_cuMemsetD2D8_v2_ptds, 7000, 2 },
+	{ "cuMemsetD2D8Async", (void *)cuMemsetD2D8Async, &hook_sym_cuMemsetD2D8Async, 3020, 1 },
+	{ "cuMemsetD2D8Async", (void *)cuMemsetD2D8Async_ptsz, &hook_sym_cuMemsetD2D8Async_ptsz, 7000, 2 },
+	{ "cuMemsetD16", (void *)cuMemsetD16_v2, &hook_sym_cuMemsetD16_v2, 3020, 1 },
+	{ "cuMemsetD16", (void *)cuMemsetD16_v2_ptds, &hook_sym_cuMemsetD16_v2_ptds, 7000, 2 },
+	{ "cuMemsetD16Async", (void *)cuMemsetD16Async, &hook_sym_cuMemsetD16Async, 3020, 1 },
+	{ "cuMemsetD16Async", (void *)cuMemsetD16Async_ptsz, &hook_sym_cuMemsetD16Async_ptsz, 7000, 2 },
+	{ "cuMemsetD2D16", (void *)cuMemsetD2D16_v2, &hook_sym_cuMemsetD2D16_v2, 3020, 1 },
+	{ "cuMemsetD2D16", (void *)cuMemsetD2D16_v2_ptds, &hook_sym_cuMemsetD2D16_v2_ptds, 7000, 2 },
+	{ "cuMemsetD2D16Async", (void *)cuMemsetD2D16Async, &hook_sym_cuMemsetD2D16Async, 3020, 1 },
+	{ "cuMemsetD2D16Async", (void *)cuMemsetD2D16Async_ptsz, &hook_sym_cuMemsetD2D16Async_ptsz, 7000, 2 },
+	{ "cuMemsetD32", (void *)cuMemsetD32_v2, &hook_sym_cuMemsetD32_v2, 3020, 1 },
+	{ "cuMemsetD32", (void *)cuMemsetD32_v2_ptds, &hook_sym_cuMemsetD32_v2_ptds, 7000, 2 },
+	{ "cuMemsetD32Async", (void *)cuMemsetD32Async, &hook_sym_cuMemsetD32Async, 3020, 1 },
+	{ "cuMemsetD32Async", (void *)cuMemsetD32Async_ptsz, &hook_sym_cuMemsetD32Async_ptsz, 7000, 2 },
+	{ "cuMemsetD2D32", (void *)cuMemsetD2D32_v2, &hook_sym_cuMemsetD2D32_v2, 3020, 1 },
+	{ "cuMemsetD2D32", (void *)cuMemsetD2D32_v2_ptds, &hook_sym_cuMemsetD2D32_v2_ptds, 7000, 2 },
+	{ "cuMemsetD2D32Async", (void *)cuMemsetD2D32Async, &hook_sym_cuMemsetD2D32Async, 3020, 1 },
+	{ "cuMemsetD2D32Async", (void *)cuMemsetD2D32Async_ptsz, &hook_sym_cuMemsetD2D32Async_ptsz, 7000, 2 },
 };
 
 /* `flags`: CU_GET_PROC_ADDRESS_* (cudaEnable* has the same values). */

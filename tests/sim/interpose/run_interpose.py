@@ -310,6 +310,29 @@ def t_small_device(args):
           "pass-through; an explicit reserve is used as given")
 
 
+def t_copies_and_sets(args):
+    # Each copy and set vmem hooks, on tensors it has evicted (copyprog's
+    # header says how): unhooked, the simulator stops with an illegal
+    # address; hooked with the wrong access, the bytes come back stale.
+    names = run(args, [args.copyprog, "list"], preload=False).stdout.split()
+    if len(names) < 60:
+        fail("copyprog list: expected at least 60 cases, got %d: %s" % (len(names), names))
+    failures = []
+    for name in names:
+        p = run(args, [args.copyprog, name], {"VMEM_DEVICE_LIMIT": "8M", "VMEM_STATS": "1"},
+                check=False)
+        if p.returncode != 0 or p.stdout.strip() != "ok " + name:
+            failures.append("%s: exit %d, stdout %r\n%s" % (name, p.returncode, p.stdout.strip(),
+                                                            p.stderr.strip()[-600:]))
+            continue
+        miss = [l for l in p.stderr.splitlines() if "misses (fault-ins)" in l]
+        if not miss or int(miss[0].split()[-1]) < 2:
+            failures.append("%s: expected fault-ins in VMEM_STATS, got %s" % (name, miss))
+    if failures:
+        fail("%d of %d cases failed:\n%s" % (len(failures), len(names), "\n".join(failures)))
+    print("ok: %d copies and sets on evicted tensors, bytes as expected" % len(names))
+
+
 def t_launch_oom(args):
     # A launch whose arguments cannot be resident together is not made; a
     # <<<>>> launch ignores the status, so the error must reach
@@ -572,7 +595,8 @@ TESTS = {
     "unimplemented-settings": t_unimplemented_settings,
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
     "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom,
-    "stub-launch": t_stub_launch, "small-device": t_small_device, "many-args": t_many_args,
+    "stub-launch": t_stub_launch, "small-device": t_small_device,
+    "copies-and-sets": t_copies_and_sets, "many-args": t_many_args,
     "destroyed-streams": t_destroyed_streams,
     "sgemm-batched": t_sgemm_batched, "bn-ex": t_bn_ex,
     "fork": t_fork,
@@ -590,6 +614,7 @@ if __name__ == "__main__":
     ap.add_argument("--blasprog", default="")
     ap.add_argument("--bnprog", default="")
     ap.add_argument("--forkprog", default="")
+    ap.add_argument("--copyprog", default="")
     ap.add_argument("--bn-mode", default="spatial")
     ap.add_argument("--vmem-trace", default="")
     ap.add_argument("--mt-args", nargs="*", default=["--iters", "2"])
