@@ -42,6 +42,7 @@ static const char *const counter_names[STATS_COUNTER_COUNT] = {
 	[STATS_REFS_DROPPED] = "refs not held (calls refused)",
 	[STATS_CAPTURE_PASSTHROUGH] = "calls passed through (capture)",
 	[STATS_UNKNOWN_PARAMS] = "launches with unknown params",
+	[STATS_UNSEEN_WRITES] = "possible unseen writes",
 };
 
 static const char *const gauge_names[STATS_GAUGE_COUNT] = {

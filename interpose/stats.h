@@ -41,6 +41,8 @@ typedef enum {
 	STATS_REFS_DROPPED,       /* refs a call could not hold (the call was refused) */
 	STATS_CAPTURE_PASSTHROUGH,/* calls passed through because a stream was capturing */
 	STATS_UNKNOWN_PARAMS,     /* launches whose parameter layout was unknown */
+	STATS_UNSEEN_WRITES,      /* calls that may have written vmem memory unseen
+				     (runtime_unseen_write) */
 	STATS_COUNTER_COUNT
 } stats_counter_t;
 

@@ -333,6 +333,29 @@ def t_copies_and_sets(args):
     print("ok: %d copies and sets on evicted tensors, bytes as expected" % len(names))
 
 
+def t_unseen_write(args):
+    # A launch whose parameter layout vmem cannot learn (unknown, or not
+    # asked because an error of the application is pending) may write
+    # vmem memory unseen: the hook must tell the runtime
+    # (runtime_unseen_write, "possible unseen writes" in VMEM_STATS), so
+    # that no host copy is trusted afterwards; and the pending error must
+    # reach the application untouched.
+    p = run(args, [args.prog, "unseen-write"], {"VMEM_STATS": "1"}, check=False)
+    if p.returncode != 0 or p.stdout.strip() != "ok":
+        fail("unseen-write: expected exit 0 and 'ok', got exit %d, stdout %r, stderr:\n%s"
+             % (p.returncode, p.stdout, p.stderr[-2000:]))
+    got = {}
+    for line in p.stderr.splitlines():
+        for key in ("possible unseen writes", "launches with unknown params"):
+            if line.startswith("vmem: " + key):
+                got[key] = int(line.split()[-1])
+    want = {"possible unseen writes": 2, "launches with unknown params": 2}
+    if got != want:
+        fail("VMEM_STATS: expected %s, got %s\n%s" % (want, got, p.stderr))
+    print("ok: two launches with unknown parameters counted as possible unseen writes; "
+          "the application's pending error survived")
+
+
 def t_launch_oom(args):
     # A launch whose arguments cannot be resident together is not made; a
     # <<<>>> launch ignores the status, so the error must reach
@@ -596,7 +619,7 @@ TESTS = {
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
     "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom,
     "stub-launch": t_stub_launch, "small-device": t_small_device,
-    "copies-and-sets": t_copies_and_sets, "many-args": t_many_args,
+    "copies-and-sets": t_copies_and_sets, "unseen-write": t_unseen_write, "many-args": t_many_args,
     "destroyed-streams": t_destroyed_streams,
     "sgemm-batched": t_sgemm_batched, "bn-ex": t_bn_ex,
     "fork": t_fork,
