@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "interpose/hooks.h"
+#include "interpose/log.h"
 #include "interpose/runtime.h"
 #include "interpose/stats.h"
 
@@ -72,7 +73,10 @@
 	X(cudaStreamWaitEvent, cudaError_t, (cudaStream_t s, cudaEvent_t e, unsigned int f), (s, e, f)) \
 	X(cudaEventSynchronize, cudaError_t, (cudaEvent_t e), (e))                   \
 	X(cudaStreamIsCapturing, cudaError_t,                                        \
-	  (cudaStream_t s, enum cudaStreamCaptureStatus *st), (s, st))
+	  (cudaStream_t s, enum cudaStreamCaptureStatus *st), (s, st))                \
+	X(cudaIpcGetMemHandle, cudaError_t, (cudaIpcMemHandle_t *h, void *p), (h, p)) \
+	X(cudaPointerGetAttributes, cudaError_t,                                     \
+	  (struct cudaPointerAttributes *a, const void *p), (a, p))
 
 #define CUDART_REAL(name, ret, params, args) HOOK_DEFINE_REAL(HOOK_LIB_CUDART, name, ret, params, args)
 CUDART_REALS(CUDART_REAL)
@@ -465,6 +469,52 @@ HOOK_EXPORT cudaError_t cudaMemcpyPeerAsync(void *d, int dd, const void *s, int 
 {
 	HOOK_BEGIN(cudaMemcpyPeerAsync, (d, dd, s, sd, n, strm));
 	return do_memcpy_peer_async(real, "cudaMemcpyPeerAsync", d, dd, s, sd, n, strm);
+}
+
+/* ---- legacy IPC and pointer queries on vmem's memory (see the same
+ * section of hook_driver.c): an IPC handle would let another process map
+ * chunks vmem moves away, so it is refused, naming VMEM_DISABLE=1;
+ * cudaPointerGetAttributes answers as for a cudaMalloc allocation (the
+ * real query on a range vmem has evicted would not). ---- */
+
+HOOK_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *h, void *p)
+{
+	real_cudaIpcGetMemHandle_t real = real_cudaIpcGetMemHandle();
+	cudaError_t st;
+
+	if (!hook_begin())
+		return real ? real(h, p) : MISSING(cudaIpcGetMemHandle);
+	if (runtime_active() && runtime_owns((uintptr_t)p)) {
+		vmem_error("cudaIpcGetMemHandle(%p): refused: this memory is managed by vmem, which "
+			   "moves it between device and host, so it cannot be shared with another "
+			   "process. Run this process with VMEM_DISABLE=1 (vmem off) to use "
+			   "cudaIpcGetMemHandle", p);
+		st = cudaErrorNotSupported;
+	} else {
+		st = real ? real(h, p) : MISSING(cudaIpcGetMemHandle);
+	}
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p)
+{
+	real_cudaPointerGetAttributes_t real = real_cudaPointerGetAttributes();
+	cudaError_t st;
+
+	if (!hook_begin())
+		return real ? real(a, p) : MISSING(cudaPointerGetAttributes);
+	if (runtime_active() && runtime_owns((uintptr_t)p) && a) {
+		a->type = cudaMemoryTypeDevice;
+		a->device = runtime_device();
+		a->devicePointer = (void *)p;
+		a->hostPointer = NULL;
+		st = cudaSuccess;
+	} else {
+		st = real ? real(a, p) : MISSING(cudaPointerGetAttributes);
+	}
+	hook_end();
+	return st;
 }
 
 /* ---- streams, events, synchronisation: no memory, but they order the

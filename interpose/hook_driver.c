@@ -16,12 +16,14 @@
  * offloaded, not in the budget); see docs/launch-paths.md.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "interpose/hooks.h"
+#include "interpose/log.h"
 #include "interpose/runtime.h"
 #include "interpose/scan.h"
 #include "interpose/stats.h"
@@ -74,6 +76,19 @@
 
 #define DRIVER_REAL(name, ret, params, args) HOOK_DEFINE_REAL(HOOK_LIB_CUDA, name, ret, params, args)
 DRIVER_REALS(DRIVER_REAL)
+
+/* Handles and pointer queries (refused or answered for vmem's memory). */
+#define DRV_QUERY_REALS(X)                                                                 \
+	X(cuIpcGetMemHandle, CUresult, (CUipcMemHandle *h, CUdeviceptr p), (h, p))         \
+	X(cuMemRetainAllocationHandle, CUresult, (CUmemGenericAllocationHandle *h, void *a), \
+	  (h, a))                                                                          \
+	X(cuMemGetAddressRange_v2, CUresult, (CUdeviceptr *b, size_t *s, CUdeviceptr p),   \
+	  (b, s, p))                                                                       \
+	X(cuPointerGetAttribute, CUresult, (void *d, CUpointer_attribute a, CUdeviceptr p), \
+	  (d, a, p))                                                                       \
+	X(cuPointerGetAttributes, CUresult,                                                \
+	  (unsigned int n, CUpointer_attribute *a, void **d, CUdeviceptr p), (n, a, d, p))
+DRV_QUERY_REALS(DRIVER_REAL)
 
 #define RT_REALS(X)                                                                     \
 	X(cudaGetDriverEntryPoint, cudaError_t,                                         \
@@ -1315,6 +1330,169 @@ HOOK_EXPORT CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr d, size_t pitch, unsign
 	return st;
 }
 
+/* ---- handles and pointer queries on vmem's memory ----
+ *
+ * vmem's memory is a virtual range whose physical chunks vmem maps,
+ * unmaps and recycles behind the application's back.  A handle that lets
+ * another process (or another mapping) reach those chunks would see
+ * bytes vmem later moves away, and a query that answers with the chunk
+ * a byte happens to sit in would expose vmem's internals.  So, for
+ * memory inside vmem's range:
+ *   - cuIpcGetMemHandle, cuMemRetainAllocationHandle and
+ *     cuMemGetAddressRange are refused with CUDA_ERROR_NOT_SUPPORTED and
+ *     one line naming VMEM_DISABLE=1 (cuMemExportToShareableHandle needs
+ *     a handle, which only cuMemRetainAllocationHandle could give);
+ *   - cuPointerGetAttribute(s) answer what holds for a cudaMalloc
+ *     allocation (device memory, its address, vmem's device, mapped, not
+ *     managed, not IPC capable, no shareable handle types, read-write) and
+ *     refuse the rest (the range, the context, the mapping, ids).
+ * Memory outside the range passes through.  See docs/launch-paths.md. */
+
+static bool vmem_ptr(CUdeviceptr p)
+{
+	return runtime_active() && runtime_owns((uintptr_t)p);
+}
+
+static CUresult refuse(const char *api, CUdeviceptr p, const char *what)
+{
+	vmem_error("%s(0x%llx): refused: this memory is managed by vmem, which moves it between "
+		   "device and host, so %s. Run this process with VMEM_DISABLE=1 (vmem off) to use "
+		   "%s", api, (unsigned long long)p, what, api);
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+HOOK_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
+{
+	real_cuIpcGetMemHandle_t real = real_cuIpcGetMemHandle();
+	CUresult st;
+
+	if (!hook_begin())
+		return real ? real(h, p) : MISSING(cuIpcGetMemHandle);
+	if (vmem_ptr(p))
+		st = refuse("cuIpcGetMemHandle", p, "it cannot be shared with another process");
+	else
+		st = real ? real(h, p) : MISSING(cuIpcGetMemHandle);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
+{
+	real_cuMemRetainAllocationHandle_t real = real_cuMemRetainAllocationHandle();
+	CUresult st;
+
+	if (!hook_begin())
+		return real ? real(h, addr) : MISSING(cuMemRetainAllocationHandle);
+	if (vmem_ptr((CUdeviceptr)(uintptr_t)addr))
+		st = refuse("cuMemRetainAllocationHandle", (CUdeviceptr)(uintptr_t)addr,
+			    "the physical memory behind it cannot be handed out (to export, "
+			    "share or map)");
+	else
+		st = real ? real(h, addr) : MISSING(cuMemRetainAllocationHandle);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p)
+{
+	real_cuMemGetAddressRange_v2_t real = real_cuMemGetAddressRange_v2();
+	CUresult st;
+
+	if (!hook_begin())
+		return real ? real(base, size, p) : MISSING(cuMemGetAddressRange_v2);
+	if (vmem_ptr(p))
+		st = refuse("cuMemGetAddressRange", p,
+			    "the driver's answer would describe vmem's chunk, not the allocation");
+	else
+		st = real ? real(base, size, p) : MISSING(cuMemGetAddressRange_v2);
+	hook_end();
+	return st;
+}
+
+/* One attribute of vmem memory: CUDA_SUCCESS with *data set, or the
+ * refusal for an attribute that would describe vmem's chunks. */
+static CUresult vmem_attr(void *data, CUpointer_attribute attr, CUdeviceptr p, const char *api)
+{
+	if (!data)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (attr) {
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		*(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		*(CUdeviceptr *)data = p;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+		return CUDA_ERROR_INVALID_VALUE;   /* as for any device allocation */
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		*(int *)data = runtime_device();
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+		*(int *)data = 0;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_MAPPED:
+		*(int *)data = 1;   /* always usable: vmem maps it before any seen use */
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+		*(unsigned long long *)data = CU_MEM_HANDLE_TYPE_NONE;
+		return CUDA_SUCCESS;
+	case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+		*(unsigned long long *)data = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+		return CUDA_SUCCESS;
+	default: {
+		char what[96];
+
+		snprintf(what, sizeof(what), "attribute %d would describe vmem's chunk, not the "
+			 "allocation", (int)attr);
+		return refuse(api, p, what);
+	}
+	}
+}
+
+HOOK_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr p)
+{
+	real_cuPointerGetAttribute_t real = real_cuPointerGetAttribute();
+	CUresult st;
+
+	if (!hook_begin())
+		return real ? real(data, attr, p) : MISSING(cuPointerGetAttribute);
+	if (vmem_ptr(p))
+		st = vmem_attr(data, attr, p, "cuPointerGetAttribute");
+	else
+		st = real ? real(data, attr, p) : MISSING(cuPointerGetAttribute);
+	hook_end();
+	return st;
+}
+
+HOOK_EXPORT CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
+					    CUdeviceptr p)
+{
+	real_cuPointerGetAttributes_t real = real_cuPointerGetAttributes();
+	CUresult st = CUDA_SUCCESS;
+
+	if (!hook_begin())
+		return real ? real(n, attrs, data, p) : MISSING(cuPointerGetAttributes);
+	if (!vmem_ptr(p)) {
+		st = real ? real(n, attrs, data, p) : MISSING(cuPointerGetAttributes);
+	} else if (!attrs || !data) {
+		st = CUDA_ERROR_INVALID_VALUE;
+	} else {
+		for (unsigned int i = 0; i < n && st == CUDA_SUCCESS; i++) {
+			if (attrs[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER) {
+				/* the plural call answers NULL rather than failing */
+				if (data[i])
+					*(void **)data[i] = NULL;
+				continue;
+			}
+			st = vmem_attr(data[i], attrs[i], p, "cuPointerGetAttributes");
+		}
+	}
+	hook_end();
+	return st;
+}
+
 /* ---- kernel handles: recorded so that a CUkernel launched as a
  * CUfunction is scanned with the kernel's layout (interpose/scan.h) ---- */
 
@@ -1376,6 +1554,15 @@ static const drv_wrap_t drv_wraps[] = {
 	{ "cuLibraryGetKernel", (void *)cuLibraryGetKernel, &hook_sym_cuLibraryGetKernel, 12000, 0 },
 	{ "cuLibraryEnumerateKernels", (void *)cuLibraryEnumerateKernels,
 	  &hook_sym_cuLibraryEnumerateKernels, 12040, 0 },
+	{ "cuIpcGetMemHandle", (void *)cuIpcGetMemHandle, &hook_sym_cuIpcGetMemHandle, 4010, 0 },
+	{ "cuMemRetainAllocationHandle", (void *)cuMemRetainAllocationHandle,
+	  &hook_sym_cuMemRetainAllocationHandle, 11000, 0 },
+	{ "cuMemGetAddressRange", (void *)cuMemGetAddressRange_v2,
+	  &hook_sym_cuMemGetAddressRange_v2, 3020, 0 },
+	{ "cuPointerGetAttribute", (void *)cuPointerGetAttribute, &hook_sym_cuPointerGetAttribute,
+	  4000, 0 },
+	{ "cuPointerGetAttributes", (void *)cuPointerGetAttributes,
+	  &hook_sym_cuPointerGetAttributes, 7000, 0 },
 	/* copies and sets: the legacy-stream call, then its per-thread twin */
 	{ "cuMemcpy", (void *)cuMemcpy, &hook_sym_cuMemcpy, 4000, 1 },
 	{ "cuMemcpy", (void *)cuMemcpy_ptds, &hook_sym_cuMemcpy_ptds, 7000, 2 },

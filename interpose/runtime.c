@@ -768,6 +768,11 @@ cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	return cudaSuccess;
 }
 
+int runtime_device(void)
+{
+	return g_device;
+}
+
 void runtime_unseen_write(void)
 {
 	stats_add(STATS_UNSEEN_WRITES, 1);

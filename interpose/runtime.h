@@ -62,6 +62,9 @@ void runtime_stream_destroyed(cudaStream_t stream);
  * Until then the event is only counted. */
 void runtime_unseen_write(void);
 
+/* The device whose memory vmem manages (the current device at start-up). */
+int runtime_device(void);
+
 /* The reserved virtual range; *base = 0, *size = 0 when not active. */
 void runtime_va(uintptr_t *base, uint64_t *size);
 

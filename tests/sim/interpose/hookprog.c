@@ -35,6 +35,10 @@
  *                      while an error of the application
  *                      (cudaSetDevice(7)) is pending; checks that the
  *                      error survives and both kernels ran; prints "ok"
+ *   hookprog ipc       (run with an 8 MiB budget) the IPC, handle and
+ *                      pointer queries on a 4 MiB allocation pushed out
+ *                      of the budget (and on pinned host memory); prints
+ *                      one "call=result" line each, for the runner
  * Exit status 0 on success; every failure prints what was expected and got.
  */
 #include <dlfcn.h>
@@ -47,6 +51,15 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#define CHECK_CU(call)                                                           \
+	do {                                                                     \
+		CUresult r_ = (call);                                            \
+		if (r_ != CUDA_SUCCESS) {                                        \
+			fprintf(stderr, "hookprog: %s failed: CUresult %d, expected CUDA_SUCCESS\n", \
+				#call, (int)r_);                                 \
+			exit(1);                                                 \
+		}                                                                \
+	} while (0)
 #define CHECK(call)                                                              \
 	do {                                                                     \
 		cudaError_t e_ = (call);                                         \
@@ -420,6 +433,67 @@ static int unseen_write(void)
 	return 0;
 }
 
+static const char *cu_name(CUresult r)
+{
+	const char *n = NULL;
+
+	return cuGetErrorName(r, &n) == CUDA_SUCCESS && n ? n : "?";
+}
+
+/* The calls that would hand out or describe vmem's physical chunks. */
+static int ipc(void)
+{
+	char *p, *filler, *host;
+	cudaIpcMemHandle_t rh;
+	CUipcMemHandle dh;
+	CUmemGenericAllocationHandle gh;
+	CUdeviceptr base = 0, dp;
+	size_t size = 0;
+	unsigned int mtype = 0;
+	int ordinal = -1, mapped = -1, managed = -1;
+	void *hostp = (void *)1;
+	CUpointer_attribute attrs[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+					CU_POINTER_ATTRIBUTE_HOST_POINTER,
+					CU_POINTER_ATTRIBUTE_IS_MANAGED };
+	void *data[] = { &mtype, &hostp, &managed };
+	struct cudaPointerAttributes pa;
+
+	CHECK(cudaMalloc((void **)&p, 4 << 20));
+	CHECK(cudaMemset(p, 1, 4 << 20));
+	CHECK(cudaMalloc((void **)&filler, 8 << 20));
+	CHECK(cudaMemset(filler, 2, 8 << 20));   /* pushes p out of the budget */
+	dp = (CUdeviceptr)(uintptr_t)(p + 100);
+	printf("cudaIpcGetMemHandle=%s\n", cudaGetErrorName(cudaIpcGetMemHandle(&rh, p)));
+	printf("cuIpcGetMemHandle=%s\n", cu_name(cuIpcGetMemHandle(&dh, (CUdeviceptr)(uintptr_t)p)));
+	printf("cuMemRetainAllocationHandle=%s\n", cu_name(cuMemRetainAllocationHandle(&gh, p + 100)));
+	printf("cuMemGetAddressRange=%s\n", cu_name(cuMemGetAddressRange(&base, &size, dp)));
+	printf("cuPointerGetAttribute(RANGE_START_ADDR)=%s\n",
+	       cu_name(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp)));
+	CHECK_CU(cuPointerGetAttribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dp));
+	CHECK_CU(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, dp));
+	CHECK_CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, dp));
+	CHECK_CU(cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, dp));
+	printf("cuPointerGetAttribute=type %u ptr_ok %d device %d mapped %d\n", mtype,
+	       base == dp, ordinal, mapped);
+	mtype = 0;
+	CHECK_CU(cuPointerGetAttributes(3, attrs, data, dp));
+	printf("cuPointerGetAttributes=type %u host %p managed %d\n", mtype, hostp, managed);
+	CHECK(cudaPointerGetAttributes(&pa, p + 100));
+	printf("cudaPointerGetAttributes=type %d ptr_ok %d device %d\n", (int)pa.type,
+	       pa.devicePointer == p + 100, pa.device);
+	/* memory that is not vmem's is the driver's business */
+	CHECK(cudaHostAlloc((void **)&host, 4096, 0));
+	CHECK(cudaPointerGetAttributes(&pa, host));
+	printf("cudaPointerGetAttributes(host)=type %d\n", (int)pa.type);
+	CHECK(cudaFreeHost(host));
+	/* the data survived all of it */
+	CHECK(cudaMemcpy(&mtype, p + 100, 1, cudaMemcpyDeviceToHost));
+	printf("byte=%u\n", mtype & 0xff);
+	CHECK(cudaFree(p));
+	CHECK(cudaFree(filler));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "basic";
@@ -444,8 +518,10 @@ int main(int argc, char **argv)
 		return launch_oom();
 	if (strcmp(mode, "destroyed-streams") == 0)
 		return destroyed_streams();
+	if (strcmp(mode, "ipc") == 0)
+		return ipc();
 
 	fprintf(stderr, "hookprog: unknown mode '%s'; expected basic, threads, probe, driver, "
-		"stub-launch, many-args, launch-oom, destroyed-streams or unseen-write\n", mode);
+		"stub-launch, many-args, launch-oom, destroyed-streams, unseen-write or ipc\n", mode);
 	return 2;
 }

@@ -356,6 +356,50 @@ def t_unseen_write(args):
           "the application's pending error survived")
 
 
+def t_ipc(args):
+    # Handles and queries that would expose vmem's chunks are refused with
+    # one line naming VMEM_DISABLE=1, which does make them work; the
+    # harmless pointer attributes are answered as for cudaMalloc memory,
+    # even while the memory is evicted; other memory passes through.
+    p = run(args, [args.prog, "ipc"], {"VMEM_DEVICE_LIMIT": "8M"}, check=False)
+    got = dict(l.split("=", 1) for l in p.stdout.splitlines() if "=" in l)
+    want = {
+        "cudaIpcGetMemHandle": "cudaErrorNotSupported",
+        "cuIpcGetMemHandle": "CUDA_ERROR_NOT_SUPPORTED",
+        "cuMemRetainAllocationHandle": "CUDA_ERROR_NOT_SUPPORTED",
+        "cuMemGetAddressRange": "CUDA_ERROR_NOT_SUPPORTED",
+        "cuPointerGetAttribute(RANGE_START_ADDR)": "CUDA_ERROR_NOT_SUPPORTED",
+        "cuPointerGetAttribute": "type 2 ptr_ok 1 device 0 mapped 1",
+        "cuPointerGetAttributes": "type 2 host (nil) managed 0",
+        "cudaPointerGetAttributes": "type 2 ptr_ok 1 device 0",
+        "cudaPointerGetAttributes(host)": "type 1",
+        "byte": "1",
+    }
+    diff = {k: (want[k], got.get(k)) for k in want if got.get(k) != want[k]}
+    if p.returncode != 0 or diff:
+        fail("ipc under vmem: exit %d; differing (expected, got): %s\nstdout:\n%sstderr:\n%s"
+             % (p.returncode, diff, p.stdout, p.stderr))
+    lines = [l for l in p.stderr.splitlines() if l.startswith("vmem: error: ")]
+    calls = ["cudaIpcGetMemHandle(", "cuIpcGetMemHandle(", "cuMemRetainAllocationHandle(",
+             "cuMemGetAddressRange(", "cuPointerGetAttribute("]
+    if len(lines) != len(calls) or any(
+            not l.startswith("vmem: error: " + c) or "VMEM_DISABLE=1" not in l
+            for l, c in zip(lines, calls)):
+        fail("expected one error line per refused call, in order %s, each naming "
+             "VMEM_DISABLE=1; got:\n%s" % (calls, p.stderr))
+    # the advice works: with vmem off, the driver answers (the simulator,
+    # like CUDA, exports cudaMalloc memory)
+    p = run(args, [args.prog, "ipc"], {"VMEM_DISABLE": "1"}, check=False)
+    got = dict(l.split("=", 1) for l in p.stdout.splitlines() if "=" in l)
+    if got.get("cudaIpcGetMemHandle") != "cudaSuccess" or \
+            got.get("cuMemGetAddressRange") != "CUDA_SUCCESS" or "vmem:" in p.stderr:
+        fail("ipc with VMEM_DISABLE=1: expected cudaIpcGetMemHandle=cudaSuccess and "
+             "cuMemGetAddressRange=CUDA_SUCCESS without vmem messages, got:\n%s%s"
+             % (p.stdout, p.stderr))
+    print("ok: 5 refusals naming VMEM_DISABLE=1, attributes answered on evicted memory, "
+          "host memory passed through; with VMEM_DISABLE=1 IPC works")
+
+
 def t_launch_oom(args):
     # A launch whose arguments cannot be resident together is not made; a
     # <<<>>> launch ignores the status, so the error must reach
@@ -619,7 +663,7 @@ TESTS = {
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
     "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom,
     "stub-launch": t_stub_launch, "small-device": t_small_device,
-    "copies-and-sets": t_copies_and_sets, "unseen-write": t_unseen_write, "many-args": t_many_args,
+    "copies-and-sets": t_copies_and_sets, "unseen-write": t_unseen_write, "ipc": t_ipc, "many-args": t_many_args,
     "destroyed-streams": t_destroyed_streams,
     "sgemm-batched": t_sgemm_batched, "bn-ex": t_bn_ex,
     "fork": t_fork,
