@@ -165,28 +165,39 @@ def t_threads(args):
         fail("expected launches from 2 threads, got tids %s" % sorted(tids))
     allocs = [r for r in recs if r["type"] == "alloc"]
     frees = [r for r in recs if r["type"] == "free"]
-    if allocs:
-        # Replay in seq order: every allocation freed once, no two live
-        # allocations overlap, every launch touches a live allocation.
-        live = {}
-        for r in sorted(recs[1:-1], key=lambda r: r["seq"]):
-            if r["type"] == "alloc":
-                lo = int(r["ptr"], 16)
-                for aid, (plo, phi) in live.items():
-                    if lo < phi and plo < lo + r["bytes"]:
-                        fail("alloc %d [%#x, +%d) overlaps live alloc %d [%#x, %#x)"
-                             % (r["alloc"], lo, r["bytes"], aid, plo, phi))
-                live[r["alloc"]] = (lo, lo + r["bytes"])
-            elif r["type"] == "free":
-                if r["alloc"] not in live:
-                    fail("free of alloc %d that is not live: %s" % (r["alloc"], r))
-                del live[r["alloc"]]
-            elif r["type"] == "op" and r["op"] == "launch":
-                ids = [t["alloc"] for t in r["tensors"]]
-                if len(ids) != 1 or ids[0] not in live:
-                    fail("launch should touch one live allocation, got %s" % r["tensors"])
-        if live:
-            fail("%d allocations never freed (lost): %s" % (len(live), sorted(live)[:10]))
+    # Every cudaMalloc is vmem's: exactly one alloc and one free record each.
+    if len(allocs) != 400 or len(frees) != 400:
+        fail("expected 400 alloc and 400 free records (one per cudaMalloc/cudaFree of the two "
+             "threads), got %d and %d" % (len(allocs), len(frees)))
+    # Replay in seq order: every allocation freed once, no two live
+    # allocations overlap, every launch and copy touches the live
+    # allocation its thread made last, at its start, over its whole size.
+    live, last = {}, {}
+    for r in sorted(recs[1:-1], key=lambda r: r["seq"]):
+        if r["type"] == "alloc":
+            lo = int(r["ptr"], 16)
+            for aid, (plo, phi) in live.items():
+                if lo < phi and plo < lo + r["bytes"]:
+                    fail("alloc %d [%#x, +%d) overlaps live alloc %d [%#x, %#x)"
+                         % (r["alloc"], lo, r["bytes"], aid, plo, phi))
+            live[r["alloc"]] = (lo, lo + r["bytes"])
+            last[r["tid"]] = r["alloc"]
+        elif r["type"] == "free":
+            if r["alloc"] not in live:
+                fail("free of alloc %d that is not live: %s" % (r["alloc"], r))
+            del live[r["alloc"]]
+        elif r["type"] == "op" and r["op"] in ("launch", "memcpy"):
+            dev = [t for t in r["tensors"] if t["alloc"] != 0]
+            want = last.get(r["tid"])
+            if len(dev) != 1 or dev[0]["alloc"] != want or want not in live or dev[0]["off"] != 0:
+                fail("%s on thread %d should touch that thread's live allocation %s at offset 0, "
+                     "got %s" % (r["op"], r["tid"], want, r["tensors"]))
+            lo, hi = live[want]
+            if r["op"] == "memcpy" and dev[0]["bytes"] != hi - lo:
+                fail("memcpy should touch all %d bytes of alloc %d, got %s"
+                     % (hi - lo, want, dev[0]))
+    if live:
+        fail("%d allocations never freed (lost): %s" % (len(live), sorted(live)[:10]))
     print("ok: 400 launches, 400 copies from 2 threads; %d alloc / %d free records, none lost or overlapping"
           % (len(allocs), len(frees)))
 
@@ -203,10 +214,10 @@ def t_probe(args):
     launch = ops(recs, op="launch")
     if len(launch) != 1:
         fail("expected 1 launch op, got %d" % len(launch))
-    if not [r for r in recs if r["type"] == "alloc"]:
-        print("SKIP: the runtime writes no alloc records (pass-through stage): "
-              "cudaMalloc pointers are not vmem's, nothing to scan for")
-        sys.exit(SKIP)
+    allocs = sorted(int(r["ptr"], 16) for r in recs if r["type"] == "alloc")
+    if allocs != sorted([a, b]):
+        fail("expected alloc records for exactly a and b (%s), got %s"
+             % ([hex(a), hex(b)], [hex(v) for v in allocs]))
     got = sorted(int(t["ptr"], 16) for t in launch[0]["tensors"])
     if got != sorted([a, b]):
         fail("mt_probe launch: expected exactly the tensors %s, got %s (x=%#x, host c=%#x)"
