@@ -411,6 +411,32 @@ def t_ipc(args):
           "host memory passed through; with VMEM_DISABLE=1 IPC works")
 
 
+def t_refs_not_held(args):
+    # A launch with more tensors than a call holds inline, when the host
+    # cannot give vmem the memory to list them (failshim makes libvmem's
+    # 1024-byte mallocs fail: the grown ref arrays): the call is refused,
+    # never run on memory that may not be resident, and the runtime is
+    # told a write may have happened unseen.
+    p = run(args, [args.prog, "many-args"],
+            {"VMEM_DEVICE_LIMIT": "48M", "VMEM_STATS": "1", "FAILSHIM_SIZE": "1024",
+             "LD_PRELOAD": args.failshim + " " + args.vmem}, check=False)
+    got = {}
+    for line in p.stderr.splitlines():
+        for key in ("possible unseen writes", "refs not held (calls refused)"):
+            if line.startswith("vmem: " + key):
+                got[key] = int(line.split()[-1])
+    refused = "tensors seen and more that vmem could not hold" in p.stderr
+    failed = "cudaLaunchKernel" in p.stderr and "cudaErrorMemoryAllocation" in p.stderr
+    # 20 tensors, 16 held inline: 4 not held, one call refused
+    want = {"possible unseen writes": 1, "refs not held (calls refused)": 4}
+    if p.returncode != 1 or not refused or not failed or got != want:
+        fail("many-args with libvmem's 1024-byte mallocs failing: expected exit 1 (the launch "
+             "refused with cudaErrorMemoryAllocation, vmem's refusal line) and %s in VMEM_STATS; "
+             "got exit %d, %s\n%s" % (want, p.returncode, got, p.stderr[-3000:]))
+    print("ok: a launch whose refs could not be held was refused and counted as a possible "
+          "unseen write")
+
+
 def t_launch_oom(args):
     # A launch whose arguments cannot be resident together is not made; a
     # <<<>>> launch ignores the status, so the error must reach
@@ -674,7 +700,8 @@ TESTS = {
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
     "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom,
     "stub-launch": t_stub_launch, "small-device": t_small_device,
-    "copies-and-sets": t_copies_and_sets, "unseen-write": t_unseen_write, "ipc": t_ipc, "many-args": t_many_args,
+    "copies-and-sets": t_copies_and_sets, "unseen-write": t_unseen_write, "ipc": t_ipc,
+    "refs-not-held": t_refs_not_held, "many-args": t_many_args,
     "destroyed-streams": t_destroyed_streams,
     "sgemm-batched": t_sgemm_batched, "bn-ex": t_bn_ex,
     "fork": t_fork,
@@ -693,6 +720,7 @@ if __name__ == "__main__":
     ap.add_argument("--bnprog", default="")
     ap.add_argument("--forkprog", default="")
     ap.add_argument("--copyprog", default="")
+    ap.add_argument("--failshim", default="")
     ap.add_argument("--bn-mode", default="spatial")
     ap.add_argument("--vmem-trace", default="")
     ap.add_argument("--mt-args", nargs="*", default=["--iters", "2"])
