@@ -4,7 +4,9 @@
  * Allocations go to the runtime (vmem's pool) when it is active; every
  * other call becomes one trace event with the ranges it touches.  Copies
  * and sets know their extents exactly (source read, destination written);
- * synchronisation and events touch no memory but order the trace.
+ * synchronisation and events touch no memory but order the trace.  Legacy
+ * IPC of vmem's memory is refused and its pointer attributes answered by
+ * vmem (see the section below).
  */
 #include <inttypes.h>
 

@@ -13,7 +13,10 @@
  * cuMemAlloc/cuMemFree go to the pool like cudaMalloc/cudaFree.  The VMM
  * calls (cuMemCreate, cuMemMap, ...) are passed through and recorded:
  * memory mapped by the application itself is foreign to vmem (never
- * offloaded, not in the budget); see docs/launch-paths.md.
+ * offloaded, not in the budget); see docs/launch-paths.md.  Launches,
+ * copies and sets become calls with their touched ranges, like the
+ * runtime's; IPC, handle and pointer queries on vmem's memory are refused
+ * or answered by vmem (the sections below say which and why).
  */
 #include <inttypes.h>
 #include <stdio.h>
