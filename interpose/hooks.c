@@ -428,6 +428,7 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 
 	call_prepared = false;
 	if (c->refs_lost && runtime_active()) {
+		runtime_unseen_write();
 		vmem_error("%s: %d tensors seen and more that vmem could not hold (host memory "
 			   "exhausted); the call is refused rather than run on memory that may "
 			   "not be resident", c->api, c->nrefs);

@@ -577,7 +577,7 @@ int runtime_init(void)
 			   "use a multiple of it", vmem_cfg.chunk_size, gran);
 		return -1;
 	}
-	uint64_t budget;
+	uint64_t budget, reserve = vmem_device_reserve(&vmem_cfg, total_b);
 	if (vmem_cfg.device_limit) {
 		budget = vmem_cfg.device_limit;
 		if (budget > free_b) {
@@ -586,14 +586,16 @@ int runtime_init(void)
 			budget = free_b;
 		}
 	} else {
-		budget = free_b > vmem_cfg.device_reserve ? free_b - vmem_cfg.device_reserve : 0;
+		budget = free_b > reserve ? free_b - reserve : 0;
 	}
 	budget -= budget % c.chunk_size;
 	if (budget < c.chunk_size) {
 		vmem_error("device budget %" PRIu64 " bytes is below one chunk (%" PRIu64 " bytes): "
-			   "free device memory %zu MiB, VMEM_DEVICE_RESERVE %" PRIu64 " MiB; "
+			   "free device memory %zu MiB of %zu MiB, VMEM_DEVICE_RESERVE %" PRIu64 " MiB%s; "
 			   "lower VMEM_DEVICE_RESERVE or set VMEM_DEVICE_LIMIT",
-			   budget, c.chunk_size, free_b / MiB, vmem_cfg.device_reserve / MiB);
+			   budget, c.chunk_size, free_b / MiB, total_b / MiB, reserve / MiB,
+			   vmem_cfg.device_reserve == VMEM_SIZE_AUTO ?
+			   " (auto: 1/8 of the device, 32 MiB to 1 GiB)" : "");
 		return -1;
 	}
 	c.budget = budget;
@@ -637,10 +639,11 @@ int runtime_init(void)
 	g_va_size = c.va_size;
 	g_budget = c.budget;
 	pthread_atfork(NULL, NULL, atfork_child);
-	vmem_info("pool: budget %" PRIu64 " MiB of %zu MiB free (%zu MiB total), chunk %" PRIu64
-		  " KiB, small below %" PRIu64 " KiB, virtual range %" PRIu64 " GiB at 0x%" PRIxPTR
-		  ", host limit %s%" PRIu64 " MiB",
-		  c.budget / MiB, free_b / MiB, total_b / MiB, c.chunk_size / 1024,
+	vmem_info("pool: budget %" PRIu64 " MiB of %zu MiB free (%zu MiB total, reserve %" PRIu64
+		  " MiB), chunk %" PRIu64 " KiB, small below %" PRIu64 " KiB, virtual range %" PRIu64
+		  " GiB at 0x%" PRIxPTR ", host limit %s%" PRIu64 " MiB",
+		  c.budget / MiB, free_b / MiB, total_b / MiB,
+		  vmem_cfg.device_limit ? 0 : reserve / MiB, c.chunk_size / 1024,
 		  c.small_threshold / 1024, c.va_size / GiB, g_base,
 		  c.host_limit ? "" : "unlimited/", c.host_limit / MiB);
 	__atomic_store_n(&g_active, true, __ATOMIC_RELEASE);
@@ -777,6 +780,16 @@ void runtime_budget_free(uint64_t *budget, uint64_t *free_bytes, uint64_t *chunk
 		*free_bytes = fr;
 	if (chunk)
 		*chunk = runtime_active() ? pool_config(g_pool)->chunk_size : 0;
+}
+
+int runtime_device(void)
+{
+	return g_device;
+}
+
+void runtime_unseen_write(void)
+{
+	stats_add(STATS_UNSEEN_WRITES, 1);
 }
 
 void runtime_stream_destroyed(cudaStream_t stream)

@@ -55,6 +55,22 @@ void runtime_stream_destroyed(cudaStream_t stream);
  * conv workspace choice, interpose/conv_exec.c).  Thread-safe. */
 void runtime_budget_free(uint64_t *budget, uint64_t *free_bytes, uint64_t *chunk);
 
+/* A call may have written vmem memory without vmem seeing which: a launch
+ * whose parameter layout is unknown (or could not be asked because an
+ * error of the application was pending), a call refused because its refs
+ * could not be held.  From then on no host copy of a page may be trusted
+ * to equal the device bytes: eviction must copy again, not drop the page.
+ * Counted in VMEM_STATS ("possible unseen writes").  Thread-safe, cheap.
+ *
+ * TODO(issue 10): the pool side (an epoch bumped by every unseen write,
+ * compared with each page's host-copy epoch) lands on the `pool` branch;
+ * this then also calls it (pool_note_unseen_write or its final name).
+ * Until then the event is only counted. */
+void runtime_unseen_write(void);
+
+/* The device whose memory vmem manages (the current device at start-up). */
+int runtime_device(void);
+
 /* The reserved virtual range; *base = 0, *size = 0 when not active. */
 void runtime_va(uintptr_t *base, uint64_t *size);
 

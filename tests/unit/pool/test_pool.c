@@ -894,57 +894,290 @@ static void test_bad_config_is_rejected(void **state)
 	assert_string_equal(pool_strerror(POOL_EHOST), "pinned host memory limit reached");
 }
 
+/* ---- two threads: the fake device is not thread-safe, so the pool sees
+ * it through a wrapper that takes `lk` around every callback, and the test
+ * threads take `lk` around their own device accesses (drain, read,
+ * write).  Lock order: pool lock, then lk; a thread never calls the pool
+ * while it holds lk. */
+
+typedef struct {
+	pool_ops_t in;
+	pthread_mutex_t lk;
+} locked_t;
+
+#define LK(ctx) locked_t *l_ = (ctx); pthread_mutex_lock(&l_->lk)
+#define UNLK() pthread_mutex_unlock(&l_->lk)
+static int l_va_reserve(void *c, uint64_t n, uint64_t al, uintptr_t *b)
+{ LK(c); int r = l_->in.va_reserve(l_->in.ctx, n, al, b); UNLK(); return r; }
+static void l_va_release(void *c, uintptr_t b, uint64_t n)
+{ LK(c); l_->in.va_release(l_->in.ctx, b, n); UNLK(); }
+static int l_chunk_create(void *c, uint64_t n, uint64_t *h)
+{ LK(c); int r = l_->in.chunk_create(l_->in.ctx, n, h); UNLK(); return r; }
+static void l_chunk_release(void *c, uint64_t h)
+{ LK(c); l_->in.chunk_release(l_->in.ctx, h); UNLK(); }
+static int l_map(void *c, uintptr_t va, uint64_t n, uint64_t h)
+{ LK(c); int r = l_->in.map(l_->in.ctx, va, n, h); UNLK(); return r; }
+static int l_unmap(void *c, uintptr_t va, uint64_t n)
+{ LK(c); int r = l_->in.unmap(l_->in.ctx, va, n); UNLK(); return r; }
+static int l_host_alloc(void *c, uint64_t n, void **p)
+{ LK(c); int r = l_->in.host_alloc(l_->in.ctx, n, p); UNLK(); return r; }
+static void l_host_free(void *c, void *p)
+{ LK(c); l_->in.host_free(l_->in.ctx, p); UNLK(); }
+static int l_copy_d2h(void *c, void *d, uintptr_t s, uint64_t n)
+{ LK(c); int r = l_->in.copy_d2h(l_->in.ctx, d, s, n); UNLK(); return r; }
+static int l_copy_h2d(void *c, uintptr_t d, const void *s, uint64_t n)
+{ LK(c); int r = l_->in.copy_h2d(l_->in.ctx, d, s, n); UNLK(); return r; }
+static int l_fence_record(void *c, void *st, bool all, void **f)
+{ LK(c); int r = l_->in.fence_record(l_->in.ctx, st, all, f); UNLK(); return r; }
+static int l_fence_query(void *c, void *f)
+{ LK(c); int r = l_->in.fence_query(l_->in.ctx, f); UNLK(); return r; }
+static int l_fence_wait(void *c, void *f)
+{ LK(c); int r = l_->in.fence_wait(l_->in.ctx, f); UNLK(); return r; }
+static void l_fence_destroy(void *c, void *f)
+{ LK(c); l_->in.fence_destroy(l_->in.ctx, f); UNLK(); }
+static int l_stream_wait(void *c, void *st, void *f)
+{ LK(c); int r = l_->in.stream_wait(l_->in.ctx, st, f); UNLK(); return r; }
+static uint64_t l_now(void *c)
+{ LK(c); uint64_t r = l_->in.now_ns(l_->in.ctx); UNLK(); return r; }
+static void l_record(void *c, const struct pool_event *ev)
+{ LK(c); if (l_->in.record) l_->in.record(l_->in.ctx, ev); UNLK(); }
+
+typedef struct {
+	fake_t f;
+	locked_t l;
+	pool_t *p;
+	pthread_mutex_t live_lk;   /* the live table */
+	uintptr_t live[2][4];
+	uint64_t live_n[2][4];
+	int bad;                   /* failures seen by the threads (atomic) */
+	char why[256];
+} tenv_t;
+
+typedef struct {
+	tenv_t *e;
+	int id;
+} targ_t;
+
+static void tfail(tenv_t *e, const char *fmt, unsigned long a, unsigned long b, unsigned long c)
+{
+	if (__atomic_fetch_add(&e->bad, 1, __ATOMIC_RELAXED) == 0)
+		snprintf(e->why, sizeof(e->why), fmt, a, b, c);
+}
+
+/* A kernel writing seed's pattern over [a, a+n), or reading it back. */
+static bool tuse(tenv_t *e, uintptr_t a, uint64_t n, uint32_t seed, bool write)
+{
+	pool_ref_t r = { .ptr = a, .bytes = n, .write = write };
+	pool_span_t sp;
+	uint8_t *want = malloc(n), *got = malloc(n);
+	bool ok;
+
+	pattern(want, n, seed);
+	if (pool_acquire(e->p, &r, 1, NULL, &sp) != POOL_OK) {
+		tfail(e, "acquire of %lu bytes at 0x%lx failed (seed %lu)", n, a, seed);
+		free(want);
+		free(got);
+		return false;
+	}
+	pthread_mutex_lock(&e->l.lk);
+	fake_drain(&e->f);
+	ok = write ? fake_write(&e->f, a, want, n) : fake_read(&e->f, a, got, n);
+	pthread_mutex_unlock(&e->l.lk);
+	pool_release(e->p, &r, &sp, 1, NULL);
+	if (!ok)
+		tfail(e, "the device faulted on [0x%lx, +%lu) (seed %lu)", a, n, seed);
+	else if (!write && memcmp(want, got, n) != 0)
+		tfail(e, "allocation at 0x%lx (%lu bytes) lost its bytes (seed %lu)", a, n, seed);
+	free(want);
+	free(got);
+	return ok;
+}
+
+/* Each thread keeps four allocations of its own alive.  Each is written
+ * when it is made; two rounds later it is read back (a fault-in: resident
+ * and clean, its host copy valid) and written again (the host copy is now
+ * stale); two rounds after that it is checked against the second write
+ * and freed.  In between, both threads' traffic evicts it: the budget
+ * holds about two allocations of each thread.  Every allocation is
+ * checked against the other thread's live ones for overlap. */
 static void *thread_body(void *arg)
 {
-	env_t *e = arg;
-	for (int i = 0; i < 300; i++) {
+	targ_t *t = arg;
+	tenv_t *e = t->e;
+	uint32_t seed[4] = { 0 };
+
+	for (int i = 0; i < 200 && !__atomic_load_n(&e->bad, __ATOMIC_RELAXED); i++) {
+		int k = i % 4, m = (i + 2) % 4;
+		uint64_t n = (uint64_t)(i % 3 + 1) * CH - 100 * (uint64_t)(t->id + 1);
 		uintptr_t a;
 		uint64_t id;
-		uint64_t n = (i % 3 == 0) ? 700 : (uint64_t)(i % 4 + 1) * CH;
-		if (pool_malloc(e->p, n, &a, &id) != POOL_OK)
-			continue;
-		pool_ref_t r = { .ptr = a, .bytes = n, .write = true };
-		pool_span_t s;
-		if (pool_acquire(e->p, &r, 1, NULL, &s) == POOL_OK)
-			pool_release(e->p, &r, &s, 1, NULL);
-		pool_free(e->p, a, NULL, false);
+
+		if (i >= 4) {
+			tuse(e, e->live[t->id][k], e->live_n[t->id][k], seed[k], false);
+			pthread_mutex_lock(&e->live_lk);
+			e->live_n[t->id][k] = 0;
+			pthread_mutex_unlock(&e->live_lk);
+			if (pool_free(e->p, e->live[t->id][k], NULL, false) != POOL_OK)
+				tfail(e, "pool_free of 0x%lx failed%lu%lu", e->live[t->id][k], 0, 0);
+		}
+		if (pool_malloc(e->p, n, &a, &id) != POOL_OK) {
+			tfail(e, "pool_malloc(%lu) failed on thread %lu, round %lu", n, t->id, i);
+			break;
+		}
+		pthread_mutex_lock(&e->live_lk);
+		for (int o = 0; o < 2; o++)
+			for (int j = 0; j < 4; j++)
+				if (e->live_n[o][j] && a < e->live[o][j] + e->live_n[o][j] &&
+				    e->live[o][j] < a + n)
+					tfail(e, "allocation 0x%lx overlaps a live one at 0x%lx (thread %lu)",
+					      a, e->live[o][j], o);
+		e->live[t->id][k] = a;
+		e->live_n[t->id][k] = n;
+		pthread_mutex_unlock(&e->live_lk);
+		seed[k] = (uint32_t)(t->id * 100000 + i);
+		tuse(e, a, n, seed[k], true);
+		if (i >= 2) {
+			tuse(e, e->live[t->id][m], e->live_n[t->id][m], seed[m], false);
+			seed[m] = (uint32_t)(t->id * 100000 + 50000 + i);
+			tuse(e, e->live[t->id][m], e->live_n[t->id][m], seed[m], true);
+		}
+	}
+	for (int k = 0; k < 4; k++) {
+		pthread_mutex_lock(&e->live_lk);
+		uint64_t n = e->live_n[t->id][k];
+		e->live_n[t->id][k] = 0;
+		pthread_mutex_unlock(&e->live_lk);
+		if (n && pool_free(e->p, e->live[t->id][k], NULL, false) != POOL_OK)
+			tfail(e, "pool_free of 0x%lx failed%lu%lu", e->live[t->id][k], 0, 0);
 	}
 	return NULL;
 }
 
-static void test_two_threads_share_the_pool(void **state)
+static void test_two_threads_keep_their_bytes_under_eviction(void **state)
 {
 	(void)state;
-	env_t e;
-	env_open(&e, 16, 0, 1024);
+	tenv_t e;
+	memset(&e, 0, sizeof(e));
+	fake_init(&e.f, CH, 6 * CH, 1024 * CH);
+	pthread_mutex_init(&e.l.lk, NULL);
+	pthread_mutex_init(&e.live_lk, NULL);
+	e.l.in = fake_ops(&e.f);
+	pool_ops_t ops = {
+		.ctx = &e.l, .d2h_stream = e.l.in.d2h_stream, .h2d_stream = e.l.in.h2d_stream,
+		.va_reserve = l_va_reserve, .va_release = l_va_release,
+		.chunk_create = l_chunk_create, .chunk_release = l_chunk_release,
+		.map = l_map, .unmap = l_unmap, .host_alloc = l_host_alloc, .host_free = l_host_free,
+		.copy_d2h = l_copy_d2h, .copy_h2d = l_copy_h2d,
+		.fence_record = l_fence_record, .fence_query = l_fence_query,
+		.fence_wait = l_fence_wait, .fence_destroy = l_fence_destroy,
+		.stream_wait = l_stream_wait, .now_ns = l_now, .record = l_record,
+	};
+	pool_config_t c = {
+		.budget = 6 * CH, .chunk_size = CH, .granularity = CH, .small_threshold = CH / 2,
+		.va_size = 1024 * CH, .host_block = 4 * CH,
+	};
+	assert_int_equal(pool_create(&c, &ops, &e.p), POOL_OK);
 	pthread_t t[2];
+	targ_t args[2] = { { &e, 0 }, { &e, 1 } };
 	for (int i = 0; i < 2; i++)
-		pthread_create(&t[i], NULL, thread_body, &e);
+		pthread_create(&t[i], NULL, thread_body, &args[i]);
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
-	pool_stats_t s = stats(&e);
-	assert_int_equal(s.requested.cur, 0);
-	assert_true(s.allocs > 0);
-	env_close(&e);
+	if (e.bad)
+		fail_msg("%d failure(s) in the threads, first: %s", e.bad, e.why);
+	pool_stats_t s;
+	pool_get_stats(e.p, &s);
+	if (s.requested.cur != 0 || s.allocs != 400 || s.frees != 400)
+		fail_msg("expected 400 allocations, 400 frees and nothing held, got %lu, %lu, %lu bytes",
+			 (unsigned long)s.allocs, (unsigned long)s.frees, (unsigned long)s.requested.cur);
+	/* the threads really pushed each other's memory out and back */
+	if (s.evictions < 50 || s.misses < 50)
+		fail_msg("expected the budget to force evictions and fault-ins (>= 50 each), got %lu "
+			 "evictions, %lu misses", (unsigned long)s.evictions, (unsigned long)s.misses);
+	pool_destroy(e.p);
+	if (e.f.created)
+		fail_msg("after pool_destroy %lu physical bytes were still held",
+			 (unsigned long)e.f.created);
+	fake_fini(&e.f);
+	if (e.f.errors)
+		fail_msg("fake device saw %d violation(s), last: %s", e.f.errors, e.f.last_error);
 }
 
-static void print_line(const char *line, void *ctx)
+typedef struct {
+	char lines[64][160];
+	int n;
+} table_t;
+
+static void collect_line(const char *line, void *ctx)
 {
-	int *n = ctx;
-	(*n)++;
-	assert_true(strlen(line) > 0);
+	table_t *t = ctx;
+	if (t->n < 64)
+		snprintf(t->lines[t->n++], sizeof(t->lines[0]), "%s", line);
 }
 
-static void test_stats_table_prints(void **state)
+/* The number on the table's line `name` (the last field, or the field
+ * before the unit), or -1 when no line has that name. */
+static double table_value(const table_t *t, const char *name, int col)
+{
+	for (int i = 0; i < t->n; i++) {
+		const char *l = t->lines[i];
+		size_t k = strlen(name);
+		while (*l == ' ')
+			l++;
+		if (strncmp(l, name, k) != 0 || l[k] != ' ' || (l[k + 1] != ' ' && l[k + 1] != '\0'))
+			continue;
+		double v[4];
+		int got = sscanf(l + k, "%lf %lf %lf", &v[0], &v[1], &v[2]);
+		return got > col ? v[col] : -1;
+	}
+	return -1;
+}
+
+/* The table shows the pool's own counters, each on its line: a state
+ * with evictions, fault-ins, an out-of-memory and a small allocation. */
+static void test_stats_table_shows_the_counters(void **state)
 {
 	(void)state;
 	env_t e;
-	env_open(&e, 4, 0, 64);
-	must_malloc(&e, CH);
+	env_open(&e, 2, 0, 64);
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	put(&e, a, CH, 1);
+	put(&e, b, CH, 2);
+	uintptr_t c = must_malloc(&e, CH);       /* evicts a */
+	assert_true(check(&e, a, CH, 1));        /* fault-in of a, evicting b */
+	uintptr_t x, small;
+	uint64_t id;
+	assert_int_equal(pool_malloc(e.p, 3 * CH, &x, &id), POOL_ENOMEM);
+	pool_free(e.p, c, NULL, false);
+	small = must_malloc(&e, 100);
 	pool_stats_t s = stats(&e);
-	int n = 0;
-	pool_stats_print(&s, print_line, &n);
-	assert_true(n > 10);
+	table_t t = { .n = 0 };
+	pool_stats_print(&s, collect_line, &t);
+	static const struct { const char *name; size_t off; } counts[] = {
+		{ "allocations", offsetof(pool_stats_t, allocs) },
+		{ "of which small", offsetof(pool_stats_t, small_allocs) },
+		{ "frees", offsetof(pool_stats_t, frees) },
+		{ "misses (pages)", offsetof(pool_stats_t, misses) },
+		{ "evictions (pages)", offsetof(pool_stats_t, evictions) },
+		{ "out of memory", offsetof(pool_stats_t, oom) },
+		{ "chunks created", offsetof(pool_stats_t, chunks_created) },
+	};
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		uint64_t want = *(const uint64_t *)((const char *)&s + counts[i].off);
+		double got = table_value(&t, counts[i].name, 0);
+		if (got != (double)want)
+			fail_msg("stats table line '%s': expected %lu, got %g", counts[i].name,
+				 (unsigned long)want, got);
+	}
+	/* what this state must show */
+	assert_true(s.allocs == 4 && s.small_allocs == 1 && s.frees == 1);
+	assert_true(s.evictions >= 2 && s.misses >= 1 && s.oom == 1);
+	/* the byte gauges: current, peak, total in MiB with one decimal */
+	double req = table_value(&t, "requested", 1);
+	if (req < 0 || req != (double)(long)(s.requested.peak / 1048576.0 * 10 + 0.5) / 10)
+		fail_msg("stats table 'requested' peak: expected %.1f MiB, got %g",
+			 s.requested.peak / 1048576.0, req);
+	(void)small;
 	env_close(&e);
 }
 
@@ -980,8 +1213,8 @@ int main(void)
 		cmocka_unit_test(test_stress_with_queued_copies),
 		cmocka_unit_test(test_trim_releases_cached_chunks),
 		cmocka_unit_test(test_bad_config_is_rejected),
-		cmocka_unit_test(test_two_threads_share_the_pool),
-		cmocka_unit_test(test_stats_table_prints),
+		cmocka_unit_test(test_two_threads_keep_their_bytes_under_eviction),
+		cmocka_unit_test(test_stats_table_shows_the_counters),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
