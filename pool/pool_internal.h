@@ -1,0 +1,293 @@
+/* pool/pool_internal.h - the device pool's shared state, for its parts.
+ *
+ * pool.h is the model and the public API; this header is only for the
+ * files of pool/, which split the pool along the parts pool.h describes:
+ *
+ *   fence.c      fences: events after queued work, reference counted
+ *   vrange.c     the reserved virtual range: free extents, page -> allocation map
+ *   chunks.c     the chunk cache and getting chunks under the budget
+ *   host.c       pinned host slots that hold offloaded pages
+ *   small.c      the small-size sub-allocator (slabs of one chunk)
+ *   residency.c  residency per page: the LRU, eviction, fault-in, offload,
+ *                prefetch (the reactive layer and the policies' operations)
+ *   pool.c       creation, large allocations, freed ranges, the public
+ *                allocation entry points
+ *
+ * Layout of the state (all guarded by pool.lock):
+ *   - vmap[]: one entry per chunk-sized page of the reserved range, the
+ *     allocation (or slab) that covers it; pointer lookup is one index.
+ *   - vfree[]: free extents of the range (in pages), sorted, first-fit,
+ *     coalesced (SuperNeurons §3.2.1's pool keeps the same two lists).
+ *   - cache[]: physical chunks created and not mapped anywhere.
+ *   - freed: allocations the application freed, still holding their
+ *     virtual range and whatever chunks were mapped, FIFO.  A later
+ *     allocation of the same page count reuses one once its free fence
+ *     completed, with no driver call; under pressure they are reclaimed
+ *     (unmapped, chunks to the cache, range back to vfree).
+ *   - lru: resident, unlocked pages of live large allocations, most
+ *     recently used first.  offloading: pages whose copy to host is in
+ *     flight (explicit offload), oldest first.
+ *   - classes[]: slabs (one chunk each) of the small-size sub-allocator.
+ *   - host slots: chunk-sized pieces of pinned blocks, a free stack and a
+ *     list of slots still read or written by a copy in flight.
+ *
+ * Functions shared between the parts carry the pool_ prefix and are
+ * declared here; every one of them expects pool.lock held.
+ */
+#ifndef VMEM_POOL_POOL_INTERNAL_H
+#define VMEM_POOL_POOL_INTERNAL_H
+
+#include "pool/pool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { PG_RESIDENT, PG_OFFLOADING, PG_HOST, PG_RELEASED };
+enum {
+	PF_WRITTEN = 1u,     /* bytes are meaningful (written at least once) */
+	PF_HOST_VALID = 2u,  /* the host slot holds the current bytes */
+	PF_LISTED = 4u,      /* on the lru or offloading list */
+	PF_MARK = 8u,        /* scratch: counted / copied by the current operation */
+	PF_SEL = 16u,        /* scratch: selected by the current offload */
+	PF_COPY = 32u,       /* scratch: copied back by the current fault-in */
+};
+
+struct fence {
+	void *h;
+	void *stream;
+	uint32_t refs;
+	bool done;
+	bool all;
+	struct fence *next;  /* free list */
+};
+
+struct alloc;
+
+struct page {
+	struct page *prev, *next;
+	struct alloc *a;
+	uint64_t chunk;      /* physical handle while mapped */
+	void *host;          /* host slot, or NULL */
+	struct fence *busy;  /* all queued work on this page is done after it */
+	uint32_t idx;
+	uint16_t locks;
+	uint8_t state;
+	uint8_t flags;
+};
+
+struct sblock {
+	uint64_t id;         /* 0: free or free pending */
+	uint32_t size;
+};
+
+enum { A_LARGE, A_SLAB };
+
+struct alloc {
+	struct alloc *prev, *next;   /* freed list, or slab class list */
+	uintptr_t base;
+	uint64_t size;               /* requested bytes (large) */
+	uint64_t id;
+	uint32_t npages;
+	uint8_t kind;
+	bool freed;
+	struct fence *free_fence;
+	struct page *pages;          /* large: npages entries */
+	/* slab */
+	uint64_t chunk;
+	uint32_t cls, nblocks, nfree;
+	uint64_t *bitmap;            /* 1 = taken (allocated or free pending) */
+	struct sblock *blocks;
+};
+
+struct small_pending {
+	struct small_pending *next;
+	struct alloc *slab;
+	uint32_t idx;
+	struct fence *f;
+};
+
+struct slot_pending {
+	struct slot_pending *next;
+	void *p;
+	struct fence *f;
+};
+
+struct vext {
+	uint64_t start, len;         /* pages */
+};
+
+struct list {
+	struct page *head, *tail;
+};
+
+#define NCLASS_MAX 64
+
+struct pool {
+	pthread_mutex_t lock;
+	pool_config_t cfg;
+	pool_ops_t ops;
+	uintptr_t base;
+	uint64_t npages_va;
+	struct alloc **vmap;
+	struct vext *vfree;
+	uint32_t nvfree, capvfree;
+	uint64_t *cache;
+	uint32_t ncache, capcache;
+	uint64_t held;
+	uint64_t next_id;
+	struct alloc *freed_head, *freed_tail;
+	struct list lru, offl;
+	/* small */
+	uint32_t ncls;
+	uint32_t cls_size[NCLASS_MAX];
+	struct alloc *cls_slabs[NCLASS_MAX];
+	struct small_pending *spend_head, *spend_tail;
+	/* host */
+	void **slots;
+	uint32_t nslots, capslots, nslots_total;
+	struct slot_pending *hpend_head, *hpend_tail;
+	void **hblocks;
+	uint32_t nhblocks, caphblocks;
+	uint64_t host_allocated;
+	struct fence *fence_free;
+	pool_stats_t st;
+	bool host_exhausted;         /* last eviction failed for lack of host memory */
+	pool_status_t evict_err;     /* last eviction failed on a device operation */
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static inline void stat_add(pool_stat_count_t *c, uint64_t v)
+{
+	c->cur += v;
+	c->total += v;
+	if (c->cur > c->peak)
+		c->peak = c->cur;
+}
+
+static inline void stat_sub(pool_stat_count_t *c, uint64_t v)
+{
+	c->cur = c->cur >= v ? c->cur - v : 0;
+}
+
+static inline pool_status_t dev_status(int rc)
+{
+	if (rc == 0)
+		return POOL_OK;
+	return rc == POOL_ENOMEM ? POOL_ENOMEM : POOL_EDEVICE;
+}
+
+static inline uint64_t chunk_sz(const pool_t *p)
+{
+	return p->cfg.chunk_size;
+}
+
+/* Bytes of page `idx` that belong to the allocation: copies move only these. */
+static inline uint64_t page_bytes(const pool_t *p, const struct alloc *a, uint32_t idx)
+{
+	uint64_t off = (uint64_t)idx * chunk_sz(p);
+	uint64_t n = a->size - off;
+	return n < chunk_sz(p) ? n : chunk_sz(p);
+}
+
+static inline uintptr_t page_va(const pool_t *p, const struct page *pg)
+{
+	return pg->a->base + (uintptr_t)pg->idx * chunk_sz(p);
+}
+
+/* ------------------------------------------------------------ page lists */
+
+static inline void list_del(struct list *l, struct page *pg)
+{
+	if (pg->prev)
+		pg->prev->next = pg->next;
+	else
+		l->head = pg->next;
+	if (pg->next)
+		pg->next->prev = pg->prev;
+	else
+		l->tail = pg->prev;
+	pg->prev = pg->next = NULL;
+	pg->flags &= ~PF_LISTED;
+}
+
+static inline void list_push_front(struct list *l, struct page *pg)
+{
+	pg->prev = NULL;
+	pg->next = l->head;
+	if (l->head)
+		l->head->prev = pg;
+	else
+		l->tail = pg;
+	l->head = pg;
+	pg->flags |= PF_LISTED;
+}
+
+static inline void list_push_back(struct list *l, struct page *pg)
+{
+	pg->next = NULL;
+	pg->prev = l->tail;
+	if (l->tail)
+		l->tail->next = pg;
+	else
+		l->head = pg;
+	l->tail = pg;
+	pg->flags |= PF_LISTED;
+}
+
+/* Removes a page from whichever list holds it. */
+static inline void page_unlist(pool_t *p, struct page *pg)
+{
+	if (!(pg->flags & PF_LISTED))
+		return;
+	list_del(pg->state == PG_OFFLOADING ? &p->offl : &p->lru, pg);
+}
+
+/* ------------------------------------------------------ shared functions */
+
+/* pool.c */
+int pool_grow(void **arr, uint32_t *cap, uint32_t need, size_t elem);
+void pool_emit(pool_t *p, pool_event_kind_t kind, const struct alloc *a,
+	       uint64_t off, uint64_t bytes, uint64_t mapped, void *stream);
+void pool_alloc_destroy(struct alloc *a);
+bool pool_freed_reclaim_one(pool_t *p, bool wait);
+
+/* fence.c */
+struct fence *pool_fence_new(pool_t *p, void *stream, bool all, pool_status_t *st);
+struct fence *pool_fence_ref(struct fence *f);
+void pool_fence_put(pool_t *p, struct fence *f);
+bool pool_fence_done(pool_t *p, struct fence *f);
+void pool_fence_wait(pool_t *p, struct fence *f);
+void pool_stream_after(pool_t *p, void *stream, struct fence *f);
+void pool_page_set_busy(pool_t *p, struct page *pg, struct fence *f);
+
+/* vrange.c */
+void pool_va_give(pool_t *p, uint64_t start, uint64_t n);
+void pool_vmap_set(pool_t *p, struct alloc *a, uint64_t npages, struct alloc *v);
+pool_status_t pool_va_alloc(pool_t *p, uint64_t npages, uint64_t *start);
+
+/* host.c */
+void pool_slot_release(pool_t *p, void *slot, struct fence *f);
+void pool_slot_reap(pool_t *p, bool wait_one);
+pool_status_t pool_slot_get(pool_t *p, void **out);
+
+/* chunks.c */
+void pool_cache_push(pool_t *p, uint64_t h);
+pool_status_t pool_page_unmap(pool_t *p, struct page *pg);
+pool_status_t pool_page_map(pool_t *p, struct page *pg);
+pool_status_t pool_ensure_chunks(pool_t *p, uint32_t need);
+
+/* small.c */
+void pool_small_init(pool_t *p);
+bool pool_slab_reclaim_empty(pool_t *p);
+void pool_slab_reclaim(pool_t *p, struct alloc *s);
+void pool_small_reap(pool_t *p);
+pool_status_t pool_small_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *id);
+pool_status_t pool_small_free(pool_t *p, struct alloc *s, uintptr_t addr, void *stream, bool all);
+
+/* residency.c */
+bool pool_offl_reap(pool_t *p, bool wait_oldest);
+uint32_t pool_evict_lru(pool_t *p, uint32_t need);
+
+#endif
