@@ -854,6 +854,149 @@ static void test_stress_with_queued_copies(void **state)
 	stress(true, 99);
 }
 
+
+/* Kernels queued on two application streams, the copies on the pool's
+ * two streams, and the fake interleaving all four at random: every read a
+ * kernel makes must see the last write before it in program order, and
+ * nothing may be unmapped under a queued operation.  The application
+ * orders its own streams as CUDA requires (a tensor used on another
+ * stream than its last use waits for that stream); everything else -
+ * offloads, evictions, fault-ins, reuse after free - is the pool's
+ * ordering contract (pool.h), under test here, not only the bytes. */
+typedef struct {
+	uint8_t *buf;
+	uint64_t n;
+	uint32_t seed;
+	uintptr_t a;
+} pending_read_t;
+
+static void stream_stress(uint64_t seed0, int rounds)
+{
+	env_t e;
+	static int s1, s2;
+	void *streams[2] = { &s1, &s2 };
+	env_open(&e, 24, 0, 4096);
+	e.f.hold = true;
+	e.f.shuffle = true;
+	e.f.rng = seed0 | 1;
+	live_t live[32];
+	void *lastst[32];
+	int nlive = 0;
+	pending_read_t pend[64];
+	int npend = 0;
+	uint64_t s = seed0;
+	uint32_t seeds = 1;
+	for (int it = 0; it < rounds; it++) {
+		int op = (int)(rnd(&s) % 10);
+		void *st = streams[rnd(&s) & 1];
+		if ((op < 3 && nlive < 32) || nlive == 0) {
+			uint64_t n = rnd(&s) % 4 == 0 ? 1 + rnd(&s) % (CH / 2) : 1 + rnd(&s) % (4 * CH);
+			uintptr_t a;
+			uint64_t id;
+			pool_status_t ps = pool_malloc(e.p, n, &a, &id);
+			if (ps != POOL_OK) {
+				assert_int_equal(ps, POOL_ENOMEM);
+				continue;
+			}
+			live[nlive] = (live_t){ a, n, 0 };
+			nlive++;
+			op = 7;   /* write it first */
+			st = streams[0];
+			int i = nlive - 1;
+			pool_ref_t r = { .ptr = live[i].a, .bytes = live[i].n, .write = true };
+			pool_span_t sp;
+			if (pool_acquire(e.p, &r, 1, st, &sp) != POOL_OK) {
+				/* does not fit now: forget it */
+				pool_free(e.p, live[i].a, st, false);
+				nlive--;
+				continue;
+			}
+			live[i].seed = seeds++;
+			uint8_t *b = malloc(live[i].n);
+			pattern(b, live[i].n, live[i].seed);
+			fake_kernel_write(&e.f, st, live[i].a, b, live[i].n);
+			free(b);
+			pool_release(e.p, &r, &sp, 1, st);
+			lastst[i] = st;
+		} else if (op < 4) {
+			/* cudaFreeAsync on the stream of the last use (a free on
+			 * another stream would be the application's race), or
+			 * cudaFree, which orders after every stream */
+			int i = (int)(rnd(&s) % (uint64_t)nlive);
+			bool all = rnd(&s) & 1;
+			assert_int_equal(pool_free(e.p, live[i].a, all ? st : lastst[i], all), POOL_OK);
+			live[i] = live[--nlive];
+			lastst[i] = lastst[nlive];
+		} else if (op < 5) {
+			int i = (int)(rnd(&s) % (uint64_t)nlive);
+			pool_status_t ps = pool_offload(e.p, live[i].a, live[i].n);
+			assert_true(ps == POOL_OK || ps == POOL_EINVAL);
+		} else if (op < 8) {
+			/* a kernel that writes (op 5..6) or reads (op 7) one tensor */
+			int i = (int)(rnd(&s) % (uint64_t)nlive);
+			bool w = op < 7;
+			fake_app_order(&e.f, lastst[i], st);
+			pool_ref_t r = { .ptr = live[i].a, .bytes = live[i].n, .write = w };
+			pool_span_t sp;
+			pool_status_t ps = pool_acquire(e.p, &r, 1, st, &sp);
+			if (ps != POOL_OK) {
+				assert_int_equal(ps, POOL_ENOMEM);
+				continue;
+			}
+			if (w) {
+				live[i].seed = seeds++;
+				uint8_t *b = malloc(live[i].n);
+				pattern(b, live[i].n, live[i].seed);
+				fake_kernel_write(&e.f, st, live[i].a, b, live[i].n);
+				free(b);
+			} else if (npend < 64) {
+				pend[npend] = (pending_read_t){ malloc(live[i].n), live[i].n, live[i].seed,
+								live[i].a };
+				fake_kernel_read(&e.f, st, live[i].a, pend[npend].buf, live[i].n);
+				npend++;
+			}
+			pool_release(e.p, &r, &sp, 1, st);
+			lastst[i] = st;
+		} else if (op < 9) {
+			pool_poll(e.p);
+		} else {
+			fake_drain(&e.f);
+			pool_poll(e.p);
+		}
+		if (npend == 64 || it == rounds - 1) {
+			fake_drain(&e.f);
+			for (int k = 0; k < npend; k++) {
+				uint8_t *want = malloc(pend[k].n);
+				pattern(want, pend[k].n, pend[k].seed);
+				for (uint64_t b = 0; b < pend[k].n; b++)
+					if (want[b] != pend[k].buf[b])
+						fail_msg("round %d: a kernel read byte %lu of 0x%lx as 0x%02x, "
+							 "expected 0x%02x (written before it in program order)",
+							 it, (unsigned long)b, (unsigned long)pend[k].a,
+							 pend[k].buf[b], want[b]);
+				free(want);
+				free(pend[k].buf);
+			}
+			npend = 0;
+		}
+		check_clean(&e);
+	}
+	fake_drain(&e.f);
+	for (int i = 0; i < nlive; i++)
+		assert_true(check(&e, live[i].a, live[i].n, live[i].seed));
+	pool_stats_t st = stats(&e);
+	assert_true(st.evictions > 0);
+	assert_true(st.misses > 0);
+	env_close(&e);
+}
+
+static void test_stress_kernels_on_two_streams_in_random_order(void **state)
+{
+	(void)state;
+	stream_stress(7, 3000);
+	stream_stress(12345, 3000);
+}
+
 /* ----------------------------------------------------------------- misc */
 
 static void test_trim_releases_cached_chunks(void **state)
@@ -978,6 +1121,7 @@ int main(void)
 		cmocka_unit_test(test_no_external_fragmentation),
 		cmocka_unit_test(test_stress_random_rounds_against_budget),
 		cmocka_unit_test(test_stress_with_queued_copies),
+		cmocka_unit_test(test_stress_kernels_on_two_streams_in_random_order),
 		cmocka_unit_test(test_trim_releases_cached_chunks),
 		cmocka_unit_test(test_bad_config_is_rejected),
 		cmocka_unit_test(test_two_threads_share_the_pool),
