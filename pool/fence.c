@@ -55,24 +55,29 @@ bool pool_fence_done(pool_t *p, struct fence *f)
 	return f->done;
 }
 
-/* A host wait: only on the reactive path and when reclaiming. */
-void pool_fence_wait(pool_t *p, struct fence *f)
+/* A host wait: only on the reactive path and when reclaiming.  A wait
+ * the device answers with an error (a sticky error) leaves the fence
+ * pending: nothing it guards may be unmapped or reused on its strength. */
+pool_status_t pool_fence_wait(pool_t *p, struct fence *f)
 {
 	if (pool_fence_done(p, f))
-		return;
+		return POOL_OK;
 	uint64_t t0 = p->ops.now_ns(p->ops.ctx);
-	p->ops.fence_wait(p->ops.ctx, f->h);
+	int rc = p->ops.fence_wait(p->ops.ctx, f->h);
 	p->st.stalls++;
 	p->st.stall_ns += p->ops.now_ns(p->ops.ctx) - t0;
+	if (rc)
+		return dev_status(rc);
 	f->done = true;
+	return POOL_OK;
 }
 
 /* Makes `stream` wait for `f` unless stream order already implies it. */
-void pool_stream_after(pool_t *p, void *stream, struct fence *f)
+pool_status_t pool_stream_after(pool_t *p, void *stream, struct fence *f)
 {
 	if (!f || f->done || (!f->all && f->stream == stream))
-		return;
-	p->ops.stream_wait(p->ops.ctx, stream, f->h);
+		return POOL_OK;
+	return dev_status(p->ops.stream_wait(p->ops.ctx, stream, f->h));
 }
 
 void pool_page_set_busy(pool_t *p, struct page *pg, struct fence *f)

@@ -22,7 +22,10 @@ void pool_slot_release(pool_t *p, void *slot, struct fence *f)
 			p->hpend_tail = s;
 			return;
 		}
-		pool_fence_wait(p, f);
+		/* no memory to remember it: a slot whose copy cannot be
+		 * waited for is lost rather than reused under the copy */
+		if (pool_fence_wait(p, f))
+			return;
 	}
 	p->slots[p->nslots++] = slot;   /* capacity covers every slot ever carved */
 }
@@ -33,7 +36,7 @@ void pool_slot_reap(pool_t *p, bool wait_one)
 	while (*pp) {
 		struct slot_pending *s = *pp;
 		if (wait_one) {
-			pool_fence_wait(p, s->f);
+			(void)pool_fence_wait(p, s->f);   /* a failed wait leaves it pending */
 			wait_one = false;
 		}
 		if (!pool_fence_done(p, s->f)) {

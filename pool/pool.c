@@ -55,16 +55,16 @@ static void freed_unlink(pool_t *p, struct alloc *a)
  * fence (a prefetch copy the app never consumed) have completed. */
 static bool range_ready(pool_t *p, struct alloc *a, bool wait)
 {
-	if (wait)
-		pool_fence_wait(p, a->free_fence);
+	if (wait && pool_fence_wait(p, a->free_fence))
+		return false;
 	if (!pool_fence_done(p, a->free_fence))
 		return false;
 	for (uint32_t i = 0; i < a->npages; i++) {
 		struct page *pg = &a->pages[i];
 		if (!pg->busy)
 			continue;
-		if (wait)
-			pool_fence_wait(p, pg->busy);
+		if (wait && pool_fence_wait(p, pg->busy))
+			return false;
 		if (!pool_fence_done(p, pg->busy))
 			return false;
 		pool_page_set_busy(p, pg, NULL);
@@ -247,10 +247,16 @@ void pool_destroy(pool_t *p)
 		return;
 	pthread_mutex_lock(&p->lock);
 	pool_offl_reap(p, false);
-	while (p->offl.head)
-		pool_offl_reap(p, true);
+	while (p->offl.head && pool_offl_reap(p, true))
+		;
+	/* teardown: waits that failed (a dead device) are not retried */
+	while (p->offl.head) {
+		struct page *pg = p->offl.head;
+		list_del(&p->offl, pg);
+		pg->state = PG_RESIDENT;
+	}
 	while (p->freed_head) {
-		range_ready(p, p->freed_head, true);
+		(void)range_ready(p, p->freed_head, true);
 		range_reclaim(p, p->freed_head);
 	}
 	/* live allocations: unmap their pages */
@@ -264,7 +270,7 @@ void pool_destroy(pool_t *p)
 		}
 		for (uint32_t k = 0; k < a->npages; k++) {
 			struct page *pg = &a->pages[k];
-			pool_fence_wait(p, pg->busy);
+			(void)pool_fence_wait(p, pg->busy);   /* teardown: nothing to report to */
 			pool_page_set_busy(p, pg, NULL);
 			if (pg->state == PG_RESIDENT)
 				pool_page_unmap(p, pg);
@@ -275,14 +281,14 @@ void pool_destroy(pool_t *p)
 	while (p->spend_head) {
 		struct small_pending *sp = p->spend_head;
 		p->spend_head = sp->next;
-		pool_fence_wait(p, sp->f);
+		(void)pool_fence_wait(p, sp->f);
 		pool_fence_put(p, sp->f);
 		free(sp);
 	}
 	while (p->hpend_head) {
 		struct slot_pending *s = p->hpend_head;
 		p->hpend_head = s->next;
-		pool_fence_wait(p, s->f);
+		(void)pool_fence_wait(p, s->f);
 		pool_fence_put(p, s->f);
 		free(s);
 	}
@@ -389,9 +395,11 @@ pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_stream
 	for (uint32_t i = 0; i < a->npages; i++) {
 		struct page *pg = &a->pages[i];
 		if (pg->state == PG_OFFLOADING) {
-			/* rare: the app frees what a policy is offloading */
+			/* rare: the app frees what a policy is offloading.  The
+			 * copy may still read the page: its fence stays the
+			 * page's busy one, which the range waits for before it
+			 * is reused or unmapped. */
 			list_del(&p->offl, pg);
-			pool_fence_wait(p, pg->busy);
 			pg->state = PG_RESIDENT;
 		} else {
 			page_unlist(p, pg);
@@ -440,19 +448,24 @@ void pool_poll(pool_t *p)
 
 pool_status_t pool_sync(pool_t *p)
 {
+	pool_status_t st = POOL_OK, w;
 	pthread_mutex_lock(&p->lock);
-	while (p->offl.head)
-		pool_offl_reap(p, true);
+	while (p->offl.head && st == POOL_OK)
+		if (!pool_offl_reap(p, true) && p->offl.head)
+			st = POOL_EDEVICE;   /* the oldest one's wait failed */
 	for (struct alloc *a = p->freed_head; a; a = a->next)
-		range_ready(p, a, true);
+		if (!range_ready(p, a, true) && st == POOL_OK)
+			st = POOL_EDEVICE;
 	for (struct small_pending *sp = p->spend_head; sp; sp = sp->next)
-		pool_fence_wait(p, sp->f);
+		if ((w = pool_fence_wait(p, sp->f)) && st == POOL_OK)
+			st = w;
 	pool_small_reap(p);
 	for (struct slot_pending *s = p->hpend_head; s; s = s->next)
-		pool_fence_wait(p, s->f);
+		if ((w = pool_fence_wait(p, s->f)) && st == POOL_OK)
+			st = w;
 	pool_slot_reap(p, false);
 	pthread_mutex_unlock(&p->lock);
-	return POOL_OK;
+	return st;
 }
 
 void pool_mem_info(pool_t *p, uint64_t *free_bytes, uint64_t *budget)

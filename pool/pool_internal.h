@@ -258,8 +258,8 @@ struct fence *pool_fence_new(pool_t *p, void *stream, bool all, pool_status_t *s
 struct fence *pool_fence_ref(struct fence *f);
 void pool_fence_put(pool_t *p, struct fence *f);
 bool pool_fence_done(pool_t *p, struct fence *f);
-void pool_fence_wait(pool_t *p, struct fence *f);
-void pool_stream_after(pool_t *p, void *stream, struct fence *f);
+pool_status_t pool_fence_wait(pool_t *p, struct fence *f);
+pool_status_t pool_stream_after(pool_t *p, void *stream, struct fence *f);
 void pool_page_set_busy(pool_t *p, struct page *pg, struct fence *f);
 
 /* vrange.c */

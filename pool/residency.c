@@ -18,8 +18,8 @@ static void offload_finish(pool_t *p, struct page *pg)
 bool pool_offl_reap(pool_t *p, bool wait_oldest)
 {
 	bool any = false;
-	if (wait_oldest && p->offl.head)
-		pool_fence_wait(p, p->offl.head->busy);
+	if (wait_oldest && p->offl.head && pool_fence_wait(p, p->offl.head->busy))
+		return false;   /* a failed wait completes nothing */
 	for (struct page *pg = p->offl.head, *nx; pg; pg = nx) {
 		nx = pg->next;
 		if (pool_fence_done(p, pg->busy)) {
@@ -56,9 +56,10 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 				p->host_exhausted = true;
 				continue;
 			}
-			pool_stream_after(p, p->ops.d2h_stream, pg->busy);
-			int rc = p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg),
-						 page_bytes(p, pg->a, pg->idx));
+			/* the copy must follow the page's last use */
+			pool_status_t wst = pool_stream_after(p, p->ops.d2h_stream, pg->busy);
+			int rc = wst ? (int)wst : p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg),
+							       page_bytes(p, pg->a, pg->idx));
 			if (rc) {
 				pool_slot_release(p, pg->host, NULL);
 				pg->host = NULL;
@@ -93,14 +94,29 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 		}
 		return 0;
 	}
-	if (f)
-		pool_fence_wait(p, f);
+	pool_status_t wst = f ? pool_fence_wait(p, f) : POOL_OK;
+	uint32_t done = 0;
 	for (struct page *pg = vict, *nx; pg; pg = nx) {
 		nx = pg->next;
 		pg->next = NULL;
 		/* a copied page's fence f follows its last use; others wait */
-		if (!f || !(pg->flags & PF_MARK))
-			pool_fence_wait(p, pg->busy);
+		if (pg->flags & PF_MARK) {
+			if (wst) {
+				/* The copy may still be queued: the page stays mapped
+				 * and resident, ordered after the copy, which counts
+				 * for nothing (its slot is kept, marked not valid). */
+				pg->flags &= ~(PF_MARK | PF_HOST_VALID);
+				pool_page_set_busy(p, pg, f);
+				list_push_back(&p->lru, pg);
+				p->evict_err = wst;
+				continue;
+			}
+		} else if ((st = pool_fence_wait(p, pg->busy))) {
+			list_push_back(&p->lru, pg);
+			p->evict_err = st;
+			continue;
+		}
+		done++;
 		if (pg->flags & PF_MARK)
 			p->st.bytes_evicted += page_bytes(p, pg->a, pg->idx);
 		else
@@ -126,7 +142,7 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 		     p->ops.d2h_stream);
 	}
 	pool_fence_put(p, f);
-	return n;
+	return done;
 }
 
 /* ------------------------------------------------------ reactive layer */
@@ -239,11 +255,21 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 				continue;
 			if ((st = pool_page_map(p, pg)))
 				continue;
+			uint64_t nb = page_bytes(p, pg->a, pg->idx), moved = 0;
+			int rc = 0;
+			if ((pg->flags & PF_HOST_VALID) &&
+			    (rc = p->ops.copy_h2d(p->ops.ctx, page_va(p, pg), pg->host, nb))) {
+				/* The page would hold a recycled chunk's bytes: unmap
+				 * it again (nothing is queued on it), its bytes stay
+				 * in the host slot. */
+				pool_page_unmap(p, pg);
+				pg->state = PG_HOST;
+				st = dev_status(rc);
+				continue;
+			}
 			stat_add(&p->st.resident, chunk_sz(p));
 			(*nfault)++;
-			uint64_t nb = page_bytes(p, pg->a, pg->idx), moved = 0;
-			if ((pg->flags & PF_HOST_VALID) &&
-			    p->ops.copy_h2d(p->ops.ctx, page_va(p, pg), pg->host, nb) == 0) {
+			if (pg->flags & PF_HOST_VALID) {
 				pg->flags |= PF_COPY;
 				ncopy++;
 				moved = nb;
@@ -256,9 +282,14 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 			     p->ops.h2d_stream);
 		}
 	}
+	/* A failed map or copy above keeps its status: the pages mapped
+	 * before it stay resident, with their copies fenced. */
+	pool_status_t fst = POOL_OK;
 	struct fence *f = NULL;
 	if (ncopy)
-		f = pool_fence_new(p, p->ops.h2d_stream, false, &st);
+		f = pool_fence_new(p, p->ops.h2d_stream, false, &fst);
+	if (st == POOL_OK)
+		st = fst;
 	for (int i = 0; ncopy && i < n; i++) {
 		uint32_t fi, la;
 		if (!as[i])
@@ -274,6 +305,18 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 	}
 	*fout = f;
 	return st;
+}
+
+static void unlock_spans(pool_t *p, struct alloc **as, const pool_span_t *spans, int n)
+{
+	for (int i = 0; i < n; i++) {
+		uint32_t fi, la;
+		if (!as[i])
+			continue;
+		span_pages(p, &spans[i], &fi, &la);
+		for (uint32_t k = fi; k <= la; k++)
+			unlock_page(p, &as[i]->pages[k]);
+	}
 }
 
 pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *stream, pool_span_t *out)
@@ -302,46 +345,37 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 			lock_page(p, &as[i]->pages[k]);
 	}
 	st = fault_in(p, as, out, n, POOL_EV_FAULT_IN, &f, &nfault);
-	if (st) {
-		for (int i = 0; i < n; i++) {
-			uint32_t fi, la;
-			if (!as[i])
-				continue;
-			span_pages(p, &out[i], &fi, &la);
-			for (uint32_t k = fi; k <= la; k++)
-				unlock_page(p, &as[i]->pages[k]);
+	p->st.misses += nfault;
+	/* order the call after the copies and after earlier work on other
+	 * streams (a prefetch, a cancelled offload, another stream's use);
+	 * a call that cannot be ordered does not run */
+	struct fence *last = NULL;
+	for (int i = 0; st == POOL_OK && i < n; i++) {
+		uint32_t fi, la;
+		if (!as[i])
+			continue;
+		span_pages(p, &out[i], &fi, &la);
+		for (uint32_t k = fi; st == POOL_OK && k <= la; k++) {
+			struct page *pg = &as[i]->pages[k];
+			if (pg->busy && pg->busy != last) {
+				st = pool_stream_after(p, stream, pg->busy);
+				last = pg->busy;
+			}
 		}
+	}
+	if (f && st == POOL_OK)
+		st = pool_stream_after(p, stream, f);
+	pool_fence_put(p, f);
+	if (st) {
+		unlock_spans(p, as, out, n);
 		if (st == POOL_ENOMEM || st == POOL_EHOST) {
 			/* a device failure is not an out-of-memory */
 			p->st.oom++;
 			pool_emit(p, POOL_EV_OOM, NULL, 0, 0, 0, stream);
 		}
-		pthread_mutex_unlock(&p->lock);
-		return st;
-	}
-	p->st.misses += nfault;
-	/* order the call after the copies and after earlier work on other
-	 * streams (a prefetch, a cancelled offload, another stream's use) */
-	struct fence *last = NULL;
-	for (int i = 0; i < n; i++) {
-		uint32_t fi, la;
-		if (!as[i])
-			continue;
-		span_pages(p, &out[i], &fi, &la);
-		for (uint32_t k = fi; k <= la; k++) {
-			struct page *pg = &as[i]->pages[k];
-			if (pg->busy && pg->busy != last) {
-				pool_stream_after(p, stream, pg->busy);
-				last = pg->busy;
-			}
-		}
-	}
-	if (f) {
-		pool_stream_after(p, stream, f);
-		pool_fence_put(p, f);
 	}
 	pthread_mutex_unlock(&p->lock);
-	return POOL_OK;
+	return st;
 }
 
 void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, int n, void *stream)
@@ -375,7 +409,7 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 		for (uint32_t k = fi; k <= la; k++) {
 			struct fence *b = as[i]->pages[k].busy;
 			if (b && !b->all && b->stream != stream && !pool_fence_done(p, b))
-				pool_stream_after(p, stream, b);
+				(void)pool_stream_after(p, stream, b);
 		}
 	}
 	struct fence *f = pool_fence_new(p, stream, false, &st);
@@ -445,8 +479,9 @@ pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
 		if ((pg->flags & PF_WRITTEN) && !(pg->flags & PF_HOST_VALID)) {
 			if (!pg->host && (st = pool_slot_get(p, &pg->host)))
 				break;
-			pool_stream_after(p, p->ops.d2h_stream, pg->busy);
 			uint64_t nb = page_bytes(p, a, k);
+			if ((st = pool_stream_after(p, p->ops.d2h_stream, pg->busy)))
+				break;
 			if (p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg), nb)) {
 				st = POOL_EDEVICE;
 				break;

@@ -640,6 +640,140 @@ static void test_use_during_offload_cancels_it(void **state)
 	env_close(&e);
 }
 
+/* ------------------------------------------------------------ error paths */
+
+/* issue 10: a map that fails in the middle of a fault-in whose other pages
+ * were copied back must fail the call.  The status of the failed map was
+ * overwritten by the fence recorded after the copies, and the call went on
+ * with an unmapped page locked. */
+static void test_fault_in_map_failure_after_a_copy_fails_the_call(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 64);
+	uintptr_t a = must_malloc(&e, 2 * CH);
+	put(&e, a, 2 * CH, 31);
+	assert_int_equal(pool_offload(e.p, a, 2 * CH), POOL_OK);
+	assert_int_equal(pool_sync(e.p), POOL_OK);
+	e.f.map_fail_at = e.f.maps + 2;   /* the first page maps and copies, the second fails */
+	pool_ref_t r = { .ptr = a, .bytes = 2 * CH, .write = false };
+	pool_span_t s;
+	pool_status_t st = pool_acquire(e.p, &r, 1, NULL, &s);
+	if (st == POOL_OK) {
+		pool_release(e.p, &r, &s, 1, NULL);
+		fail_msg("fault-in whose second map failed: expected %s, got success (page 2 is %s)",
+			 pool_strerror(POOL_EDEVICE),
+			 fake_is_mapped(&e.f, a + CH) ? "mapped" : "not mapped");
+	}
+	assert_int_equal(st, POOL_EDEVICE);
+	assert_int_equal(pool_page_state(e.p, a + CH), POOL_PAGE_HOST);
+	/* nothing stays locked: both pages can be offloaded again */
+	assert_int_equal(pool_offload(e.p, a, 2 * CH), POOL_OK);
+	assert_int_equal(pool_sync(e.p), POOL_OK);
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+	assert_true(check(&e, a, 2 * CH, 31));
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* issue 10: a host-to-device copy that fails leaves the page holding a
+ * recycled chunk's bytes; it must not be called resident. */
+static void test_fault_in_copy_failure_fails_the_call_and_keeps_the_host_copy(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 64);
+	uintptr_t a = must_malloc(&e, CH);
+	put(&e, a, CH, 32);
+	assert_int_equal(pool_offload(e.p, a, CH), POOL_OK);
+	assert_int_equal(pool_sync(e.p), POOL_OK);
+	e.f.h2d_fail_at = e.f.h2d_copies + 1;
+	pool_ref_t r = { .ptr = a, .bytes = CH, .write = false };
+	pool_span_t s;
+	pool_status_t st = pool_acquire(e.p, &r, 1, NULL, &s);
+	if (st == POOL_OK) {
+		pool_release(e.p, &r, &s, 1, NULL);
+		fail_msg("fault-in whose copy failed: expected %s, got success", pool_strerror(POOL_EDEVICE));
+	}
+	assert_int_equal(st, POOL_EDEVICE);
+	if (pool_page_state(e.p, a) != POOL_PAGE_HOST)
+		fail_msg("page whose copy back failed: expected state host (%d), got %d",
+			 POOL_PAGE_HOST, pool_page_state(e.p, a));
+	assert_true(check(&e, a, CH, 32));
+	assert_int_equal(stats(&e).oom, 0);
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* issue 10: a fence wait that fails (a sticky device error) is not a
+ * completed fence: eviction must not unmap pages whose copy-out may still
+ * be queued, and the failure is the caller's error. */
+static void test_eviction_whose_wait_fails_keeps_pages_mapped(void **state)
+{
+	(void)state;
+	env_t e;
+	uintptr_t c;
+	uint64_t id;
+	env_open(&e, 2, 0, 64);
+	e.f.hold = true;
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	put(&e, a, CH, 33);
+	put(&e, b, CH, 34);
+	e.f.wait_fails = true;
+	pool_status_t st = pool_malloc(e.p, CH, &c, &id);
+	if (st != POOL_EDEVICE)
+		fail_msg("allocation whose eviction wait failed: expected %s, got %s",
+			 pool_strerror(POOL_EDEVICE), pool_strerror(st));
+	check_clean(&e);   /* no unmap under the queued copy */
+	assert_true(fake_is_mapped(&e.f, a));
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_RESIDENT);
+	e.f.wait_fails = false;
+	fake_drain(&e.f);
+	c = must_malloc(&e, CH);
+	put(&e, c, CH, 35);
+	assert_true(check(&e, a, CH, 33));
+	assert_true(check(&e, b, CH, 34));
+	assert_true(check(&e, c, CH, 35));
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* The same for a freed range: reclaiming it needs its free fence, which
+ * follows the application's last kernel on it. */
+static void test_reclaim_whose_wait_fails_keeps_the_freed_range_mapped(void **state)
+{
+	(void)state;
+	env_t e;
+	static int s1;
+	uintptr_t c;
+	uint64_t id;
+	env_open(&e, 4, 0, 64);
+	e.f.hold = true;
+	uintptr_t a = must_malloc(&e, 2 * CH);
+	pool_ref_t r = { .ptr = a, .bytes = 2 * CH, .write = true };
+	pool_span_t s;
+	assert_int_equal(pool_acquire(e.p, &r, 1, &s1, &s), POOL_OK);
+	uint8_t *buf = calloc(1, 2 * CH);
+	fake_kernel_write(&e.f, &s1, a, buf, 2 * CH);
+	free(buf);
+	pool_release(e.p, &r, &s, 1, &s1);
+	assert_int_equal(pool_free(e.p, a, &s1, false), POOL_OK);
+	e.f.wait_fails = true;
+	/* 3 chunks: the free range's two are needed, and its kernel is queued */
+	pool_status_t st = pool_malloc(e.p, 3 * CH, &c, &id);
+	check_clean(&e);
+	if (st == POOL_OK)
+		fail_msg("allocation that needed a freed range whose fence wait failed: expected "
+			 "an error, got success");
+	e.f.wait_fails = false;
+	fake_drain(&e.f);
+	c = must_malloc(&e, 3 * CH);
+	put(&e, c, 3 * CH, 36);
+	assert_true(check(&e, c, 3 * CH, 36));
+	check_clean(&e);
+	env_close(&e);
+}
+
 /* -------------------------------------------------------- unknown extents */
 
 /* A caching allocator reuses an address for a larger tensor without the
@@ -1113,6 +1247,10 @@ int main(void)
 		cmocka_unit_test(test_eviction_keeps_pages_mapped_when_no_fence_follows_the_copy),
 		cmocka_unit_test(test_offload_keeps_page_mapped_when_no_fence_follows_the_copy),
 		cmocka_unit_test(test_device_failure_is_not_reported_as_out_of_memory),
+		cmocka_unit_test(test_fault_in_map_failure_after_a_copy_fails_the_call),
+		cmocka_unit_test(test_fault_in_copy_failure_fails_the_call_and_keeps_the_host_copy),
+		cmocka_unit_test(test_eviction_whose_wait_fails_keeps_pages_mapped),
+		cmocka_unit_test(test_reclaim_whose_wait_fails_keeps_the_freed_range_mapped),
 		cmocka_unit_test(test_offload_completes_only_after_copy),
 		cmocka_unit_test(test_use_during_offload_cancels_it),
 		cmocka_unit_test(test_unknown_extent_is_rest_of_allocation_even_after_a_stated_one),
