@@ -768,6 +768,10 @@ cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 void runtime_stream_destroyed(cudaStream_t stream)
 {
 	stream_forget(stream);
+	/* the pool fences a stream's uses only when something waits for
+	 * them, which it cannot do once the stream is gone */
+	if (runtime_active())
+		pool_stream_destroyed(g_pool, stream);
 }
 
 void runtime_va(uintptr_t *base, uint64_t *size)

@@ -2,19 +2,19 @@
  * (ops.host_alloc, host_block bytes at a time, capped by host_limit)
  * that hold the bytes of offloaded and evicted pages.  A slot released
  * while a copy still reads or writes it waits on a pending list until the
- * copy's fence completes.
+ * copy's mark completes.
  */
 #include "pool/pool_internal.h"
 
-void pool_slot_release(pool_t *p, void *slot, struct fence *f)
+void pool_slot_release(pool_t *p, void *slot, struct mark m)
 {
 	stat_sub(&p->st.host, chunk_sz(p));
-	if (f && !f->done) {
+	if (!mark_known_done(m)) {
 		struct slot_pending *s = malloc(sizeof(*s));
 		if (s) {
 			s->next = NULL;
 			s->p = slot;
-			s->f = pool_fence_ref(f);
+			s->m = m;
 			if (p->hpend_tail)
 				p->hpend_tail->next = s;
 			else
@@ -24,7 +24,7 @@ void pool_slot_release(pool_t *p, void *slot, struct fence *f)
 		}
 		/* no memory to remember it: a slot whose copy cannot be
 		 * waited for is lost rather than reused under the copy */
-		if (pool_fence_wait(p, f))
+		if (pool_mark_wait(p, m))
 			return;
 	}
 	p->slots[p->nslots++] = slot;   /* capacity covers every slot ever carved */
@@ -36,17 +36,16 @@ void pool_slot_reap(pool_t *p, bool wait_one)
 	while (*pp) {
 		struct slot_pending *s = *pp;
 		if (wait_one) {
-			(void)pool_fence_wait(p, s->f);   /* a failed wait leaves it pending */
+			(void)pool_mark_wait(p, s->m);   /* a failed wait leaves it pending */
 			wait_one = false;
 		}
-		if (!pool_fence_done(p, s->f)) {
+		if (!pool_mark_done(p, s->m)) {
 			last = s;
 			pp = &s->next;
 			continue;
 		}
 		*pp = s->next;
 		p->slots[p->nslots++] = s->p;
-		pool_fence_put(p, s->f);
 		free(s);
 	}
 	p->hpend_tail = last;

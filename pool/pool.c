@@ -52,25 +52,27 @@ static void freed_unlink(pool_t *p, struct alloc *a)
 }
 
 /* A freed range is reusable when its free fence and every page's last
- * fence (a prefetch copy the app never consumed) have completed. */
+ * use (another stream's, a prefetch copy the app never consumed, an
+ * offload's copy) have completed. */
 static bool range_ready(pool_t *p, struct alloc *a, bool wait)
 {
-	if (wait && pool_fence_wait(p, a->free_fence))
+	if (wait && (pool_fence_wait(p, a->free_fence) || pool_mark_wait(p, a->free_mark)))
 		return false;
-	if (!pool_fence_done(p, a->free_fence))
+	if (!pool_fence_done(p, a->free_fence) || !pool_mark_done(p, a->free_mark))
 		return false;
 	for (uint32_t i = 0; i < a->npages; i++) {
 		struct page *pg = &a->pages[i];
-		if (!pg->busy)
+		if (!pg->busy.tl)
 			continue;
-		if (wait && pool_fence_wait(p, pg->busy))
+		if (wait && pool_mark_wait(p, pg->busy))
 			return false;
-		if (!pool_fence_done(p, pg->busy))
+		if (!pool_mark_done(p, pg->busy))
 			return false;
-		pool_page_set_busy(p, pg, NULL);
+		pg->busy.tl = NULL;
 	}
 	pool_fence_put(p, a->free_fence);
 	a->free_fence = NULL;
+	a->free_mark.tl = NULL;
 	return true;
 }
 
@@ -236,6 +238,15 @@ pool_status_t pool_create(const pool_config_t *cfg, const pool_ops_t *ops, pool_
 	p->vfree[0].len = p->npages_va;
 	p->nvfree = 1;
 	pool_small_init(p);
+	if (pool_tl_init(p)) {
+		pool_tl_fini(p);
+		p->ops.va_release(p->ops.ctx, p->base, c.va_size);
+		free(p->vmap);
+		free(p->cache);
+		free(p->vfree);
+		free(p);
+		return POOL_ENOMEM;
+	}
 	pthread_mutex_init(&p->lock, NULL);
 	*out = p;
 	return POOL_OK;
@@ -270,8 +281,8 @@ void pool_destroy(pool_t *p)
 		}
 		for (uint32_t k = 0; k < a->npages; k++) {
 			struct page *pg = &a->pages[k];
-			(void)pool_fence_wait(p, pg->busy);   /* teardown: nothing to report to */
-			pool_page_set_busy(p, pg, NULL);
+			(void)pool_mark_wait(p, pg->busy);   /* teardown: nothing to report to */
+			pg->busy.tl = NULL;
 			if (pg->state == PG_RESIDENT)
 				pool_page_unmap(p, pg);
 		}
@@ -282,16 +293,17 @@ void pool_destroy(pool_t *p)
 		struct small_pending *sp = p->spend_head;
 		p->spend_head = sp->next;
 		(void)pool_fence_wait(p, sp->f);
+		(void)pool_mark_wait(p, sp->m);
 		pool_fence_put(p, sp->f);
 		free(sp);
 	}
 	while (p->hpend_head) {
 		struct slot_pending *s = p->hpend_head;
 		p->hpend_head = s->next;
-		(void)pool_fence_wait(p, s->f);
-		pool_fence_put(p, s->f);
+		(void)pool_mark_wait(p, s->m);
 		free(s);
 	}
+	pool_tl_fini(p);
 	for (uint32_t i = 0; i < p->ncache; i++)
 		p->ops.chunk_release(p->ops.ctx, p->cache[i]);
 	for (uint32_t i = 0; i < p->nhblocks; i++)
@@ -388,9 +400,17 @@ pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_stream
 	}
 	if (a->freed || a->base != addr)
 		goto out;
-	struct fence *f = pool_fence_new(p, stream, all_streams, &st);
-	if (!f)
-		goto out;
+	/* cudaFree orders after every stream: a fence now.  cudaFreeAsync
+	 * after its own stream: a position on it, fenced when reuse needs to
+	 * know. */
+	struct fence *f = NULL;
+	struct mark fm = { 0 };
+	if (all_streams) {
+		if (!(f = pool_fence_new(p, stream, true, &st)))
+			goto out;
+	} else {
+		fm = pool_mark_now(p, pool_tl(p, stream));
+	}
 	uint64_t resident = 0;
 	for (uint32_t i = 0; i < a->npages; i++) {
 		struct page *pg = &a->pages[i];
@@ -417,6 +437,7 @@ pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_stream
 	}
 	a->freed = true;
 	a->free_fence = f;
+	a->free_mark = fm;
 	a->prev = p->freed_tail;
 	a->next = NULL;
 	if (p->freed_tail)
@@ -457,11 +478,11 @@ pool_status_t pool_sync(pool_t *p)
 		if (!range_ready(p, a, true) && st == POOL_OK)
 			st = POOL_EDEVICE;
 	for (struct small_pending *sp = p->spend_head; sp; sp = sp->next)
-		if ((w = pool_fence_wait(p, sp->f)) && st == POOL_OK)
+		if (((w = pool_fence_wait(p, sp->f)) || (w = pool_mark_wait(p, sp->m))) && st == POOL_OK)
 			st = w;
 	pool_small_reap(p);
 	for (struct slot_pending *s = p->hpend_head; s; s = s->next)
-		if ((w = pool_fence_wait(p, s->f)) && st == POOL_OK)
+		if ((w = pool_mark_wait(p, s->m)) && st == POOL_OK)
 			st = w;
 	pool_slot_reap(p, false);
 	pthread_mutex_unlock(&p->lock);

@@ -178,6 +178,12 @@ pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *
  * completed.  POOL_EINVAL for an address the pool did not hand out. */
 pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_streams);
 
+/* The application is about to destroy `stream`: the pool records one
+ * fence there covering every use it has not fenced yet (it records fences
+ * only when something waits, and cannot on a destroyed stream).  Call
+ * before the real destroy. */
+void pool_stream_destroyed(pool_t *p, void *stream);
+
 /* True when `a` is inside the reserved range (no lock: the range is fixed). */
 bool pool_owns(const pool_t *p, uintptr_t a);
 

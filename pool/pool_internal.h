@@ -53,13 +53,49 @@ enum {
 	PF_COPY = 32u,       /* scratch: copied back by the current fault-in */
 };
 
+struct tl;
+
+/* A recorded fence (ops.fence_record): done once seen complete. */
 struct fence {
 	void *h;
 	void *stream;
+	struct tl *tl;       /* the timeline it covers a prefix of; NULL for a free's fence */
+	uint64_t seq;        /* covers positions <= seq of tl */
 	uint32_t refs;
 	bool done;
 	bool all;
 	struct fence *next;  /* free list */
+};
+
+/* A stream as the pool sees it (fence.c): a timeline of positions.  A
+ * position is handed out after the work it stands for was issued (a
+ * call's use of its pages, a batch of copies, a free), so a fence
+ * recorded on the stream at any later time covers it.  Fences are
+ * recorded only when something must wait for a position, never per call
+ * (issue 14: an event per hooked call cost ~1-2 us). */
+#define TL_RING 8
+#define TL_WAITED 4
+struct tl {
+	struct tl *next;     /* every timeline, p->tls */
+	void *stream;
+	uint64_t seq;        /* the last position handed out */
+	uint64_t done;       /* every position <= done has completed */
+	struct fence *ring[TL_RING];  /* recorded, oldest first, seq ascending */
+	uint32_t nring;
+	bool all;            /* p->tl_all: fences are recorded on every stream */
+	bool dead;           /* the stream was destroyed: nothing more can be recorded */
+	struct {             /* this stream already waits for tl's positions <= seq */
+		struct tl *tl;
+		uint64_t seq;
+	} waited[TL_WAITED];
+	uint32_t waited_next;
+};
+
+/* A position on a timeline: the work queued there up to it.  tl NULL:
+ * nothing pending. */
+struct mark {
+	struct tl *tl;
+	uint64_t seq;
 };
 
 struct alloc;
@@ -69,7 +105,7 @@ struct page {
 	struct alloc *a;
 	uint64_t chunk;      /* physical handle while mapped */
 	void *host;          /* host slot, or NULL */
-	struct fence *busy;  /* all queued work on this page is done after it */
+	struct mark busy;    /* all queued work on this page is done after it */
 	uint32_t idx;
 	uint16_t locks;
 	uint8_t state;
@@ -91,7 +127,8 @@ struct alloc {
 	uint32_t npages;
 	uint8_t kind;
 	bool freed;
-	struct fence *free_fence;
+	struct fence *free_fence;    /* cudaFree: recorded on every stream at free time */
+	struct mark free_mark;       /* cudaFreeAsync: the position of the free on its stream */
 	struct page *pages;          /* large: npages entries */
 	/* slab */
 	uint64_t chunk;
@@ -104,13 +141,14 @@ struct small_pending {
 	struct small_pending *next;
 	struct alloc *slab;
 	uint32_t idx;
-	struct fence *f;
+	struct fence *f;             /* a free on every stream */
+	struct mark m;               /* a free on one stream */
 };
 
 struct slot_pending {
 	struct slot_pending *next;
 	void *p;
-	struct fence *f;
+	struct mark m;
 };
 
 struct vext {
@@ -151,6 +189,11 @@ struct pool {
 	uint32_t nhblocks, caphblocks;
 	uint64_t host_allocated;
 	struct fence *fence_free;
+	/* timelines (fence.c) */
+	struct tl *tls;
+	struct tl *tl_last;          /* the one found last: most calls use one stream */
+	struct tl *tl_d2h, *tl_h2d;  /* the pool's copy streams */
+	struct tl *tl_all;           /* every stream: the fallback */
 	pool_stats_t st;
 	bool host_exhausted;         /* last eviction failed for lack of host memory */
 	pool_status_t evict_err;     /* last eviction failed on a device operation */
@@ -253,14 +296,39 @@ void pool_emit(pool_t *p, pool_event_kind_t kind, const struct alloc *a,
 void pool_alloc_destroy(struct alloc *a);
 bool pool_freed_reclaim_one(pool_t *p, bool wait);
 
-/* fence.c */
+/* fence.c: fences, timelines and marks */
 struct fence *pool_fence_new(pool_t *p, void *stream, bool all, pool_status_t *st);
 struct fence *pool_fence_ref(struct fence *f);
 void pool_fence_put(pool_t *p, struct fence *f);
 bool pool_fence_done(pool_t *p, struct fence *f);
 pool_status_t pool_fence_wait(pool_t *p, struct fence *f);
-pool_status_t pool_stream_after(pool_t *p, void *stream, struct fence *f);
-void pool_page_set_busy(pool_t *p, struct page *pg, struct fence *f);
+/* Sets up the copy streams' and the all-streams timelines; frees them all. */
+pool_status_t pool_tl_init(pool_t *p);
+void pool_tl_fini(pool_t *p);
+/* The timeline of `stream`, created on first use (never NULL: tl_all
+ * when the host has no memory for one). */
+struct tl *pool_tl(pool_t *p, void *stream);
+/* A new position on tl: everything issued on its stream until now. */
+struct mark pool_mark_now(pool_t *p, struct tl *tl);
+/* True when m has completed (known, or learned by querying a fence,
+ * recording one if none covers m yet; a failed record answers false). */
+bool pool_mark_done(pool_t *p, struct mark m);
+static inline bool mark_known_done(struct mark m)
+{
+	return !m.tl || m.seq <= m.tl->done;
+}
+/* A fence that covers m (the ring's, or recorded now); NULL when m is
+ * done, or on failure with *st set.  Borrowed: the ring holds it. */
+struct fence *pool_mark_fence(pool_t *p, struct mark m, pool_status_t *st);
+/* Host wait for m. */
+pool_status_t pool_mark_wait(pool_t *p, struct mark m);
+/* Makes `stream` (timeline me, as pool_tl answered for it) wait for m
+ * unless stream order or an earlier wait already implies it. */
+pool_status_t pool_stream_after(pool_t *p, struct tl *me, void *stream, struct mark m);
+static inline bool mark_same(struct mark a, struct mark b)
+{
+	return a.tl == b.tl && a.seq == b.seq;
+}
 
 /* vrange.c */
 void pool_va_give(pool_t *p, uint64_t start, uint64_t n);
@@ -268,7 +336,7 @@ void pool_vmap_set(pool_t *p, struct alloc *a, uint64_t npages, struct alloc *v)
 pool_status_t pool_va_alloc(pool_t *p, uint64_t npages, uint64_t *start);
 
 /* host.c */
-void pool_slot_release(pool_t *p, void *slot, struct fence *f);
+void pool_slot_release(pool_t *p, void *slot, struct mark m);
 void pool_slot_reap(pool_t *p, bool wait_one);
 pool_status_t pool_slot_get(pool_t *p, void **out);
 

@@ -2,27 +2,33 @@
  * eviction (SuperNeurons Alg. 2), fault-in before a call (the reactive
  * layer), and the policies' explicit offload and prefetch (vDNN §III).
  * docs/pool.md has the page states and their transitions.
+ *
+ * Every page remembers the mark of its last use (fence.c): a call's
+ * position on its stream, or the position of the copies that moved it.
+ * Whatever must follow that use - a copy-out, a use on another stream,
+ * an unmap - waits for the mark, which records a fence on the mark's
+ * stream only then.
  */
 #include "pool/pool_internal.h"
 
-/* An offload (explicit) whose fence completed: unmap, keep the host copy. */
+/* An offload (explicit) whose copy completed: unmap, keep the host copy. */
 static void offload_finish(pool_t *p, struct page *pg)
 {
 	list_del(&p->offl, pg);
 	pool_page_unmap(p, pg);
 	stat_sub(&p->st.resident, chunk_sz(p));
 	pg->state = (pg->flags & PF_HOST_VALID) ? PG_HOST : PG_RELEASED;
-	pool_page_set_busy(p, pg, NULL);
+	pg->busy.tl = NULL;
 }
 
 bool pool_offl_reap(pool_t *p, bool wait_oldest)
 {
 	bool any = false;
-	if (wait_oldest && p->offl.head && pool_fence_wait(p, p->offl.head->busy))
+	if (wait_oldest && p->offl.head && pool_mark_wait(p, p->offl.head->busy))
 		return false;   /* a failed wait completes nothing */
 	for (struct page *pg = p->offl.head, *nx; pg; pg = nx) {
 		nx = pg->next;
-		if (pool_fence_done(p, pg->busy)) {
+		if (pool_mark_done(p, pg->busy)) {
 			offload_finish(p, pg);
 			any = true;
 		}
@@ -34,10 +40,12 @@ bool pool_offl_reap(pool_t *p, bool wait_oldest)
 
 /* SuperNeurons Alg. 2, LRU.out: evicts unlocked least-recently-used
  * pages until `need` chunks were returned to the cache.  Dirty pages are
- * copied to host on the D2H stream after their last use; clean ones (a
+ * copied to host on the D2H stream after their last use (a fence is
+ * recorded on the use's stream now, which follows it); clean ones (a
  * valid host copy, or never written) are dropped without a copy.  The
  * host then waits for the copies before unmapping: unmapping a range a
- * copy still reads would fault.  Returns the number of pages evicted. */
+ * copy still reads would fault.  A wait the device refuses keeps the
+ * page mapped and resident.  Returns the number of pages evicted. */
 uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 {
 	struct page *vict = NULL, **tail = &vict;
@@ -57,11 +65,11 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 				continue;
 			}
 			/* the copy must follow the page's last use */
-			pool_status_t wst = pool_stream_after(p, p->ops.d2h_stream, pg->busy);
-			int rc = wst ? (int)wst : p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg),
-							       page_bytes(p, pg->a, pg->idx));
+			st = pool_stream_after(p, p->tl_d2h, p->ops.d2h_stream, pg->busy);
+			int rc = st ? (int)st : p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg),
+							      page_bytes(p, pg->a, pg->idx));
 			if (rc) {
-				pool_slot_release(p, pg->host, NULL);
+				pool_slot_release(p, pg->host, (struct mark){ 0 });
 				pg->host = NULL;
 				p->evict_err = dev_status(rc);
 				break;
@@ -77,41 +85,25 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 	}
 	if (!n)
 		return 0;
-	struct fence *f = ncopy ? pool_fence_new(p, p->ops.d2h_stream, false, &st) : NULL;
-	if (ncopy && !f) {
-		/* The copies are queued but nothing tells when they finish:
-		 * unmapping now could pull the pages out from under them.  Keep
-		 * every victim mapped and resident, back at the cold end of the
-		 * LRU.  A copied page keeps its slot, marked not valid: a later
-		 * copy into it is on the same D2H stream, so after this one. */
-		p->evict_err = st;
-		for (struct page *pg = vict, *nx; pg; pg = nx) {
-			nx = pg->next;
-			pg->next = NULL;
-			if (pg->flags & PF_MARK)
-				pg->flags &= ~(PF_MARK | PF_HOST_VALID);
-			list_push_back(&p->lru, pg);
-		}
-		return 0;
-	}
-	pool_status_t wst = f ? pool_fence_wait(p, f) : POOL_OK;
+	struct mark m = ncopy ? pool_mark_now(p, p->tl_d2h) : (struct mark){ 0 };
+	pool_status_t wst = pool_mark_wait(p, m);
 	uint32_t done = 0;
 	for (struct page *pg = vict, *nx; pg; pg = nx) {
 		nx = pg->next;
 		pg->next = NULL;
-		/* a copied page's fence f follows its last use; others wait */
 		if (pg->flags & PF_MARK) {
+			/* the copy follows the page's last use: m covers both */
+			pg->busy = m;
 			if (wst) {
 				/* The copy may still be queued: the page stays mapped
 				 * and resident, ordered after the copy, which counts
 				 * for nothing (its slot is kept, marked not valid). */
 				pg->flags &= ~(PF_MARK | PF_HOST_VALID);
-				pool_page_set_busy(p, pg, f);
 				list_push_back(&p->lru, pg);
 				p->evict_err = wst;
 				continue;
 			}
-		} else if ((st = pool_fence_wait(p, pg->busy))) {
+		} else if ((st = pool_mark_wait(p, pg->busy))) {
 			list_push_back(&p->lru, pg);
 			p->evict_err = st;
 			continue;
@@ -129,19 +121,18 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 		} else {
 			pg->state = PG_RELEASED;
 			if (pg->host) {
-				pool_slot_release(p, pg->host, NULL);
+				pool_slot_release(p, pg->host, (struct mark){ 0 });
 				pg->host = NULL;
 				pg->flags &= ~PF_HOST_VALID;
 			}
 		}
-		pool_page_set_busy(p, pg, NULL);
+		pg->busy.tl = NULL;
 		p->st.evictions++;
 		pool_emit(p, POOL_EV_EVICT, pg->a, (uint64_t)pg->idx * chunk_sz(p),
-		     page_bytes(p, pg->a, pg->idx),
-		     (pg->flags & PF_WRITTEN) ? page_bytes(p, pg->a, pg->idx) : 0,
-		     p->ops.d2h_stream);
+			  page_bytes(p, pg->a, pg->idx),
+			  (pg->flags & PF_WRITTEN) ? page_bytes(p, pg->a, pg->idx) : 0,
+			  p->ops.d2h_stream);
 	}
-	pool_fence_put(p, f);
 	return done;
 }
 
@@ -195,7 +186,7 @@ static void lock_page(pool_t *p, struct page *pg)
 	if (pg->state == PG_OFFLOADING) {
 		/* used again before its offload finished: cancel it; the copy in
 		 * flight stays valid as long as the page is not written, and the
-		 * user's stream waits for it (pool_stream_after in acquire) */
+		 * user's stream waits for it (its mark is the page's busy one) */
 		list_del(&p->offl, pg);
 		pg->state = PG_RESIDENT;
 	} else if (pg->flags & PF_LISTED) {
@@ -217,15 +208,16 @@ static void span_pages(const pool_t *p, const pool_span_t *s, uint32_t *first, u
 }
 
 /* Maps every non-resident page among the locked ones and copies back the
- * bytes of those that have them, on the H2D stream; returns the fence of
- * the copies (NULL when none) with *nfault pages faulted. */
+ * bytes of those that have them, on the H2D stream; the copied pages'
+ * busy mark becomes the copies' position on the H2D stream.  *nfault:
+ * pages faulted.  A failed map or copy is returned; pages mapped before
+ * it stay resident, and a page whose copy failed goes back to host. */
 static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *spans, int n,
-			      pool_event_kind_t kind, struct fence **fout, uint32_t *nfault)
+			      pool_event_kind_t kind, uint32_t *nfault)
 {
 	uint32_t need = 0, ncopy = 0;
 	pool_status_t st;
 
-	*fout = NULL;
 	*nfault = 0;
 	for (int i = 0; i < n; i++) {
 		uint32_t f, l;
@@ -240,6 +232,8 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 			}
 		}
 	}
+	if (!need)
+		return POOL_OK;
 	st = pool_ensure_chunks(p, need);
 	for (int i = 0; i < n; i++) {
 		uint32_t f, l;
@@ -279,31 +273,25 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 					p->st.bytes_faulted_in += nb;
 			}
 			pool_emit(p, kind, pg->a, (uint64_t)pg->idx * chunk_sz(p), nb, moved,
-			     p->ops.h2d_stream);
+				  p->ops.h2d_stream);
 		}
 	}
-	/* A failed map or copy above keeps its status: the pages mapped
-	 * before it stay resident, with their copies fenced. */
-	pool_status_t fst = POOL_OK;
-	struct fence *f = NULL;
-	if (ncopy)
-		f = pool_fence_new(p, p->ops.h2d_stream, false, &fst);
-	if (st == POOL_OK)
-		st = fst;
-	for (int i = 0; ncopy && i < n; i++) {
+	if (!ncopy)
+		return st;
+	struct mark m = pool_mark_now(p, p->tl_h2d);
+	for (int i = 0; i < n; i++) {
 		uint32_t fi, la;
 		if (!as[i])
 			continue;
 		span_pages(p, &spans[i], &fi, &la);
 		for (uint32_t k = fi; k <= la; k++) {
 			struct page *pg = &as[i]->pages[k];
-			if (!(pg->flags & PF_COPY))
-				continue;
-			pg->flags &= ~PF_COPY;
-			pool_page_set_busy(p, pg, f);
+			if (pg->flags & PF_COPY) {
+				pg->flags &= ~PF_COPY;
+				pg->busy = m;
+			}
 		}
 	}
-	*fout = f;
 	return st;
 }
 
@@ -323,7 +311,6 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 {
 	struct alloc *as[n > 0 ? n : 1];
 	pool_status_t st;
-	struct fence *f;
 	uint32_t nfault;
 	bool any = false;
 
@@ -344,12 +331,15 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 		for (uint32_t k = fi; k <= la; k++)
 			lock_page(p, &as[i]->pages[k]);
 	}
-	st = fault_in(p, as, out, n, POOL_EV_FAULT_IN, &f, &nfault);
+	st = fault_in(p, as, out, n, POOL_EV_FAULT_IN, &nfault);
 	p->st.misses += nfault;
-	/* order the call after the copies and after earlier work on other
-	 * streams (a prefetch, a cancelled offload, another stream's use);
-	 * a call that cannot be ordered does not run */
-	struct fence *last = NULL;
+	/* Order the call after the copies and after earlier work on other
+	 * streams (a prefetch, a cancelled offload, another stream's use).
+	 * The same stream's earlier uses are ordered by the stream itself: in
+	 * the common case nothing is recorded or waited.  A call that cannot
+	 * be ordered does not run. */
+	struct tl *tl = pool_tl(p, stream);
+	struct mark last = { 0 };
 	for (int i = 0; st == POOL_OK && i < n; i++) {
 		uint32_t fi, la;
 		if (!as[i])
@@ -357,15 +347,12 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 		span_pages(p, &out[i], &fi, &la);
 		for (uint32_t k = fi; st == POOL_OK && k <= la; k++) {
 			struct page *pg = &as[i]->pages[k];
-			if (pg->busy && pg->busy != last) {
-				st = pool_stream_after(p, stream, pg->busy);
+			if (pg->busy.tl && !mark_same(pg->busy, last)) {
+				st = pool_stream_after(p, tl, stream, pg->busy);
 				last = pg->busy;
 			}
 		}
 	}
-	if (f && st == POOL_OK)
-		st = pool_stream_after(p, stream, f);
-	pool_fence_put(p, f);
 	if (st) {
 		unlock_spans(p, as, out, n);
 		if (st == POOL_ENOMEM || st == POOL_EHOST) {
@@ -381,8 +368,7 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, int n, void *stream)
 {
 	struct alloc *as[n > 0 ? n : 1];
-	bool any = false;
-	pool_status_t st;
+	bool any = false, unordered = false;
 
 	pthread_mutex_lock(&p->lock);
 	for (int i = 0; i < n; i++) {
@@ -400,19 +386,25 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 		return;
 	}
 	/* Two threads may use one page on two streams concurrently; the new
-	 * use fence must dominate both, so this stream waits for the other's. */
+	 * use mark must dominate both, so this stream waits for the other's
+	 * use (acquire already made it wait for what was there then). */
+	struct tl *tl = pool_tl(p, stream);
 	for (int i = 0; i < n; i++) {
 		uint32_t fi, la;
 		if (!as[i])
 			continue;
 		span_pages(p, &spans[i], &fi, &la);
 		for (uint32_t k = fi; k <= la; k++) {
-			struct fence *b = as[i]->pages[k].busy;
-			if (b && !b->all && b->stream != stream && !pool_fence_done(p, b))
-				(void)pool_stream_after(p, stream, b);
+			struct mark b = as[i]->pages[k].busy;
+			if (b.tl && b.tl != tl && !mark_known_done(b) &&
+			    pool_stream_after(p, tl, stream, b))
+				unordered = true;
 		}
 	}
-	struct fence *f = pool_fence_new(p, stream, false, &st);
+	/* The use is this stream's next position: no fence now (issue 14).
+	 * If the stream could not be made to wait for the other use, the
+	 * pages wait for every stream instead. */
+	struct mark m = pool_mark_now(p, unordered ? p->tl_all : tl);
 	for (int i = 0; i < n; i++) {
 		uint32_t fi, la;
 		if (!as[i])
@@ -424,18 +416,16 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 				pg->flags |= PF_WRITTEN;
 				if (pg->host) {
 					/* the host copy is stale; the slot may still be
-					 * read by the fault-in copy, which f follows */
-					pool_slot_release(p, pg->host, f ? f : pg->busy);
+					 * read by the fault-in copy, which m follows */
+					pool_slot_release(p, pg->host, m);
 					pg->host = NULL;
 					pg->flags &= ~PF_HOST_VALID;
 				}
 			}
-			if (f)
-				pool_page_set_busy(p, pg, f);
+			pg->busy = m;
 			unlock_page(p, pg);
 		}
 	}
-	pool_fence_put(p, f);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -459,10 +449,9 @@ static struct alloc *range_alloc(pool_t *p, uintptr_t addr, uint64_t bytes, pool
 pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
 {
 	pool_span_t s;
-	pool_status_t st = POOL_OK, fst = POOL_OK;
+	pool_status_t st = POOL_OK;
 	uint32_t fi, la, ncopy = 0, nsel = 0;
 	uint64_t moved = 0;
-	struct fence *f = NULL;
 
 	pthread_mutex_lock(&p->lock);
 	struct alloc *a = range_alloc(p, addr, bytes, &s);
@@ -480,7 +469,7 @@ pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
 			if (!pg->host && (st = pool_slot_get(p, &pg->host)))
 				break;
 			uint64_t nb = page_bytes(p, a, k);
-			if ((st = pool_stream_after(p, p->ops.d2h_stream, pg->busy)))
+			if ((st = pool_stream_after(p, p->tl_d2h, p->ops.d2h_stream, pg->busy)))
 				break;
 			if (p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg), nb)) {
 				st = POOL_EDEVICE;
@@ -493,8 +482,17 @@ pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
 		pg->flags |= PF_SEL;
 		nsel++;
 	}
-	if (ncopy)
-		f = pool_fence_new(p, p->ops.d2h_stream, false, &fst);
+	/* The pages are unmapped once the copies (or, for clean pages, their
+	 * last use) completed: pool_poll, or on demand.  The copies' fence is
+	 * recorded now so that the first poll after them can tell; if it
+	 * cannot be, a later poll records it (the pages stay mapped). */
+	struct mark m = { 0 };
+	if (ncopy) {
+		pool_status_t fst;
+		m = pool_mark_now(p, p->tl_d2h);
+		if (!pool_mark_fence(p, m, &fst) && fst && st == POOL_OK)
+			st = fst;
+	}
 	for (uint32_t k = fi; k <= la; k++) {
 		struct page *pg = &a->pages[k];
 		if (!(pg->flags & PF_SEL))
@@ -502,35 +500,24 @@ pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
 		pg->flags &= ~PF_SEL;
 		if (pg->flags & PF_MARK) {
 			pg->flags &= ~PF_MARK;
-			if (!f) {
-				/* The copy is queued but no fence tells when it
-				 * ends: the page must stay mapped.  It stays
-				 * resident with its slot marked not valid (a later
-				 * copy into the slot is on the same D2H stream). */
-				pg->flags &= ~PF_HOST_VALID;
-				moved -= page_bytes(p, a, k);
-				continue;
-			}
-			pool_page_set_busy(p, pg, f);
+			pg->busy = m;
 		}
 		list_del(&p->lru, pg);
 		pg->state = PG_OFFLOADING;
 		list_push_back(&p->offl, pg);
 		p->st.offloads++;
 	}
-	pool_fence_put(p, f);
 	p->st.bytes_offloaded += moved;
 	if (nsel)
 		pool_emit(p, POOL_EV_OFFLOAD, a, s.offset, s.bytes, moved, p->ops.d2h_stream);
 	pthread_mutex_unlock(&p->lock);
-	return st ? st : fst;
+	return st;
 }
 
 pool_status_t pool_prefetch(pool_t *p, uintptr_t addr, uint64_t bytes)
 {
 	pool_span_t s;
 	uint32_t fi, la, nfault;
-	struct fence *f;
 
 	pthread_mutex_lock(&p->lock);
 	struct alloc *a = range_alloc(p, addr, bytes, &s);
@@ -541,13 +528,10 @@ pool_status_t pool_prefetch(pool_t *p, uintptr_t addr, uint64_t bytes)
 	span_pages(p, &s, &fi, &la);
 	for (uint32_t k = fi; k <= la; k++)
 		lock_page(p, &a->pages[k]);
-	pool_status_t st = fault_in(p, &a, &s, 1, POOL_EV_PREFETCH, &f, &nfault);
-	for (uint32_t k = fi; k <= la; k++) {
+	pool_status_t st = fault_in(p, &a, &s, 1, POOL_EV_PREFETCH, &nfault);
+	for (uint32_t k = fi; k <= la; k++)
 		unlock_page(p, &a->pages[k]);
-	}
-	if (st == POOL_OK)
-		p->st.prefetches += nfault;
-	pool_fence_put(p, f);
+	p->st.prefetches += nfault;
 	pthread_mutex_unlock(&p->lock);
 	return st;
 }

@@ -63,7 +63,7 @@ void pool_small_reap(pool_t *p)
 	struct small_pending **pp = &p->spend_head, *last = NULL;
 	while (*pp) {
 		struct small_pending *sp = *pp;
-		if (!pool_fence_done(p, sp->f)) {
+		if (!pool_fence_done(p, sp->f) || !pool_mark_done(p, sp->m)) {
 			last = sp;
 			pp = &sp->next;
 			continue;
@@ -167,8 +167,11 @@ pool_status_t pool_small_free(pool_t *p, struct alloc *s, uintptr_t addr, void *
 	struct small_pending *sp = malloc(sizeof(*sp));
 	if (!sp)
 		return POOL_ENOMEM;
-	sp->f = pool_fence_new(p, stream, all, &st);
-	if (!sp->f) {
+	sp->f = NULL;
+	sp->m = (struct mark){ 0 };
+	if (!all)
+		sp->m = pool_mark_now(p, pool_tl(p, stream));
+	else if (!(sp->f = pool_fence_new(p, stream, true, &st))) {
 		free(sp);
 		return st;
 	}

@@ -134,6 +134,10 @@ static bool step(fake_t *f)
 	fake_stream_t *s = cand[0];
 	if (f->shuffle && f->hold) {
 		s = cand[rnd(f) % (uint64_t)n];
+	} else if (f->newest_first && f->hold) {
+		for (int i = 1; i < n; i++)
+			if (cand[i]->head->seq > s->head->seq)
+				s = cand[i];
 	} else {
 		for (int i = 1; i < n; i++)
 			if (cand[i]->head->seq < s->head->seq)

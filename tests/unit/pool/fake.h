@@ -12,8 +12,9 @@
  * when the fence it waits for has completed.  With hold unset every
  * operation runs as soon as it can (a synchronous device).  With hold set
  * nothing runs until a fence is waited on or the test calls fake_drain,
- * and then the streams are interleaved in issue order, or at random with
- * `shuffle` set: a pool that unmaps a page while an operation on it is
+ * and then the streams are interleaved in issue order, at random with
+ * `shuffle` set, or newest first with `newest_first` (the adversary of a
+ * missing wait): a pool that unmaps a page while an operation on it is
  * queued, copies before the write it should follow, or orders nothing
  * between two streams is caught.  Every violation is counted with a
  * message; tests assert there are none.
@@ -80,6 +81,7 @@ typedef struct {
 	fake_fence_t *fences_all;
 	bool hold;
 	bool shuffle;           /* with hold: interleave streams at random */
+	bool newest_first;      /* with hold: run the most recently issued head first */
 	uint64_t rng;
 	uint64_t d2h_copies, h2d_copies, waits, unmaps, stream_waits, kernels;
 	uint64_t fences;        /* fence_record calls so far */

@@ -549,20 +549,21 @@ static void test_offload_keeps_page_mapped_when_no_fence_follows_the_copy(void *
 	e.f.hold = true;
 	uintptr_t a = must_malloc(&e, CH);
 	put(&e, a, CH, 8);
-	e.f.fence_fail_at = e.f.fences + 1;
+	/* the first fence follows the page's last use, the second the copy */
+	e.f.fence_fail_at = e.f.fences + 2;
 	pool_status_t st = pool_offload(e.p, a, CH);
 	if (st != POOL_EDEVICE)
 		fail_msg("offload whose copy could not be fenced: expected %s, got %s",
 			 pool_strerror(POOL_EDEVICE), pool_strerror(st));
 	pool_poll(e.p);
-	check_clean(&e);
-	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_RESIDENT);
+	check_clean(&e);   /* not unmapped under the queued copy */
 	assert_true(fake_is_mapped(&e.f, a));
-	fake_drain(&e.f);
-	/* a later offload copies again and completes */
-	assert_int_equal(pool_offload(e.p, a, CH), POOL_OK);
-	fake_drain(&e.f);
-	pool_poll(e.p);
+	/* once a fence can be recorded after the copy and completes, the
+	 * offload finishes */
+	for (int i = 0; i < 3 && pool_page_state(e.p, a) != POOL_PAGE_HOST; i++) {
+		pool_poll(e.p);
+		fake_drain(&e.f);
+	}
 	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
 	assert_true(check(&e, a, CH, 8));
 	check_clean(&e);
@@ -770,6 +771,137 @@ static void test_reclaim_whose_wait_fails_keeps_the_freed_range_mapped(void **st
 	c = must_malloc(&e, 3 * CH);
 	put(&e, c, 3 * CH, 36);
 	assert_true(check(&e, c, 3 * CH, 36));
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* ------------------------------------------------- fences only on demand */
+
+static void use_on(env_t *e, void *stream, uintptr_t a, uint64_t n, bool write)
+{
+	pool_ref_t r = { .ptr = a, .bytes = n, .write = write };
+	pool_span_t sp;
+	pool_status_t st = pool_acquire(e->p, &r, 1, stream, &sp);
+	if (st != POOL_OK)
+		fail_msg("acquire of 0x%lx on a stream: expected success, got %s", (unsigned long)a,
+			 pool_strerror(st));
+	pool_release(e->p, &r, &sp, 1, stream);
+}
+
+/* issue 14: a hooked call whose pages are resident made the pool record
+ * an event (~1-2 us on a GPU) every time; ResNet-50 ran 1.17x slower. */
+static void test_calls_on_one_stream_record_no_fence(void **state)
+{
+	(void)state;
+	env_t e;
+	static int s1;
+	env_open(&e, 8, 0, 64);
+	uintptr_t a = must_malloc(&e, 2 * CH), b = must_malloc(&e, CH);
+	uint64_t before = e.f.fences, waits = e.f.stream_waits;
+	for (int i = 0; i < 100; i++) {
+		use_on(&e, &s1, a, 2 * CH, i & 1);
+		use_on(&e, &s1, b, CH, true);
+	}
+	if (e.f.fences != before || e.f.stream_waits != waits)
+		fail_msg("200 calls on one stream with their pages resident: expected no fence and no "
+			 "stream wait, got %lu fences and %lu waits", (unsigned long)(e.f.fences - before),
+			 (unsigned long)(e.f.stream_waits - waits));
+	env_close(&e);
+}
+
+/* A use on another stream still orders after the last use: one fence on
+ * the first stream, one wait on the second, for every page used there
+ * before it. */
+static void test_use_on_another_stream_waits_once_for_the_last_use(void **state)
+{
+	(void)state;
+	env_t e;
+	static int s1, s2;
+	env_open(&e, 8, 0, 64);
+	e.f.hold = true;
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	uint8_t buf[64] = { 1 };
+	use_on(&e, &s1, a, CH, true);
+	use_on(&e, &s1, b, CH, true);
+	uint64_t f0 = e.f.fences, w0 = e.f.stream_waits;
+	pool_ref_t r = { .ptr = a, .bytes = CH, .write = false };
+	pool_span_t sp;
+	assert_int_equal(pool_acquire(e.p, &r, 1, &s2, &sp), POOL_OK);
+	fake_kernel_read(&e.f, &s2, a, buf, sizeof(buf));
+	pool_release(e.p, &r, &sp, 1, &s2);
+	use_on(&e, &s2, b, CH, false);
+	if (e.f.fences - f0 != 1 || e.f.stream_waits - w0 != 1)
+		fail_msg("two pages last used on stream 1, then used on stream 2: expected 1 fence and "
+			 "1 wait, got %lu and %lu", (unsigned long)(e.f.fences - f0),
+			 (unsigned long)(e.f.stream_waits - w0));
+	fake_drain(&e.f);
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* issue 10: the fence of a use that could not be recorded was treated as
+ * done (the page kept the fence of an older use), so eviction copied and
+ * unmapped the page under the kernel still queued.  Now the fence is
+ * recorded when eviction needs it; if that fails, the page stays. */
+static void test_unrecordable_fence_after_a_use_keeps_the_page(void **state)
+{
+	(void)state;
+	env_t e;
+	static int s1;
+	uintptr_t c;
+	uint64_t id;
+	env_open(&e, 2, 0, 64);
+	e.f.hold = true;
+	e.f.newest_first = true;   /* the copy-out runs before the kernel unless it waits */
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	put(&e, b, CH, 41);
+	put(&e, a, CH, 40);   /* a is the most recently used: b goes first */
+	pool_ref_t r = { .ptr = b, .bytes = CH, .write = true };
+	pool_span_t sp;
+	assert_int_equal(pool_acquire(e.p, &r, 1, &s1, &sp), POOL_OK);
+	uint8_t *buf = malloc(CH);
+	pattern(buf, CH, 42);
+	fake_kernel_write(&e.f, &s1, b, buf, CH);
+	free(buf);
+	e.f.fence_fail_at = e.f.fences + 1;   /* the next fence the pool records */
+	pool_release(e.p, &r, &sp, 1, &s1);
+	use_on(&e, NULL, a, CH, false);   /* b is the least recently used again */
+	pool_status_t st = pool_malloc(e.p, CH, &c, &id);   /* evicts b */
+	check_clean(&e);
+	if (st != POOL_OK && st != POOL_EDEVICE)
+		fail_msg("allocation that evicts a page whose fence failed: expected success or %s, got %s",
+			 pool_strerror(POOL_EDEVICE), pool_strerror(st));
+	fake_drain(&e.f);
+	assert_true(check(&e, b, CH, 42));
+	assert_true(check(&e, a, CH, 40));
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* A destroyed stream cannot be fenced later: its unfenced uses get one
+ * fence when the application destroys it. */
+static void test_destroyed_stream_gets_one_fence_for_its_uses(void **state)
+{
+	(void)state;
+	env_t e;
+	static int s1;
+	uintptr_t c;
+	uint64_t id;
+	env_open(&e, 2, 0, 64);
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	use_on(&e, &s1, a, CH, true);
+	use_on(&e, &s1, b, CH, true);
+	uint64_t f0 = e.f.fences;
+	pool_stream_destroyed(e.p, &s1);
+	assert_int_equal(e.f.fences - f0, 1);
+	/* evicting both needs no fence on the destroyed stream */
+	f0 = e.f.fences;
+	c = must_malloc(&e, CH);
+	(void)c;
+	assert_int_equal(pool_malloc(e.p, CH, &c, &id), POOL_OK);
+	if (e.f.fences - f0 != 2)
+		fail_msg("two evictions after the stream was destroyed: expected 2 fences (the copies'), "
+			 "got %lu", (unsigned long)(e.f.fences - f0));
 	check_clean(&e);
 	env_close(&e);
 }
@@ -1004,14 +1136,15 @@ typedef struct {
 	uintptr_t a;
 } pending_read_t;
 
-static void stream_stress(uint64_t seed0, int rounds)
+static void stream_stress(uint64_t seed0, int rounds, bool newest_first)
 {
 	env_t e;
 	static int s1, s2;
 	void *streams[2] = { &s1, &s2 };
 	env_open(&e, 24, 0, 4096);
 	e.f.hold = true;
-	e.f.shuffle = true;
+	e.f.shuffle = !newest_first;
+	e.f.newest_first = newest_first;
 	e.f.rng = seed0 | 1;
 	live_t live[32];
 	void *lastst[32];
@@ -1127,8 +1260,9 @@ static void stream_stress(uint64_t seed0, int rounds)
 static void test_stress_kernels_on_two_streams_in_random_order(void **state)
 {
 	(void)state;
-	stream_stress(7, 3000);
-	stream_stress(12345, 3000);
+	stream_stress(7, 3000, false);
+	stream_stress(12345, 3000, false);
+	stream_stress(99, 3000, true);
 }
 
 /* ----------------------------------------------------------------- misc */
@@ -1251,6 +1385,10 @@ int main(void)
 		cmocka_unit_test(test_fault_in_copy_failure_fails_the_call_and_keeps_the_host_copy),
 		cmocka_unit_test(test_eviction_whose_wait_fails_keeps_pages_mapped),
 		cmocka_unit_test(test_reclaim_whose_wait_fails_keeps_the_freed_range_mapped),
+		cmocka_unit_test(test_calls_on_one_stream_record_no_fence),
+		cmocka_unit_test(test_use_on_another_stream_waits_once_for_the_last_use),
+		cmocka_unit_test(test_unrecordable_fence_after_a_use_keeps_the_page),
+		cmocka_unit_test(test_destroyed_stream_gets_one_fence_for_its_uses),
 		cmocka_unit_test(test_offload_completes_only_after_copy),
 		cmocka_unit_test(test_use_during_offload_cancels_it),
 		cmocka_unit_test(test_unknown_extent_is_rest_of_allocation_even_after_a_stated_one),
