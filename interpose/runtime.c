@@ -774,6 +774,12 @@ void runtime_stream_destroyed(cudaStream_t stream)
 		pool_stream_destroyed(g_pool, stream);
 }
 
+void runtime_unseen_write(cudaStream_t stream)
+{
+	if (runtime_active())
+		pool_note_unseen_write(g_pool, stream);
+}
+
 void runtime_va(uintptr_t *base, uint64_t *size)
 {
 	*base = g_va_size ? g_base : 0;

@@ -49,6 +49,15 @@ cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes);
  * fences on it.  Call before the real cudaStreamDestroy. */
 void runtime_stream_destroyed(cudaStream_t stream);
 
+/* A hooked call that vmem could not see into may have written device
+ * memory (a launch whose parameter layout is unknown or that comes while
+ * an error is pending, references past what the hook could record, ...).
+ * Call it right after the call was issued on `stream`, before any other
+ * vmem call on this thread.  From then on no resident page counts as
+ * clean: evicting one copies it, after that call (pool_note_unseen_write,
+ * issue 10).  Thread-safe; a no-op when vmem is not active. */
+void runtime_unseen_write(cudaStream_t stream);
+
 /* The reserved virtual range; *base = 0, *size = 0 when not active. */
 void runtime_va(uintptr_t *base, uint64_t *size);
 

@@ -290,3 +290,28 @@ void pool_stream_destroyed(pool_t *p, void *stream)
 	}
 	pthread_mutex_unlock(&p->lock);
 }
+
+pool_status_t pool_d2h_after_unseen(pool_t *p)
+{
+	for (struct tl *tl = p->tls; tl; tl = tl->next) {
+		if (!tl->unseen)
+			continue;
+		pool_status_t st = pool_stream_after(p, p->tl_d2h, p->ops.d2h_stream,
+						     (struct mark){ tl, tl->unseen });
+		if (st)
+			return st;
+		if (tl->unseen <= tl->done)
+			tl->unseen = 0;
+	}
+	return POOL_OK;
+}
+
+void pool_note_unseen_write(pool_t *p, void *stream)
+{
+	pthread_mutex_lock(&p->lock);
+	p->epoch++;
+	struct tl *tl = pool_tl(p, stream);
+	tl->unseen = pool_mark_now(p, tl).seq;
+	p->st.unseen_writes++;
+	pthread_mutex_unlock(&p->lock);
+}

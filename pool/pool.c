@@ -184,6 +184,7 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 		struct page *pg = &a->pages[i];
 		pg->flags = 0;
 		pg->locks = 0;
+		pg->epoch = p->epoch;
 		list_push_front(&p->lru, pg);
 	}
 	stat_add(&p->st.resident, (uint64_t)a->npages * cs);

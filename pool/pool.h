@@ -151,6 +151,8 @@ typedef struct {
 	uint64_t oom;                 /* requests refused for lack of device memory */
 	uint64_t chunks_created, chunks_released, maps, unmaps;
 	uint64_t ranges_reused;       /* allocations served from a freed range without mapping */
+	uint64_t unseen_writes;       /* pool_note_unseen_write calls */
+	uint64_t stale_copies;        /* pages copied out because an unseen write may have changed them */
 } pool_stats_t;
 
 typedef struct pool pool_t;
@@ -183,6 +185,16 @@ pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_stream
  * only when something waits, and cannot on a destroyed stream).  Call
  * before the real destroy. */
 void pool_stream_destroyed(pool_t *p, void *stream);
+
+/* A call vmem could not see into may have written device memory: a launch
+ * whose parameter layout is unknown or that came while an error was
+ * pending, an unhooked copy or set.  Call it after that call was issued
+ * on `stream`.  From then on no resident page counts as clean: a page
+ * whose host copy was valid, or that was never written, is copied out
+ * again when evicted or offloaded, after that call (issue 10).  Pages not
+ * mapped at the time are not affected (a write there would have faulted).
+ * The price: every eviction after it copies. */
+void pool_note_unseen_write(pool_t *p, void *stream);
 
 /* True when `a` is inside the reserved range (no lock: the range is fixed). */
 bool pool_owns(const pool_t *p, uintptr_t a);

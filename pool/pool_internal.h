@@ -89,6 +89,7 @@ struct tl {
 		uint64_t seq;
 	} waited[TL_WAITED];
 	uint32_t waited_next;
+	uint64_t unseen;     /* position of the last write vmem did not see (0: none) */
 };
 
 /* A position on a timeline: the work queued there up to it.  tl NULL:
@@ -106,6 +107,7 @@ struct page {
 	uint64_t chunk;      /* physical handle while mapped */
 	void *host;          /* host slot, or NULL */
 	struct mark busy;    /* all queued work on this page is done after it */
+	uint64_t epoch;      /* p->epoch when its clean state was last established */
 	uint32_t idx;
 	uint16_t locks;
 	uint8_t state;
@@ -194,6 +196,7 @@ struct pool {
 	struct tl *tl_last;          /* the one found last: most calls use one stream */
 	struct tl *tl_d2h, *tl_h2d;  /* the pool's copy streams */
 	struct tl *tl_all;           /* every stream: the fallback */
+	uint64_t epoch;              /* bumped by every write vmem did not see */
 	pool_stats_t st;
 	bool host_exhausted;         /* last eviction failed for lack of host memory */
 	pool_status_t evict_err;     /* last eviction failed on a device operation */
@@ -240,6 +243,17 @@ static inline uintptr_t page_va(const pool_t *p, const struct page *pg)
 }
 
 /* ------------------------------------------------------------ page lists */
+
+/* True when the page's bytes need no copy to be dropped: a valid host
+ * copy, or never written - and no write vmem did not see came since that
+ * was established (issue 10: such a write would otherwise be thrown away
+ * by the next eviction and the old bytes brought back by the next
+ * fault-in). */
+static inline bool page_clean(const pool_t *p, const struct page *pg)
+{
+	return pg->epoch == p->epoch &&
+	       (!(pg->flags & PF_WRITTEN) || (pg->flags & PF_HOST_VALID));
+}
 
 static inline void list_del(struct list *l, struct page *pg)
 {
@@ -325,6 +339,8 @@ pool_status_t pool_mark_wait(pool_t *p, struct mark m);
 /* Makes `stream` (timeline me, as pool_tl answered for it) wait for m
  * unless stream order or an earlier wait already implies it. */
 pool_status_t pool_stream_after(pool_t *p, struct tl *me, void *stream, struct mark m);
+/* Makes the D2H stream wait for every write vmem did not see so far. */
+pool_status_t pool_d2h_after_unseen(pool_t *p);
 static inline bool mark_same(struct mark a, struct mark b)
 {
 	return a.tl == b.tl && a.seq == b.seq;

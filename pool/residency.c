@@ -38,6 +38,38 @@ bool pool_offl_reap(pool_t *p, bool wait_oldest)
 
 /* ------------------------------------------------------------- eviction */
 
+/* Queues the copy of a resident page's bytes to its host slot on the D2H
+ * stream, after its last use and after every write vmem did not see
+ * (which may have written it: its bytes then count as written).  The
+ * host copy is valid once the caller's mark after the copies completes. */
+static pool_status_t copy_out(pool_t *p, struct page *pg)
+{
+	pool_status_t st;
+	bool stale = pg->epoch != p->epoch;
+	if (!pg->host && (st = pool_slot_get(p, &pg->host)))
+		return st;
+	if ((st = pool_stream_after(p, p->tl_d2h, p->ops.d2h_stream, pg->busy)) ||
+	    (stale && (st = pool_d2h_after_unseen(p))))
+		return st;
+	int rc = p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg), page_bytes(p, pg->a, pg->idx));
+	if (rc) {
+		if (!(pg->flags & PF_HOST_VALID)) {
+			/* nothing was queued into the slot */
+			pool_slot_release(p, pg->host, (struct mark){ 0 });
+			pg->host = NULL;
+		}
+		pg->flags &= ~PF_HOST_VALID;
+		return dev_status(rc);
+	}
+	if (stale) {
+		p->st.stale_copies++;
+		pg->flags |= PF_WRITTEN;
+	}
+	pg->flags |= PF_HOST_VALID;
+	pg->epoch = p->epoch;
+	return POOL_OK;
+}
+
 /* SuperNeurons Alg. 2, LRU.out: evicts unlocked least-recently-used
  * pages until `need` chunks were returned to the cache.  Dirty pages are
  * copied to host on the D2H stream after their last use (a fence is
@@ -56,25 +88,18 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 	p->evict_err = POOL_OK;
 	for (struct page *pg = p->lru.tail, *pv; pg && n < need; pg = pv) {
 		pv = pg->prev;
-		bool copy = (pg->flags & PF_WRITTEN) && !(pg->flags & PF_HOST_VALID);
-		if (copy) {
-			if (!pg->host && pool_slot_get(p, &pg->host) != POOL_OK) {
-				/* host full: clean pages further up the list can
-				 * still be dropped without a copy */
-				p->host_exhausted = true;
-				continue;
-			}
-			/* the copy must follow the page's last use */
-			st = pool_stream_after(p, p->tl_d2h, p->ops.d2h_stream, pg->busy);
-			int rc = st ? (int)st : p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg),
-							      page_bytes(p, pg->a, pg->idx));
-			if (rc) {
-				pool_slot_release(p, pg->host, (struct mark){ 0 });
-				pg->host = NULL;
-				p->evict_err = dev_status(rc);
+		if (!page_clean(p, pg)) {
+			if ((st = copy_out(p, pg))) {
+				if (st == POOL_EHOST) {
+					/* host full: clean pages further up the list
+					 * can still be dropped without a copy */
+					p->host_exhausted = true;
+					continue;
+				}
+				p->evict_err = st;
 				break;
 			}
-			pg->flags |= PF_HOST_VALID | PF_MARK;
+			pg->flags |= PF_MARK;
 			ncopy++;
 		}
 		list_del(&p->lru, pg);
@@ -263,6 +288,7 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 			}
 			stat_add(&p->st.resident, chunk_sz(p));
 			(*nfault)++;
+			pg->epoch = p->epoch;   /* mapped now: no unseen write reached it */
 			if (pg->flags & PF_HOST_VALID) {
 				pg->flags |= PF_COPY;
 				ncopy++;
@@ -465,18 +491,11 @@ pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
 		struct page *pg = &a->pages[k];
 		if (pg->state != PG_RESIDENT || pg->locks)
 			continue;
-		if ((pg->flags & PF_WRITTEN) && !(pg->flags & PF_HOST_VALID)) {
-			if (!pg->host && (st = pool_slot_get(p, &pg->host)))
+		if (!page_clean(p, pg)) {
+			if ((st = copy_out(p, pg)))
 				break;
-			uint64_t nb = page_bytes(p, a, k);
-			if ((st = pool_stream_after(p, p->tl_d2h, p->ops.d2h_stream, pg->busy)))
-				break;
-			if (p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg), nb)) {
-				st = POOL_EDEVICE;
-				break;
-			}
-			pg->flags |= PF_HOST_VALID | PF_MARK;
-			moved += nb;
+			pg->flags |= PF_MARK;
+			moved += page_bytes(p, a, k);
 			ncopy++;
 		}
 		pg->flags |= PF_SEL;

@@ -906,6 +906,90 @@ static void test_destroyed_stream_gets_one_fence_for_its_uses(void **state)
 	env_close(&e);
 }
 
+/* ---------------------------------------------------------- unseen writes */
+
+/* issue 10: a page faulted back keeps its host copy, marked valid, until a
+ * call vmem sees writes it; a write vmem did not see (an unknown kernel
+ * layout, an unhooked memset) left that mark, so the next eviction dropped
+ * the new bytes and the next fault-in brought the old ones back. */
+static void test_unseen_write_makes_a_valid_host_copy_stale(void **state)
+{
+	(void)state;
+	env_t e;
+	static int s1;
+	uintptr_t c;
+	uint64_t id;
+	env_open(&e, 2, 0, 64);
+	e.f.hold = true;
+	e.f.newest_first = true;   /* a copy that does not wait for the write runs first */
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	put(&e, a, CH, 50);
+	put(&e, b, CH, 52);
+	assert_int_equal(pool_offload(e.p, a, CH), POOL_OK);
+	assert_int_equal(pool_sync(e.p), POOL_OK);
+	fake_drain(&e.f);
+	pool_poll(e.p);
+	assert_true(check(&e, a, CH, 50));   /* resident again, host copy valid */
+	use_on(&e, NULL, b, CH, false);      /* a is the least recently used */
+	uint8_t *buf = malloc(CH);
+	pattern(buf, CH, 51);
+	fake_kernel_write(&e.f, &s1, a, buf, CH);   /* a kernel vmem could not see into */
+	free(buf);
+	pool_note_unseen_write(e.p, &s1);
+	c = must_malloc(&e, CH);   /* evicts a: must copy it, after the write */
+	(void)c;
+	(void)id;
+	check_clean(&e);
+	if (!check(&e, a, CH, 51))
+		fail_msg("page written by a call vmem did not see, then evicted: expected the new "
+			 "bytes (seed 51) back, got others (above)");
+	assert_true(stats(&e).stale_copies >= 1);
+	env_close(&e);
+}
+
+/* A page never written is dropped without a copy, unless a write vmem did
+ * not see may have reached it. */
+static void test_unseen_write_makes_a_never_written_page_copied(void **state)
+{
+	(void)state;
+	env_t e;
+	static int s1;
+	env_open(&e, 1, 0, 64);
+	uintptr_t a = must_malloc(&e, CH);
+	uint8_t *buf = malloc(CH);
+	pattern(buf, CH, 53);
+	fake_kernel_write(&e.f, &s1, a, buf, CH);
+	free(buf);
+	pool_note_unseen_write(e.p, &s1);
+	uintptr_t b = must_malloc(&e, CH);   /* evicts a */
+	(void)b;
+	if (pool_page_state(e.p, a) != POOL_PAGE_HOST)
+		fail_msg("never-written page after an unseen write, evicted: expected state host (%d), "
+			 "got %d", POOL_PAGE_HOST, pool_page_state(e.p, a));
+	assert_true(check(&e, a, CH, 53));
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* Pages mapped after the unseen write are clean again: a fault-in brings
+ * bytes no such write touched. */
+static void test_page_mapped_after_an_unseen_write_is_clean(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 1, 0, 64);
+	uintptr_t a = must_malloc(&e, CH);
+	put(&e, a, CH, 54);
+	pool_note_unseen_write(e.p, NULL);
+	uintptr_t b = must_malloc(&e, CH);   /* evicts a: copies */
+	put(&e, b, CH, 55);
+	assert_true(check(&e, a, CH, 54));  /* a back, b evicted */
+	uint64_t d2h = e.f.d2h_copies;
+	assert_true(check(&e, b, CH, 55));  /* a evicted again: clean, no copy */
+	assert_int_equal(e.f.d2h_copies, d2h);
+	env_close(&e);
+}
+
 /* -------------------------------------------------------- unknown extents */
 
 /* A caching allocator reuses an address for a larger tensor without the
@@ -1389,6 +1473,9 @@ int main(void)
 		cmocka_unit_test(test_use_on_another_stream_waits_once_for_the_last_use),
 		cmocka_unit_test(test_unrecordable_fence_after_a_use_keeps_the_page),
 		cmocka_unit_test(test_destroyed_stream_gets_one_fence_for_its_uses),
+		cmocka_unit_test(test_unseen_write_makes_a_valid_host_copy_stale),
+		cmocka_unit_test(test_unseen_write_makes_a_never_written_page_copied),
+		cmocka_unit_test(test_page_mapped_after_an_unseen_write_is_clean),
 		cmocka_unit_test(test_offload_completes_only_after_copy),
 		cmocka_unit_test(test_use_during_offload_cancels_it),
 		cmocka_unit_test(test_unknown_extent_is_rest_of_allocation_even_after_a_stated_one),
