@@ -42,6 +42,7 @@ pool_status_t pool_ensure_chunks(pool_t *p, uint32_t need)
 {
 	uint64_t cs = chunk_sz(p);
 	bool device_full = false;
+	int retries = 0;
 
 	while (p->ncache < need) {
 		if (!device_full && p->held + cs <= p->cfg.budget) {
@@ -71,6 +72,19 @@ pool_status_t pool_ensure_chunks(pool_t *p, uint32_t need)
 			continue;
 		if (p->evict_err)
 			return p->evict_err;
+		if (p->host_exhausted && p->hpend_head) {
+			/* slots still read by copies in flight: wait for one */
+			pool_slot_reap(p, true);
+			if (p->nslots)
+				continue;
+		}
+		if (p->waiting && retries++ < 64) {
+			/* other threads wait for evictions or reclaims that will
+			 * free chunks (their pages are not on the LRU meanwhile):
+			 * wait for them rather than fail */
+			pthread_cond_wait(&p->cv, &p->lock);
+			continue;
+		}
 		return p->host_exhausted ? POOL_EHOST : POOL_ENOMEM;
 	}
 	return POOL_OK;

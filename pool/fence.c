@@ -98,23 +98,35 @@ bool pool_fence_done(pool_t *p, struct fence *f)
 	return f->done;
 }
 
-/* A host wait: only on the reactive path and when reclaiming.  A wait
- * the device answers with an error (a sticky error) leaves the fence
- * pending: nothing it guards may be unmapped or reused on its strength. */
+/* A host wait: only on the reactive path and when reclaiming.  The pool's
+ * lock is released meanwhile (issue 10: one thread waiting for the
+ * device blocked every other thread's calls, cudaMalloc and
+ * cudaMemGetInfo included); the fence is held by a reference, and the
+ * caller protects what it points to (pool_internal.h).  A wait the
+ * device answers with an error (a sticky error) leaves the fence pending:
+ * nothing it guards may be unmapped or reused on its strength. */
 pool_status_t pool_fence_wait(pool_t *p, struct fence *f)
 {
 	if (pool_fence_done(p, f))
 		return POOL_OK;
+	pool_fence_ref(f);
+	p->waiting++;
+	pthread_mutex_unlock(&p->lock);
 	uint64_t t0 = p->ops.now_ns(p->ops.ctx);
 	int rc = p->ops.fence_wait(p->ops.ctx, f->h);
+	uint64_t t1 = p->ops.now_ns(p->ops.ctx);
+	pthread_mutex_lock(&p->lock);
+	p->waiting--;
+	pthread_cond_broadcast(&p->cv);
 	p->st.stalls++;
-	p->st.stall_ns += p->ops.now_ns(p->ops.ctx) - t0;
-	if (rc)
-		return dev_status(rc);
-	f->done = true;
-	if (f->tl)
-		tl_learn(f->tl, f->seq);
-	return POOL_OK;
+	p->st.stall_ns += t1 - t0;
+	if (!rc) {
+		f->done = true;
+		if (f->tl)
+			tl_learn(f->tl, f->seq);
+	}
+	pool_fence_put(p, f);
+	return rc ? dev_status(rc) : POOL_OK;
 }
 
 /* -------------------------------------------------------------- timelines */

@@ -22,23 +22,23 @@ void pool_slot_release(pool_t *p, void *slot, struct mark m)
 			p->hpend_tail = s;
 			return;
 		}
-		/* no memory to remember it: a slot whose copy cannot be
-		 * waited for is lost rather than reused under the copy */
-		if (pool_mark_wait(p, m))
-			return;
+		/* no memory to remember it: the slot is lost rather than
+		 * reused under the copy (no wait here: callers are in the
+		 * middle of changing a page) */
+		return;
 	}
 	p->slots[p->nslots++] = slot;   /* capacity covers every slot ever carved */
 }
 
 void pool_slot_reap(pool_t *p, bool wait_one)
 {
+	if (wait_one && p->hpend_head) {
+		struct mark m = p->hpend_head->m;   /* the entry may go while unlocked */
+		(void)pool_mark_wait(p, m);          /* a failed wait leaves it pending */
+	}
 	struct slot_pending **pp = &p->hpend_head, *last = NULL;
 	while (*pp) {
 		struct slot_pending *s = *pp;
-		if (wait_one) {
-			(void)pool_mark_wait(p, s->m);   /* a failed wait leaves it pending */
-			wait_one = false;
-		}
 		if (!pool_mark_done(p, s->m)) {
 			last = s;
 			pp = &s->next;
@@ -82,8 +82,7 @@ pool_status_t pool_slot_get(pool_t *p, void **out)
 			}
 		}
 	}
-	if (!p->nslots && p->hpend_head)
-		pool_slot_reap(p, true);
+	/* no wait here: pool_ensure_chunks waits for a pending slot */
 	if (!p->nslots)
 		return POOL_EHOST;
 	*out = p->slots[--p->nslots];

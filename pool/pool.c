@@ -98,16 +98,28 @@ static void range_reclaim(pool_t *p, struct alloc *a)
 	pool_alloc_destroy(a);
 }
 
-/* Reclaims the oldest ready freed range (waiting on it when `wait`). */
+/* Reclaims the oldest ready freed range, or waits (unlocked) for the
+ * oldest one when `wait`.  True when it made progress. */
 bool pool_freed_reclaim_one(pool_t *p, bool wait)
 {
 	for (struct alloc *a = p->freed_head; a; a = a->next) {
-		if (range_ready(p, a, wait)) {
+		if (a->pins)
+			continue;   /* another thread waits for it */
+		if (!wait) {
+			if (range_ready(p, a, false)) {
+				range_reclaim(p, a);
+				return true;
+			}
+			continue;
+		}
+		a->pins++;
+		bool ready = range_ready(p, a, true);
+		a->pins--;
+		if (ready && !a->pins && a->freed) {
 			range_reclaim(p, a);
 			return true;
 		}
-		if (wait)
-			break;
+		return ready;
 	}
 	return false;
 }
@@ -117,7 +129,7 @@ bool pool_freed_reclaim_one(pool_t *p, bool wait)
 static struct alloc *freed_find(pool_t *p, uint32_t npages)
 {
 	for (struct alloc *a = p->freed_head; a; a = a->next)
-		if (a->npages == npages && range_ready(p, a, false))
+		if (a->npages == npages && !a->pins && range_ready(p, a, false))
 			return a;
 	return NULL;
 }
@@ -249,6 +261,7 @@ pool_status_t pool_create(const pool_config_t *cfg, const pool_ops_t *ops, pool_
 		return POOL_ENOMEM;
 	}
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cv, NULL);
 	*out = p;
 	return POOL_OK;
 }
@@ -317,6 +330,7 @@ void pool_destroy(pool_t *p)
 	}
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->cv);
 	free(p->vmap);
 	free(p->vfree);
 	free(p->cache);
@@ -340,6 +354,7 @@ void pool_atfork_child(pool_t *p)
 	/* The child cannot use the parent's CUDA context; it only needs a lock
 	 * that is not held by a thread that does not exist there. */
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cv, NULL);
 }
 
 bool pool_owns(const pool_t *p, uintptr_t a)
@@ -415,12 +430,13 @@ pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_stream
 	uint64_t resident = 0;
 	for (uint32_t i = 0; i < a->npages; i++) {
 		struct page *pg = &a->pages[i];
-		if (pg->state == PG_OFFLOADING) {
-			/* rare: the app frees what a policy is offloading.  The
-			 * copy may still read the page: its fence stays the
-			 * page's busy one, which the range waits for before it
-			 * is reused or unmapped. */
-			list_del(&p->offl, pg);
+		if (pg->state == PG_OFFLOADING || pg->state == PG_EVICTING) {
+			/* rare: the app frees what a policy is offloading or
+			 * another thread evicting.  The copy may still read the
+			 * page: its mark stays the page's busy one, which the
+			 * range waits for before it is reused or unmapped. */
+			if (pg->state == PG_OFFLOADING)
+				list_del(&p->offl, pg);
 			pg->state = PG_RESIDENT;
 		} else {
 			page_unlist(p, pg);
@@ -475,17 +491,34 @@ pool_status_t pool_sync(pool_t *p)
 	while (p->offl.head && st == POOL_OK)
 		if (!pool_offl_reap(p, true) && p->offl.head)
 			st = POOL_EDEVICE;   /* the oldest one's wait failed */
-	for (struct alloc *a = p->freed_head; a; a = a->next)
-		if (!range_ready(p, a, true) && st == POOL_OK)
-			st = POOL_EDEVICE;
-	for (struct small_pending *sp = p->spend_head; sp; sp = sp->next)
-		if (((w = pool_fence_wait(p, sp->f)) || (w = pool_mark_wait(p, sp->m))) && st == POOL_OK)
+	/* Every wait releases the lock: lists are walked again after each. */
+	for (bool again = true; again && st == POOL_OK;) {
+		again = false;
+		for (struct alloc *a = p->freed_head; a; a = a->next) {
+			if (range_ready(p, a, false))
+				continue;
+			a->pins++;
+			if (!range_ready(p, a, true))
+				st = POOL_EDEVICE;
+			a->pins--;
+			again = true;
+			break;
+		}
+	}
+	while (st == POOL_OK && p->spend_head) {
+		struct fence *f = pool_fence_ref(p->spend_head->f);
+		struct mark m = p->spend_head->m;
+		if ((w = pool_fence_wait(p, f)) || (w = pool_mark_wait(p, m)))
 			st = w;
-	pool_small_reap(p);
-	for (struct slot_pending *s = p->hpend_head; s; s = s->next)
-		if ((w = pool_mark_wait(p, s->m)) && st == POOL_OK)
+		pool_fence_put(p, f);
+		pool_small_reap(p);
+	}
+	while (st == POOL_OK && p->hpend_head) {
+		struct mark m = p->hpend_head->m;
+		if ((w = pool_mark_wait(p, m)))
 			st = w;
-	pool_slot_reap(p, false);
+		pool_slot_reap(p, false);
+	}
 	pthread_mutex_unlock(&p->lock);
 	return st;
 }

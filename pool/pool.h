@@ -35,13 +35,17 @@
  * Ordering without host synchronisation: every page carries a "busy"
  * fence (an event) after which all queued work touching it is done.  A use
  * on another stream first makes that stream wait on the fence; a copy
- * waits on it on the copy stream.  The host waits only on the reactive
- * eviction path (before unmapping a chunk whose copy-out is in flight)
- * and when a freed range must be reclaimed before its free fence fired.
+ * waits on it on the copy stream.  The fence is recorded only when
+ * something waits for it (docs/pool.md).  The host waits only on the
+ * reactive eviction path (before unmapping a chunk whose copy-out is in
+ * flight) and when a freed range must be reclaimed before its free fence
+ * fired, and then without holding the pool's mutex.
  *
  * Thread-safety: every pool_* function taking a pool_t locks the pool's
  * one mutex; the ops callbacks are called with it held and must not call
- * back into the pool.
+ * back into the pool - except fence_wait, which is called with the mutex
+ * released (a host wait must not block other threads' calls), so it may
+ * run while other threads call the other callbacks.
  */
 #ifndef VMEM_POOL_POOL_H
 #define VMEM_POOL_POOL_H

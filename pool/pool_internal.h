@@ -33,6 +33,16 @@
  *
  * Functions shared between the parts carry the pool_ prefix and are
  * declared here; every one of them expects pool.lock held.
+ *
+ * Host waits release the lock (issue 10: a thread waiting for the device
+ * blocked every other thread's calls).  Only a few points wait: the
+ * reclaim steps of pool_ensure_chunks (and so every caller of it, and of
+ * pool_va_alloc), the wait phase of pool_evict_lru, pool_offl_reap with
+ * wait_oldest, and pool_sync.  Across them a caller may hold no pointer
+ * it has not protected: pages chosen for eviction are PG_EVICTING (a use
+ * cancels that), an allocation a waiter points to is pinned (never
+ * reclaimed or destroyed while pins > 0), and scratch page flags never
+ * live across a wait.
  */
 #ifndef VMEM_POOL_POOL_INTERNAL_H
 #define VMEM_POOL_POOL_INTERNAL_H
@@ -43,7 +53,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { PG_RESIDENT, PG_OFFLOADING, PG_HOST, PG_RELEASED };
+/* PG_EVICTING: chosen by an eviction that waits (unlocked) for its copy or
+ * last use; a use cancels it (the page is simply resident again). */
+enum { PG_RESIDENT, PG_OFFLOADING, PG_HOST, PG_RELEASED, PG_EVICTING };
 enum {
 	PF_WRITTEN = 1u,     /* bytes are meaningful (written at least once) */
 	PF_HOST_VALID = 2u,  /* the host slot holds the current bytes */
@@ -127,6 +139,7 @@ struct alloc {
 	uint64_t size;               /* requested bytes (large) */
 	uint64_t id;
 	uint32_t npages;
+	uint32_t pins;               /* threads waiting (unlocked) with a pointer to it: never destroyed meanwhile */
 	uint8_t kind;
 	bool freed;
 	struct fence *free_fence;    /* cudaFree: recorded on every stream at free time */
@@ -165,6 +178,12 @@ struct list {
 
 struct pool {
 	pthread_mutex_t lock;
+	/* Host waits happen with the lock released (pool_fence_wait);
+	 * `waiting` counts them and `cv` is broadcast after each, so that a
+	 * thread that found nothing to evict while other threads' evictions
+	 * are in flight waits for them instead of failing. */
+	pthread_cond_t cv;
+	uint32_t waiting;
 	pool_config_t cfg;
 	pool_ops_t ops;
 	uintptr_t base;

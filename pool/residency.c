@@ -24,8 +24,15 @@ static void offload_finish(pool_t *p, struct page *pg)
 bool pool_offl_reap(pool_t *p, bool wait_oldest)
 {
 	bool any = false;
-	if (wait_oldest && p->offl.head && pool_mark_wait(p, p->offl.head->busy))
-		return false;   /* a failed wait completes nothing */
+	if (wait_oldest && p->offl.head) {
+		struct page *pg = p->offl.head;
+		struct alloc *a = pg->a;
+		a->pins++;   /* the wait releases the lock */
+		pool_status_t st = pool_mark_wait(p, pg->busy);
+		a->pins--;
+		if (st)
+			return false;   /* a failed wait completes nothing */
+	}
 	for (struct page *pg = p->offl.head, *nx; pg; pg = nx) {
 		nx = pg->next;
 		if (pool_mark_done(p, pg->busy)) {
@@ -70,24 +77,34 @@ static pool_status_t copy_out(pool_t *p, struct page *pg)
 	return POOL_OK;
 }
 
+#define EVICT_BATCH 256
+
 /* SuperNeurons Alg. 2, LRU.out: evicts unlocked least-recently-used
- * pages until `need` chunks were returned to the cache.  Dirty pages are
- * copied to host on the D2H stream after their last use (a fence is
- * recorded on the use's stream now, which follows it); clean ones (a
- * valid host copy, or never written) are dropped without a copy.  The
- * host then waits for the copies before unmapping: unmapping a range a
- * copy still reads would fault.  A wait the device refuses keeps the
- * page mapped and resident.  Returns the number of pages evicted. */
+ * pages until `need` chunks were returned to the cache (at most
+ * EVICT_BATCH per call).  Dirty pages are copied to host on the D2H
+ * stream after their last use (a fence is recorded on the use's stream
+ * now, which follows it); clean ones (a valid host copy, or never
+ * written) are dropped without a copy.  The host then waits for the
+ * copies before unmapping: unmapping a range a copy still reads would
+ * fault.  It waits with the lock released: the victims are PG_EVICTING
+ * (a use or a free meanwhile takes a victim back) and their allocations
+ * pinned.  A wait the device refuses keeps the page mapped and resident.
+ * Returns the number of pages evicted. */
 uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 {
-	struct page *vict = NULL, **tail = &vict;
+	struct page *vict[EVICT_BATCH];
+	bool copied[EVICT_BATCH], failed[EVICT_BATCH];
 	uint32_t n = 0, ncopy = 0;
 	pool_status_t st;
 
 	p->host_exhausted = false;
 	p->evict_err = POOL_OK;
+	if (need > EVICT_BATCH)
+		need = EVICT_BATCH;
 	for (struct page *pg = p->lru.tail, *pv; pg && n < need; pg = pv) {
 		pv = pg->prev;
+		copied[n] = false;
+		failed[n] = false;
 		if (!page_clean(p, pg)) {
 			if ((st = copy_out(p, pg))) {
 				if (st == POOL_EHOST) {
@@ -99,46 +116,52 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 				p->evict_err = st;
 				break;
 			}
-			pg->flags |= PF_MARK;
+			copied[n] = true;
 			ncopy++;
 		}
 		list_del(&p->lru, pg);
-		pg->next = NULL;
-		*tail = pg;
-		tail = &pg->next;
-		n++;
+		pg->state = PG_EVICTING;
+		pg->a->pins++;
+		vict[n++] = pg;
 	}
 	if (!n)
 		return 0;
+	/* the copies follow their pages' last uses: one mark covers both */
 	struct mark m = ncopy ? pool_mark_now(p, p->tl_d2h) : (struct mark){ 0 };
+	for (uint32_t i = 0; i < n; i++)
+		if (copied[i])
+			vict[i]->busy = m;
 	pool_status_t wst = pool_mark_wait(p, m);
-	uint32_t done = 0;
-	for (struct page *pg = vict, *nx; pg; pg = nx) {
-		nx = pg->next;
-		pg->next = NULL;
-		if (pg->flags & PF_MARK) {
-			/* the copy follows the page's last use: m covers both */
-			pg->busy = m;
-			if (wst) {
-				/* The copy may still be queued: the page stays mapped
-				 * and resident, ordered after the copy, which counts
-				 * for nothing (its slot is kept, marked not valid). */
-				pg->flags &= ~(PF_MARK | PF_HOST_VALID);
-				list_push_back(&p->lru, pg);
-				p->evict_err = wst;
-				continue;
-			}
-		} else if ((st = pool_mark_wait(p, pg->busy))) {
-			list_push_back(&p->lru, pg);
+	for (uint32_t i = 0; i < n; i++) {
+		struct page *pg = vict[i];
+		if (!copied[i] && pg->state == PG_EVICTING && (st = pool_mark_wait(p, pg->busy))) {
+			failed[i] = true;
 			p->evict_err = st;
+		}
+	}
+	uint32_t done = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct page *pg = vict[i];
+		pg->a->pins--;
+		if (pg->state != PG_EVICTING)
+			continue;   /* taken back by a use or a free while we waited */
+		if (copied[i] ? wst != POOL_OK : failed[i]) {
+			/* The copy (or the last use) may still be queued: the page
+			 * stays mapped and resident, ordered after it; a copy
+			 * counts for nothing (its slot is kept, marked not valid). */
+			if (copied[i])
+				pg->flags &= ~PF_HOST_VALID;
+			if (wst)
+				p->evict_err = wst;
+			pg->state = PG_RESIDENT;
+			list_push_back(&p->lru, pg);
 			continue;
 		}
 		done++;
-		if (pg->flags & PF_MARK)
+		if (copied[i])
 			p->st.bytes_evicted += page_bytes(p, pg->a, pg->idx);
 		else
 			p->st.evictions_clean++;
-		pg->flags &= ~PF_MARK;
 		pool_page_unmap(p, pg);
 		stat_sub(&p->st.resident, chunk_sz(p));
 		if (pg->flags & PF_WRITTEN) {
@@ -208,11 +231,13 @@ static struct alloc *resolve(pool_t *p, const pool_ref_t *r, pool_span_t *out)
 
 static void lock_page(pool_t *p, struct page *pg)
 {
-	if (pg->state == PG_OFFLOADING) {
-		/* used again before its offload finished: cancel it; the copy in
-		 * flight stays valid as long as the page is not written, and the
-		 * user's stream waits for it (its mark is the page's busy one) */
-		list_del(&p->offl, pg);
+	if (pg->state == PG_OFFLOADING || pg->state == PG_EVICTING) {
+		/* used again before its offload or eviction finished: cancel
+		 * it; the copy in flight stays valid as long as the page is not
+		 * written, and the user's stream waits for it (its mark is the
+		 * page's busy one) */
+		if (pg->state == PG_OFFLOADING)
+			list_del(&p->offl, pg);
 		pg->state = PG_RESIDENT;
 	} else if (pg->flags & PF_LISTED) {
 		list_del(&p->lru, pg);
@@ -244,22 +269,39 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 	pool_status_t st;
 
 	*nfault = 0;
-	for (int i = 0; i < n; i++) {
-		uint32_t f, l;
-		if (!as[i])
-			continue;
-		span_pages(p, &spans[i], &f, &l);
-		for (uint32_t k = f; k <= l; k++) {
-			struct page *pg = &as[i]->pages[k];
-			if (pg->state != PG_RESIDENT && !(pg->flags & PF_MARK)) {
-				pg->flags |= PF_MARK;
-				need++;
+	/* count each page once (refs overlap); the scratch mark is cleared
+	 * before getting chunks, which may release the lock */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < n; i++) {
+			uint32_t f, l;
+			if (!as[i])
+				continue;
+			span_pages(p, &spans[i], &f, &l);
+			for (uint32_t k = f; k <= l; k++) {
+				struct page *pg = &as[i]->pages[k];
+				if (pass) {
+					pg->flags &= ~PF_MARK;
+				} else if (pg->state != PG_RESIDENT && !(pg->flags & PF_MARK)) {
+					pg->flags |= PF_MARK;
+					need++;
+				}
 			}
 		}
-	}
 	if (!need)
 		return POOL_OK;
+	/* The pages are locked, so nothing evicts them while chunks are
+	 * found; another thread may fault some in meanwhile (they are skipped
+	 * below), and the allocations stay (pinned) even if freed. */
+	for (int i = 0; i < n; i++)
+		if (as[i])
+			as[i]->pins++;
 	st = pool_ensure_chunks(p, need);
+	for (int i = 0; i < n; i++)
+		if (as[i]) {
+			as[i]->pins--;
+			if (as[i]->freed && st == POOL_OK)
+				st = POOL_EINVAL;   /* freed by another thread while in use */
+		}
 	for (int i = 0; i < n; i++) {
 		uint32_t f, l;
 		if (!as[i])
@@ -267,10 +309,7 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 		span_pages(p, &spans[i], &f, &l);
 		for (uint32_t k = f; k <= l; k++) {
 			struct page *pg = &as[i]->pages[k];
-			if (!(pg->flags & PF_MARK))
-				continue;
-			pg->flags &= ~PF_MARK;
-			if (st)
+			if (st || pg->state == PG_RESIDENT)
 				continue;
 			if ((st = pool_page_map(p, pg)))
 				continue;
@@ -568,6 +607,7 @@ pool_page_state_t pool_page_state(pool_t *p, uintptr_t addr)
 		static const pool_page_state_t map[] = {
 			[PG_RESIDENT] = POOL_PAGE_RESIDENT, [PG_OFFLOADING] = POOL_PAGE_OFFLOADING,
 			[PG_HOST] = POOL_PAGE_HOST, [PG_RELEASED] = POOL_PAGE_RELEASED,
+			[PG_EVICTING] = POOL_PAGE_OFFLOADING,
 		};
 		r = map[a->pages[(addr - a->base) / chunk_sz(p)].state];
 	}

@@ -80,9 +80,7 @@ void pool_small_reap(pool_t *p)
 static pool_status_t slab_new(pool_t *p, uint32_t c, struct alloc **out)
 {
 	uint64_t cs = chunk_sz(p), start;
-	pool_status_t st = pool_ensure_chunks(p, 1);
-	if (st)
-		return st;
+	pool_status_t st;
 	struct alloc *s = calloc(1, sizeof(*s));
 	uint32_t nb = (uint32_t)(cs / p->cls_size[c]);
 	if (!s || !(s->bitmap = calloc((nb + 63) / 64, 8)) ||
@@ -91,7 +89,14 @@ static pool_status_t slab_new(pool_t *p, uint32_t c, struct alloc **out)
 			pool_alloc_destroy(s);
 		return POOL_ENOMEM;
 	}
+	/* the range first: both may wait with the lock released, and the
+	 * chunk must be taken from the cache right after it is there */
 	if ((st = pool_va_alloc(p, 1, &start))) {
+		pool_alloc_destroy(s);
+		return st;
+	}
+	if ((st = pool_ensure_chunks(p, 1))) {
+		pool_va_give(p, start, 1);
 		pool_alloc_destroy(s);
 		return st;
 	}

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -1389,57 +1390,227 @@ static void test_bad_config_is_rejected(void **state)
 	assert_string_equal(pool_strerror(POOL_EHOST), "pinned host memory limit reached");
 }
 
+/* Two threads, each with its own tensors, under a budget that makes
+ * them evict each other's pages: every byte each thread reads back is
+ * what it wrote, and nothing is left allocated. */
+typedef struct {
+	env_t *e;
+	uint32_t seed;
+	int failures;
+} thr_t;
+
 static void *thread_body(void *arg)
 {
-	env_t *e = arg;
-	for (int i = 0; i < 300; i++) {
-		uintptr_t a;
-		uint64_t id;
-		uint64_t n = (i % 3 == 0) ? 700 : (uint64_t)(i % 4 + 1) * CH;
-		if (pool_malloc(e->p, n, &a, &id) != POOL_OK)
+	thr_t *t = arg;
+	env_t *e = t->e;
+	uint64_t rs = t->seed;
+	uintptr_t live[6] = { 0 };
+	uint64_t len[6] = { 0 };
+	uint32_t seed[6] = { 0 };
+	for (int i = 0; i < 400; i++) {
+		int k = (int)(rnd(&rs) % 6);
+		if (live[k]) {
+			if (!check(e, live[k], len[k], seed[k]))
+				t->failures++;
+			if (rnd(&rs) & 1) {
+				pool_free(e->p, live[k], NULL, rnd(&rs) & 1);
+				live[k] = 0;
+			}
 			continue;
-		pool_ref_t r = { .ptr = a, .bytes = n, .write = true };
-		pool_span_t s;
-		if (pool_acquire(e->p, &r, 1, NULL, &s) == POOL_OK)
-			pool_release(e->p, &r, &s, 1, NULL);
-		pool_free(e->p, a, NULL, false);
+		}
+		/* one small size class, and large tensors of up to 3 pages */
+		uint64_t n = (i % 3 == 0) ? 700 : CH / 2 + (uint64_t)(rnd(&rs) % (5 * CH / 2));
+		uint64_t id;
+		if (pool_malloc(e->p, n, &live[k], &id) != POOL_OK) {
+			live[k] = 0;
+			continue;
+		}
+		len[k] = n;
+		seed[k] = t->seed * 1000 + (uint32_t)i;
+		pool_ref_t r = { .ptr = live[k], .bytes = n, .write = true };
+		pool_span_t sp;
+		if (pool_acquire(e->p, &r, 1, NULL, &sp) != POOL_OK) {
+			pool_free(e->p, live[k], NULL, false);
+			live[k] = 0;
+			continue;
+		}
+		uint8_t *b = malloc(n);
+		pattern(b, n, seed[k]);
+		if (!fake_write(&e->f, live[k], b, n))
+			t->failures++;
+		free(b);
+		pool_release(e->p, &r, &sp, 1, NULL);
 	}
+	for (int k = 0; k < 6; k++)
+		if (live[k]) {
+			if (!check(e, live[k], len[k], seed[k]))
+				t->failures++;
+			pool_free(e->p, live[k], NULL, false);
+		}
 	return NULL;
 }
 
-static void test_two_threads_share_the_pool(void **state)
+static void test_two_threads_evicting_each_other_keep_their_bytes(void **state)
 {
 	(void)state;
 	env_t e;
-	env_open(&e, 16, 0, 1024);
+	env_open(&e, 10, 0, 1024);
 	pthread_t t[2];
+	thr_t a[2] = { { &e, 1, 0 }, { &e, 2, 0 } };
 	for (int i = 0; i < 2; i++)
-		pthread_create(&t[i], NULL, thread_body, &e);
+		pthread_create(&t[i], NULL, thread_body, &a[i]);
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
+	if (a[0].failures || a[1].failures)
+		fail_msg("two threads sharing the pool: expected every read to match, got %d and %d "
+			 "mismatches", a[0].failures, a[1].failures);
 	pool_stats_t s = stats(&e);
 	assert_int_equal(s.requested.cur, 0);
-	assert_true(s.allocs > 0);
+	assert_true(s.evictions > 0);
+	check_clean(&e);
 	env_close(&e);
 }
 
-static void print_line(const char *line, void *ctx)
+/* issue 10: while one thread waited for the device on the eviction path,
+ * it held the pool's one mutex, and every other thread's calls blocked -
+ * cudaMalloc, cudaFree, cudaMemGetInfo (PyTorch's backward runs on its
+ * own thread).  One thread is stalled in an eviction's wait here; the
+ * other must get through its calls meanwhile. */
+typedef struct {
+	int in_wait, release, done;
+} stall_t;
+
+static void stall_hook(void *arg)
 {
-	int *n = ctx;
-	(*n)++;
-	assert_true(strlen(line) > 0);
+	stall_t *s = arg;
+	if (__atomic_exchange_n(&s->in_wait, 1, __ATOMIC_ACQ_REL))
+		return;   /* only the first wait stalls */
+	while (!__atomic_load_n(&s->release, __ATOMIC_ACQUIRE)) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
 }
 
-static void test_stats_table_prints(void **state)
+typedef struct {
+	env_t *e;
+	uintptr_t b, small;
+	stall_t *s;
+	pool_status_t st;
+} other_t;
+
+static void *evicting_thread(void *arg)
+{
+	other_t *o = arg;
+	uintptr_t c;
+	uint64_t id;
+	o->st = pool_malloc(o->e->p, CH, &c, &id);
+	return NULL;
+}
+
+static void *other_thread(void *arg)
+{
+	other_t *o = arg;
+	uint64_t fr, tot;
+	pool_stats_t st;
+	pool_mem_info(o->e->p, &fr, &tot);
+	pool_get_stats(o->e->p, &st);
+	pool_ref_t r = { .ptr = o->b, .bytes = CH, .write = false };
+	pool_span_t sp;
+	if (pool_acquire(o->e->p, &r, 1, NULL, &sp) == POOL_OK)
+		pool_release(o->e->p, &r, &sp, 1, NULL);
+	pool_free(o->e->p, o->small, NULL, false);
+	__atomic_store_n(&o->s->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void test_other_threads_run_while_one_waits_for_the_device(void **state)
 {
 	(void)state;
 	env_t e;
-	env_open(&e, 4, 0, 64);
-	must_malloc(&e, CH);
+	stall_t s = { 0 };
+	env_open(&e, 3, 0, 64);
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	uintptr_t small = must_malloc(&e, 512);
+	put(&e, a, CH, 60);
+	put(&e, b, CH, 61);
+	e.f.hold = true;
+	e.f.on_wait = stall_hook;
+	e.f.on_wait_arg = &s;
+	other_t o = { &e, b, small, &s, POOL_OK };
+	pthread_t t1, t2;
+	pthread_create(&t1, NULL, evicting_thread, &o);   /* evicts a, waits for its copy */
+	for (int i = 0; i < 2000 && !__atomic_load_n(&s.in_wait, __ATOMIC_ACQUIRE); i++) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	assert_true(__atomic_load_n(&s.in_wait, __ATOMIC_ACQUIRE));
+	pthread_create(&t2, NULL, other_thread, &o);
+	int done = 0;
+	for (int i = 0; i < 2000 && !(done = __atomic_load_n(&s.done, __ATOMIC_ACQUIRE)); i++) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	__atomic_store_n(&s.release, 1, __ATOMIC_RELEASE);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	e.f.on_wait = NULL;
+	if (!done)
+		fail_msg("a thread's mem_info, acquire of a resident page and free, while another "
+			 "thread waited for the device: expected them done within 2 s, got blocked");
+	assert_int_equal(o.st, POOL_OK);
+	fake_drain(&e.f);
+	assert_true(check(&e, a, CH, 60));
+	assert_true(check(&e, b, CH, 61));
+	check_clean(&e);
+	env_close(&e);
+}
+
+typedef struct {
+	char lines[64][160];
+	int n;
+} captured_t;
+
+static void capture_line(const char *line, void *ctx)
+{
+	captured_t *c = ctx;
+	if (c->n < 64)
+		snprintf(c->lines[c->n++], sizeof(c->lines[0]), "%s", line);
+}
+
+static long table_value(const captured_t *c, const char *name)
+{
+	for (int i = 0; i < c->n; i++) {
+		const char *l = c->lines[i];
+		while (*l == ' ')
+			l++;
+		if (!strncmp(l, name, strlen(name)) && l[strlen(name)] == ' ')
+			return strtol(l + strlen(name), NULL, 10);
+	}
+	return -1;
+}
+
+static void test_stats_table_shows_the_counters(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 1, 0, 64);
+	uintptr_t a = must_malloc(&e, CH);
+	put(&e, a, CH, 1);
+	must_malloc(&e, CH);          /* evicts a */
+	assert_true(check(&e, a, CH, 1));   /* a miss, another eviction */
 	pool_stats_t s = stats(&e);
-	int n = 0;
-	pool_stats_print(&s, print_line, &n);
-	assert_true(n > 10);
+	captured_t c = { 0 };
+	pool_stats_print(&s, capture_line, &c);
+	struct { const char *name; uint64_t want; } rows[] = {
+		{ "allocations", s.allocs }, { "misses (pages)", s.misses },
+		{ "evictions (pages)", s.evictions }, { "frees", s.frees },
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		if (table_value(&c, rows[i].name) != (long)rows[i].want)
+			fail_msg("stats table row '%s': expected %lu, got %ld", rows[i].name,
+				 (unsigned long)rows[i].want, table_value(&c, rows[i].name));
+	assert_int_equal(s.misses, 1);
+	assert_int_equal(s.evictions, 2);
 	env_close(&e);
 }
 
@@ -1487,8 +1658,9 @@ int main(void)
 		cmocka_unit_test(test_stress_kernels_on_two_streams_in_random_order),
 		cmocka_unit_test(test_trim_releases_cached_chunks),
 		cmocka_unit_test(test_bad_config_is_rejected),
-		cmocka_unit_test(test_two_threads_share_the_pool),
-		cmocka_unit_test(test_stats_table_prints),
+		cmocka_unit_test(test_two_threads_evicting_each_other_keep_their_bytes),
+		cmocka_unit_test(test_other_threads_run_while_one_waits_for_the_device),
+		cmocka_unit_test(test_stats_table_shows_the_counters),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
