@@ -15,6 +15,8 @@ pool_status_t pool_page_unmap(pool_t *p, struct page *pg)
 {
 	int rc = p->ops.unmap(p->ops.ctx, page_va(p, pg), chunk_sz(p));
 	p->st.unmaps++;
+	if (pg->a->kind == A_SLAB)
+		stat_sub(&p->st.small_slack, slab_slack(pg->a));
 	pool_cache_push(p, pg->chunk);
 	pg->chunk = 0;
 	return dev_status(rc);
@@ -31,6 +33,8 @@ pool_status_t pool_page_map(pool_t *p, struct page *pg)
 	}
 	pg->chunk = h;
 	pg->state = PG_RESIDENT;
+	if (pg->a->kind == A_SLAB)
+		slack_add(&p->st.small_slack, slab_slack(pg->a));
 	return POOL_OK;
 }
 

@@ -79,8 +79,9 @@ static bool range_ready(pool_t *p, struct alloc *a, bool wait)
 void pool_alloc_destroy(struct alloc *a)
 {
 	free(a->pages);
-	free(a->bitmap);
+	free(a->owner);
 	free(a->blocks);
+	free(a->fext);
 	free(a);
 }
 
@@ -250,7 +251,6 @@ pool_status_t pool_create(const pool_config_t *cfg, const pool_ops_t *ops, pool_
 	p->vfree[0].start = 0;
 	p->vfree[0].len = p->npages_va;
 	p->nvfree = 1;
-	pool_small_init(p);
 	if (pool_tl_init(p)) {
 		pool_tl_fini(p);
 		p->ops.va_release(p->ops.ctx, p->base, c.va_size);
@@ -290,6 +290,7 @@ void pool_destroy(pool_t *p)
 		if (!a)
 			continue;
 		if (a->kind == A_SLAB) {
+			(void)pool_mark_wait(p, a->pages[0].busy);
 			pool_slab_reclaim(p, a);
 			continue;
 		}
@@ -297,6 +298,7 @@ void pool_destroy(pool_t *p)
 			struct page *pg = &a->pages[k];
 			(void)pool_mark_wait(p, pg->busy);   /* teardown: nothing to report to */
 			pg->busy.tl = NULL;
+			page_unlist(p, pg);
 			if (pg->state == PG_RESIDENT)
 				pool_page_unmap(p, pg);
 		}
@@ -379,7 +381,8 @@ pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *
 		pool_event_t ev = {
 			.kind = POOL_EV_ALLOC, .alloc_id = *id, .ptr = *addr,
 			.bytes = bytes,
-			.mapped = a->kind == A_SLAB ? p->cls_size[a->cls] :
+			.mapped = a->kind == A_SLAB ?
+				  (bytes + SMALL_UNIT - 1) / SMALL_UNIT * SMALL_UNIT :
 				  (uint64_t)a->npages * chunk_sz(p),
 			.resident = p->st.resident.cur, .host = p->st.host.cur,
 			.budget = p->cfg.budget,

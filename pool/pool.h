@@ -23,9 +23,9 @@
  * exceed the budget the least recently used ones are evicted to host.
  * Pages touched by a call in flight are locked and never evicted.
  *
- * Small allocations (below config.small_threshold) share chunks through a
- * size-class sub-allocator and are never offloaded: they are biases, norms
- * and scalars whose transfer would cost more than it saves.
+ * Small allocations (below config.small_threshold) are packed together into
+ * shared chunks (any size in any chunk, in 256-byte units); a small chunk
+ * is one page for residency: evicted whole when it is the coldest.
  *
  * The pool is a pure core: it includes no CUDA header, reads no
  * environment and prints nothing.  Everything it needs from the device
@@ -72,7 +72,7 @@ typedef struct {
 	uint64_t host_limit;      /* most pinned host bytes; 0 = unlimited */
 	uint64_t chunk_size;      /* physical chunk, a multiple of granularity */
 	uint64_t granularity;     /* the device's allocation granularity */
-	uint64_t small_threshold; /* below it: sub-allocated, never offloaded; <= chunk_size / 2 */
+	uint64_t small_threshold; /* below it: packed into shared chunks; <= chunk_size / 2 */
 	uint64_t va_size;         /* virtual range reserved, a multiple of chunk_size */
 	uint64_t host_block;      /* pinned host memory is allocated in blocks of this; 0 = 32 chunks */
 } pool_config_t;
@@ -142,6 +142,9 @@ typedef struct {
 	pool_stat_count_t resident;   /* device bytes mapped for live allocations */
 	pool_stat_count_t held;       /* physical bytes created (mapped, cached, pending) */
 	pool_stat_count_t host;       /* host slot bytes holding data */
+	pool_stat_count_t small_slack;/* bytes of mapped small-allocation chunks that no live
+	                                 allocation requested (free space, rounding; empty
+	                                 chunks not counted); peak taken at allocations */
 	uint64_t host_allocated;      /* pinned host bytes obtained */
 	uint64_t allocs, frees, small_allocs;
 	uint64_t misses;              /* pages faulted in */

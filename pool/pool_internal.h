@@ -7,7 +7,7 @@
  *   vrange.c     the reserved virtual range: free extents, page -> allocation map
  *   chunks.c     the chunk cache and getting chunks under the budget
  *   host.c       pinned host slots that hold offloaded pages
- *   small.c      the small-size sub-allocator (slabs of one chunk)
+ *   small.c      the small-size sub-allocator (slabs of one chunk, packed)
  *   residency.c  residency per page: the LRU, eviction, fault-in, offload,
  *                prefetch (the reactive layer and the policies' operations)
  *   pool.c       creation, large allocations, freed ranges, the public
@@ -27,7 +27,8 @@
  *   - lru: resident, unlocked pages of live large allocations, most
  *     recently used first.  offloading: pages whose copy to host is in
  *     flight (explicit offload), oldest first.
- *   - classes[]: slabs (one chunk each) of the small-size sub-allocator.
+ *   - slabs: one chunk each, of the small-size sub-allocator; each is a
+ *     one-page allocation whose page is on the LRU like any other.
  *   - host slots: chunk-sized pieces of pinned blocks, a free stack and a
  *     list of slots still read or written by a copy in flight.
  *
@@ -126,17 +127,28 @@ struct page {
 	uint8_t flags;
 };
 
+/* One small allocation in a slab: units of 256 bytes (cudaMalloc's
+ * alignment) from `start`.  id 0: freed, its units pending their free
+ * fence, or an unused entry (chained through next_free). */
 struct sblock {
-	uint64_t id;         /* 0: free or free pending */
+	uint64_t id;
 	uint32_t size;
+	uint32_t start, units;
+	uint32_t next_free;
+};
+
+#define SMALL_UNIT 256u
+
+struct vext {
+	uint64_t start, len;         /* pages, or a slab's units */
 };
 
 enum { A_LARGE, A_SLAB };
 
 struct alloc {
-	struct alloc *prev, *next;   /* freed list, or slab class list */
+	struct alloc *prev, *next;   /* freed list, or the slab list */
 	uintptr_t base;
-	uint64_t size;               /* requested bytes (large) */
+	uint64_t size;               /* requested bytes (large); the chunk (slab) */
 	uint64_t id;
 	uint32_t npages;
 	uint32_t pins;               /* threads waiting (unlocked) with a pointer to it: never destroyed meanwhile */
@@ -144,12 +156,17 @@ struct alloc {
 	bool freed;
 	struct fence *free_fence;    /* cudaFree: recorded on every stream at free time */
 	struct mark free_mark;       /* cudaFreeAsync: the position of the free on its stream */
-	struct page *pages;          /* large: npages entries */
-	/* slab */
-	uint64_t chunk;
-	uint32_t cls, nblocks, nfree;
-	uint64_t *bitmap;            /* 1 = taken (allocated or free pending) */
+	struct page *pages;          /* npages entries (one for a slab) */
+	/* slab (small.c): allocations of any size below the threshold,
+	 * packed first-fit in units; the slab's one page moves as a whole */
+	uint32_t nunits, units_used; /* units_used counts frees still pending */
+	uint32_t *owner;             /* per unit: block index + 1, 0 = free */
 	struct sblock *blocks;
+	uint32_t nblocks, capblocks, free_block;
+	struct vext *fext;           /* free units, sorted, coalesced */
+	uint32_t nfext, capfext;
+	uint32_t max_ext;            /* the largest free extent, in units */
+	uint64_t req;                /* bytes requested by its live blocks */
 };
 
 struct small_pending {
@@ -166,15 +183,9 @@ struct slot_pending {
 	struct mark m;
 };
 
-struct vext {
-	uint64_t start, len;         /* pages */
-};
-
 struct list {
 	struct page *head, *tail;
 };
-
-#define NCLASS_MAX 64
 
 struct pool {
 	pthread_mutex_t lock;
@@ -197,10 +208,8 @@ struct pool {
 	uint64_t next_id;
 	struct alloc *freed_head, *freed_tail;
 	struct list lru, offl;
-	/* small */
-	uint32_t ncls;
-	uint32_t cls_size[NCLASS_MAX];
-	struct alloc *cls_slabs[NCLASS_MAX];
+	/* small: slabs in creation order (first-fit packs the oldest) */
+	struct alloc *slabs_head, *slabs_tail;
 	struct small_pending *spend_head, *spend_tail;
 	/* host */
 	void **slots;
@@ -229,6 +238,15 @@ static inline void stat_add(pool_stat_count_t *c, uint64_t v)
 	c->total += v;
 	if (c->cur > c->peak)
 		c->peak = c->cur;
+}
+
+/* The small slack's peak is taken at allocations only (small.c): a free
+ * opens holes that the next allocations fill first, and a mass free at
+ * the end of a run is not waste. */
+static inline void slack_add(pool_stat_count_t *c, uint64_t v)
+{
+	c->cur += v;
+	c->total += v;
 }
 
 static inline void stat_sub(pool_stat_count_t *c, uint64_t v)
@@ -365,7 +383,9 @@ static inline bool mark_same(struct mark a, struct mark b)
 	return a.tl == b.tl && a.seq == b.seq;
 }
 
-/* vrange.c */
+/* vrange.c; the extent lists serve the slabs' units too */
+int pool_ext_take(struct vext *e, uint32_t *n, uint64_t want, uint64_t *start);
+int pool_ext_give(struct vext **e, uint32_t *n, uint32_t *cap, uint64_t start, uint64_t len);
 void pool_va_give(pool_t *p, uint64_t start, uint64_t n);
 void pool_vmap_set(pool_t *p, struct alloc *a, uint64_t npages, struct alloc *v);
 pool_status_t pool_va_alloc(pool_t *p, uint64_t npages, uint64_t *start);
@@ -382,12 +402,21 @@ pool_status_t pool_page_map(pool_t *p, struct page *pg);
 pool_status_t pool_ensure_chunks(pool_t *p, uint32_t need);
 
 /* small.c */
-void pool_small_init(pool_t *p);
 bool pool_slab_reclaim_empty(pool_t *p);
 void pool_slab_reclaim(pool_t *p, struct alloc *s);
 void pool_small_reap(pool_t *p);
 pool_status_t pool_small_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *id);
 pool_status_t pool_small_free(pool_t *p, struct alloc *s, uintptr_t addr, void *stream, bool all);
+/* The live block of slab s that contains ptr, or NULL. */
+struct sblock *pool_slab_block(const struct alloc *s, uintptr_t ptr);
+/* Bytes of a mapped slab that no live block requested (small.c keeps the
+ * stats' small slack as the sum over mapped slabs).  An empty slab counts
+ * nothing: it is reclaimed as soon as memory is needed, like a cached
+ * chunk. */
+static inline uint64_t slab_slack(const struct alloc *s)
+{
+	return s->req ? s->size - s->req : 0;
+}
 
 /* residency.c */
 bool pool_offl_reap(pool_t *p, bool wait_oldest);

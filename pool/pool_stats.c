@@ -46,6 +46,7 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line3(out, ctx, "resident", &s->resident);
 	line3(out, ctx, "physical held", &s->held);
 	line3(out, ctx, "host copies", &s->host);
+	line3(out, ctx, "small slack", &s->small_slack);
 	uint64_t frag = s->reserved.peak > s->requested.peak ? s->reserved.peak - s->requested.peak : 0;
 	line1(out, ctx, "internal frag. (peak)", frag, "MiB");
 	line1(out, ctx, "pinned host obtained", s->host_allocated, "MiB");

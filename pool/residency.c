@@ -186,34 +186,40 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 
 /* ------------------------------------------------------ reactive layer */
 
-/* Resolves a ref; returns the live large allocation it falls in (NULL for
- * small or foreign memory, which need no residency work). */
-static struct alloc *resolve(pool_t *p, const pool_ref_t *r, pool_span_t *out)
+/* The pages one ref covers: of a large allocation, or the one page of the
+ * slab a small block lives in.  a NULL: not pool memory (left alone). */
+struct rref {
+	struct alloc *a;
+	uint32_t first, last;
+};
+
+/* Resolves a ref to its span (allocation id, offset and extent, for the
+ * caller and the trace) and the pages it covers. */
+static void resolve(pool_t *p, const pool_ref_t *r, pool_span_t *out, struct rref *rr)
 {
 	memset(out, 0, sizeof(*out));
+	rr->a = NULL;
 	if (!pool_owns(p, r->ptr))
-		return NULL;
+		return;
 	struct alloc *a = p->vmap[(r->ptr - p->base) / chunk_sz(p)];
 	if (!a)
-		return NULL;
+		return;
 	if (a->kind == A_SLAB) {
-		uint64_t csz = p->cls_size[a->cls], off = r->ptr - a->base;
-		uint32_t i = (uint32_t)(off / csz);
-		if (i >= a->nblocks || !a->blocks[i].id)
-			return NULL;
-		uint64_t in = off - (uint64_t)i * csz, size = a->blocks[i].size;
-		if (in >= size)
-			return NULL;
-		out->alloc_id = a->blocks[i].id;
+		struct sblock *b = pool_slab_block(a, r->ptr);
+		if (!b)
+			return;
+		uint64_t in = r->ptr - a->base - (uint64_t)b->start * SMALL_UNIT;
+		out->alloc_id = b->id;
 		out->offset = in;
-		out->bytes = r->bytes && r->bytes < size - in ? r->bytes : size - in;
-		return NULL;
+		out->bytes = r->bytes && r->bytes < b->size - in ? r->bytes : b->size - in;
+		*rr = (struct rref){ a, 0, 0 };
+		return;
 	}
 	if (a->freed)
-		return NULL;
+		return;
 	uint64_t off = r->ptr - a->base;
 	if (off >= a->size)
-		return NULL;
+		return;
 	/* An unknown extent (a scanned kernel argument) is the rest of the
 	 * allocation.  An extent stated at this address by an earlier call is
 	 * not trusted: a caching allocator (PyTorch's) reuses a block for a
@@ -226,7 +232,8 @@ static struct alloc *resolve(pool_t *p, const pool_ref_t *r, pool_span_t *out)
 	out->alloc_id = a->id;
 	out->offset = off;
 	out->bytes = n;
-	return a;
+	*rr = (struct rref){ a, (uint32_t)(off / chunk_sz(p)),
+			     (uint32_t)((off + n - 1) / chunk_sz(p)) };
 }
 
 static void lock_page(pool_t *p, struct page *pg)
@@ -251,18 +258,12 @@ static void unlock_page(pool_t *p, struct page *pg)
 		list_push_front(&p->lru, pg);
 }
 
-static void span_pages(const pool_t *p, const pool_span_t *s, uint32_t *first, uint32_t *last)
-{
-	*first = (uint32_t)(s->offset / chunk_sz(p));
-	*last = (uint32_t)((s->offset + s->bytes - 1) / chunk_sz(p));
-}
-
 /* Maps every non-resident page among the locked ones and copies back the
  * bytes of those that have them, on the H2D stream; the copied pages'
  * busy mark becomes the copies' position on the H2D stream.  *nfault:
  * pages faulted.  A failed map or copy is returned; pages mapped before
  * it stay resident, and a page whose copy failed goes back to host. */
-static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *spans, int n,
+static pool_status_t fault_in(pool_t *p, const struct rref *rr, int n,
 			      pool_event_kind_t kind, uint32_t *nfault)
 {
 	uint32_t need = 0, ncopy = 0;
@@ -274,11 +275,12 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 	for (int pass = 0; pass < 2; pass++)
 		for (int i = 0; i < n; i++) {
 			uint32_t f, l;
-			if (!as[i])
+			if (!rr[i].a)
 				continue;
-			span_pages(p, &spans[i], &f, &l);
+			f = rr[i].first;
+			l = rr[i].last;
 			for (uint32_t k = f; k <= l; k++) {
-				struct page *pg = &as[i]->pages[k];
+				struct page *pg = &rr[i].a->pages[k];
 				if (pass) {
 					pg->flags &= ~PF_MARK;
 				} else if (pg->state != PG_RESIDENT && !(pg->flags & PF_MARK)) {
@@ -293,22 +295,23 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 	 * found; another thread may fault some in meanwhile (they are skipped
 	 * below), and the allocations stay (pinned) even if freed. */
 	for (int i = 0; i < n; i++)
-		if (as[i])
-			as[i]->pins++;
+		if (rr[i].a)
+			rr[i].a->pins++;
 	st = pool_ensure_chunks(p, need);
 	for (int i = 0; i < n; i++)
-		if (as[i]) {
-			as[i]->pins--;
-			if (as[i]->freed && st == POOL_OK)
+		if (rr[i].a) {
+			rr[i].a->pins--;
+			if (rr[i].a->freed && st == POOL_OK)
 				st = POOL_EINVAL;   /* freed by another thread while in use */
 		}
 	for (int i = 0; i < n; i++) {
 		uint32_t f, l;
-		if (!as[i])
+		if (!rr[i].a)
 			continue;
-		span_pages(p, &spans[i], &f, &l);
+		f = rr[i].first;
+		l = rr[i].last;
 		for (uint32_t k = f; k <= l; k++) {
-			struct page *pg = &as[i]->pages[k];
+			struct page *pg = &rr[i].a->pages[k];
 			if (st || pg->state == PG_RESIDENT)
 				continue;
 			if ((st = pool_page_map(p, pg)))
@@ -346,11 +349,12 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 	struct mark m = pool_mark_now(p, p->tl_h2d);
 	for (int i = 0; i < n; i++) {
 		uint32_t fi, la;
-		if (!as[i])
+		if (!rr[i].a)
 			continue;
-		span_pages(p, &spans[i], &fi, &la);
+		fi = rr[i].first;
+		la = rr[i].last;
 		for (uint32_t k = fi; k <= la; k++) {
-			struct page *pg = &as[i]->pages[k];
+			struct page *pg = &rr[i].a->pages[k];
 			if (pg->flags & PF_COPY) {
 				pg->flags &= ~PF_COPY;
 				pg->busy = m;
@@ -360,29 +364,30 @@ static pool_status_t fault_in(pool_t *p, struct alloc **as, const pool_span_t *s
 	return st;
 }
 
-static void unlock_spans(pool_t *p, struct alloc **as, const pool_span_t *spans, int n)
+static void unlock_spans(pool_t *p, const struct rref *rr, int n)
 {
 	for (int i = 0; i < n; i++) {
 		uint32_t fi, la;
-		if (!as[i])
+		if (!rr[i].a)
 			continue;
-		span_pages(p, &spans[i], &fi, &la);
+		fi = rr[i].first;
+		la = rr[i].last;
 		for (uint32_t k = fi; k <= la; k++)
-			unlock_page(p, &as[i]->pages[k]);
+			unlock_page(p, &rr[i].a->pages[k]);
 	}
 }
 
 pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *stream, pool_span_t *out)
 {
-	struct alloc *as[n > 0 ? n : 1];
+	struct rref rr[n > 0 ? n : 1];
 	pool_status_t st;
 	uint32_t nfault;
 	bool any = false;
 
 	pthread_mutex_lock(&p->lock);
 	for (int i = 0; i < n; i++) {
-		as[i] = resolve(p, &refs[i], &out[i]);
-		any |= as[i] != NULL;
+		resolve(p, &refs[i], &out[i], &rr[i]);
+		any |= rr[i].a != NULL;
 	}
 	if (!any) {
 		pthread_mutex_unlock(&p->lock);
@@ -390,13 +395,14 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 	}
 	for (int i = 0; i < n; i++) {
 		uint32_t fi, la;
-		if (!as[i])
+		if (!rr[i].a)
 			continue;
-		span_pages(p, &out[i], &fi, &la);
+		fi = rr[i].first;
+		la = rr[i].last;
 		for (uint32_t k = fi; k <= la; k++)
-			lock_page(p, &as[i]->pages[k]);
+			lock_page(p, &rr[i].a->pages[k]);
 	}
-	st = fault_in(p, as, out, n, POOL_EV_FAULT_IN, &nfault);
+	st = fault_in(p, rr, n, POOL_EV_FAULT_IN, &nfault);
 	p->st.misses += nfault;
 	/* Order the call after the copies and after earlier work on other
 	 * streams (a prefetch, a cancelled offload, another stream's use).
@@ -407,11 +413,12 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 	struct mark last = { 0 };
 	for (int i = 0; st == POOL_OK && i < n; i++) {
 		uint32_t fi, la;
-		if (!as[i])
+		if (!rr[i].a)
 			continue;
-		span_pages(p, &out[i], &fi, &la);
+		fi = rr[i].first;
+		la = rr[i].last;
 		for (uint32_t k = fi; st == POOL_OK && k <= la; k++) {
-			struct page *pg = &as[i]->pages[k];
+			struct page *pg = &rr[i].a->pages[k];
 			if (pg->busy.tl && !mark_same(pg->busy, last)) {
 				st = pool_stream_after(p, tl, stream, pg->busy);
 				last = pg->busy;
@@ -419,7 +426,7 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 		}
 	}
 	if (st) {
-		unlock_spans(p, as, out, n);
+		unlock_spans(p, rr, n);
 		if (st == POOL_ENOMEM || st == POOL_EHOST) {
 			/* a device failure is not an out-of-memory */
 			p->st.oom++;
@@ -432,19 +439,23 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 
 void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, int n, void *stream)
 {
-	struct alloc *as[n > 0 ? n : 1];
+	struct rref rr[n > 0 ? n : 1];
 	bool any = false, unordered = false;
 
 	pthread_mutex_lock(&p->lock);
+	/* the same pages acquire locked, unless the allocation went meanwhile
+	 * (freed, or the address reused: its id differs) */
 	for (int i = 0; i < n; i++) {
-		as[i] = NULL;
-		if (!spans[i].alloc_id || !pool_owns(p, refs[i].ptr))
+		pool_span_t now;
+		rr[i].a = NULL;
+		if (!spans[i].alloc_id)
 			continue;
-		struct alloc *a = p->vmap[(refs[i].ptr - p->base) / chunk_sz(p)];
-		if (a && a->kind == A_LARGE && !a->freed && a->id == spans[i].alloc_id) {
-			as[i] = a;
-			any = true;
-		}
+		resolve(p, &refs[i], &now, &rr[i]);
+		if (rr[i].a && now.alloc_id != spans[i].alloc_id)
+			rr[i].a = NULL;
+		else if (rr[i].a && rr[i].a->kind == A_LARGE)
+			rr[i].last = (uint32_t)((spans[i].offset + spans[i].bytes - 1) / chunk_sz(p));
+		any |= rr[i].a != NULL;
 	}
 	if (!any) {
 		pthread_mutex_unlock(&p->lock);
@@ -456,11 +467,12 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 	struct tl *tl = pool_tl(p, stream);
 	for (int i = 0; i < n; i++) {
 		uint32_t fi, la;
-		if (!as[i])
+		if (!rr[i].a)
 			continue;
-		span_pages(p, &spans[i], &fi, &la);
+		fi = rr[i].first;
+		la = rr[i].last;
 		for (uint32_t k = fi; k <= la; k++) {
-			struct mark b = as[i]->pages[k].busy;
+			struct mark b = rr[i].a->pages[k].busy;
 			if (b.tl && b.tl != tl && !mark_known_done(b) &&
 			    pool_stream_after(p, tl, stream, b))
 				unordered = true;
@@ -472,11 +484,12 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 	struct mark m = pool_mark_now(p, unordered ? p->tl_all : tl);
 	for (int i = 0; i < n; i++) {
 		uint32_t fi, la;
-		if (!as[i])
+		if (!rr[i].a)
 			continue;
-		span_pages(p, &spans[i], &fi, &la);
+		fi = rr[i].first;
+		la = rr[i].last;
 		for (uint32_t k = fi; k <= la; k++) {
-			struct page *pg = &as[i]->pages[k];
+			struct page *pg = &rr[i].a->pages[k];
 			if (refs[i].write) {
 				pg->flags |= PF_WRITTEN;
 				if (pg->host) {
@@ -524,7 +537,8 @@ pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
 		pthread_mutex_unlock(&p->lock);
 		return POOL_EINVAL;
 	}
-	span_pages(p, &s, &fi, &la);
+	fi = (uint32_t)(s.offset / chunk_sz(p));
+	la = (uint32_t)((s.offset + s.bytes - 1) / chunk_sz(p));
 	/* vDNN §III-A: copy out after the last use, on the D2H stream */
 	for (uint32_t k = fi; k <= la; k++) {
 		struct page *pg = &a->pages[k];
@@ -583,10 +597,12 @@ pool_status_t pool_prefetch(pool_t *p, uintptr_t addr, uint64_t bytes)
 		pthread_mutex_unlock(&p->lock);
 		return POOL_EINVAL;
 	}
-	span_pages(p, &s, &fi, &la);
+	fi = (uint32_t)(s.offset / chunk_sz(p));
+	la = (uint32_t)((s.offset + s.bytes - 1) / chunk_sz(p));
 	for (uint32_t k = fi; k <= la; k++)
 		lock_page(p, &a->pages[k]);
-	pool_status_t st = fault_in(p, &a, &s, 1, POOL_EV_PREFETCH, &nfault);
+	struct rref rr = { a, fi, la };
+	pool_status_t st = fault_in(p, &rr, 1, POOL_EV_PREFETCH, &nfault);
 	for (uint32_t k = fi; k <= la; k++)
 		unlock_page(p, &a->pages[k]);
 	p->st.prefetches += nfault;
@@ -601,8 +617,11 @@ pool_page_state_t pool_page_state(pool_t *p, uintptr_t addr)
 		return r;
 	pthread_mutex_lock(&p->lock);
 	struct alloc *a = p->vmap[(addr - p->base) / chunk_sz(p)];
-	if (a && a->kind == A_SLAB) {
-		r = POOL_PAGE_SMALL;
+	if (a && a->kind == A_SLAB && a->pages[0].state != PG_HOST &&
+	    a->pages[0].state != PG_RELEASED) {
+		r = POOL_PAGE_SMALL;   /* its chunk is mapped */
+	} else if (a && a->kind == A_SLAB) {
+		r = a->pages[0].state == PG_HOST ? POOL_PAGE_HOST : POOL_PAGE_RELEASED;
 	} else if (a && !a->freed) {
 		static const pool_page_state_t map[] = {
 			[PG_RESIDENT] = POOL_PAGE_RESIDENT, [PG_OFFLOADING] = POOL_PAGE_OFFLOADING,

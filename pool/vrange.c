@@ -4,51 +4,67 @@
  */
 #include "pool/pool_internal.h"
 
-static int va_take(pool_t *p, uint64_t n, uint64_t *start)
+/* First fit in a sorted extent list: takes `want` from the first extent
+ * that holds it.  0, or -1 when none does. */
+int pool_ext_take(struct vext *e, uint32_t *n, uint64_t want, uint64_t *start)
 {
-	for (uint32_t i = 0; i < p->nvfree; i++) {
-		struct vext *e = &p->vfree[i];
-		if (e->len < n)
+	for (uint32_t i = 0; i < *n; i++) {
+		if (e[i].len < want)
 			continue;
-		*start = e->start;
-		e->start += n;
-		e->len -= n;
-		if (!e->len) {
-			memmove(e, e + 1, (p->nvfree - i - 1) * sizeof(*e));
-			p->nvfree--;
+		*start = e[i].start;
+		e[i].start += want;
+		e[i].len -= want;
+		if (!e[i].len) {
+			memmove(&e[i], &e[i + 1], (*n - i - 1) * sizeof(*e));
+			(*n)--;
 		}
 		return 0;
 	}
 	return -1;
 }
 
+/* Gives an extent back, coalescing with its neighbours.  -1 when the list
+ * had to grow and could not (the extent is then lost). */
+int pool_ext_give(struct vext **arr, uint32_t *n, uint32_t *cap, uint64_t start, uint64_t len)
+{
+	struct vext *e = *arr;
+	uint32_t i = 0;
+	while (i < *n && e[i].start < start)
+		i++;
+	bool prev = i > 0 && e[i - 1].start + e[i - 1].len == start;
+	bool next = i < *n && start + len == e[i].start;
+	if (prev && next) {
+		e[i - 1].len += len + e[i].len;
+		memmove(&e[i], &e[i + 1], (*n - i - 1) * sizeof(*e));
+		(*n)--;
+	} else if (prev) {
+		e[i - 1].len += len;
+	} else if (next) {
+		e[i].start = start;
+		e[i].len += len;
+	} else {
+		if (pool_grow((void **)arr, cap, *n + 1, sizeof(*e)))
+			return -1;
+		e = *arr;
+		memmove(&e[i + 1], &e[i], (*n - i) * sizeof(*e));
+		e[i].start = start;
+		e[i].len = len;
+		(*n)++;
+	}
+	return 0;
+}
+
+static int va_take(pool_t *p, uint64_t n, uint64_t *start)
+{
+	return pool_ext_take(p->vfree, &p->nvfree, n, start);
+}
+
 void pool_va_give(pool_t *p, uint64_t start, uint64_t n)
 {
-	uint32_t i = 0;
-	while (i < p->nvfree && p->vfree[i].start < start)
-		i++;
-	bool prev = i > 0 && p->vfree[i - 1].start + p->vfree[i - 1].len == start;
-	bool next = i < p->nvfree && start + n == p->vfree[i].start;
-	if (prev && next) {
-		p->vfree[i - 1].len += n + p->vfree[i].len;
-		memmove(&p->vfree[i], &p->vfree[i + 1], (p->nvfree - i - 1) * sizeof(struct vext));
-		p->nvfree--;
-	} else if (prev) {
-		p->vfree[i - 1].len += n;
-	} else if (next) {
-		p->vfree[i].start = start;
-		p->vfree[i].len += n;
-	} else {
-		/* The list holds at most one entry per allocation + 1; growing can
-		 * only fail when malloc does, and then the range leaks (counted
-		 * nowhere, harmless: the VA is 4x the device). */
-		if (pool_grow((void **)&p->vfree, &p->capvfree, p->nvfree + 1, sizeof(struct vext)))
-			return;
-		memmove(&p->vfree[i + 1], &p->vfree[i], (p->nvfree - i) * sizeof(struct vext));
-		p->vfree[i].start = start;
-		p->vfree[i].len = n;
-		p->nvfree++;
-	}
+	/* The list holds at most one entry per allocation + 1; growing can
+	 * only fail when malloc does, and then the range leaks (counted
+	 * nowhere, harmless: the VA is 4x the device). */
+	(void)pool_ext_give(&p->vfree, &p->nvfree, &p->capvfree, start, n);
 }
 
 void pool_vmap_set(pool_t *p, struct alloc *a, uint64_t npages, struct alloc *v)

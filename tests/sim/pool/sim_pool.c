@@ -19,6 +19,11 @@
  *                              do); each child must not hang and must not use
  *                              the parent's pool: its cudaMemGetInfo is the
  *                              device's own (DEVTOTAL), not vmem's budget
+ *   sim-pool small             small allocations of 40 sizes (256 B .. 768 KiB),
+ *                              a third of the budget, written, then large
+ *                              tensors over the rest of the budget twice: the
+ *                              cold small chunks must move out (issue 10) and
+ *                              every small byte read back
  *   sim-pool hostlimit         8 MiB tensors are written until one fails because
  *                              the pinned host memory (VMEM_HOST_LIMIT) is full;
  *                              after freeing one, every other reads back intact
@@ -332,6 +337,69 @@ static int cmd_fork(int n, uint64_t devtotal)
 	return 0;
 }
 
+static void fill_tensor(tensor_t *t, uint64_t seed)
+{
+	fill(t->shadow, t->n, seed);
+	CK(cudaMemcpy(t->d, t->shadow, t->n, cudaMemcpyHostToDevice));
+}
+
+static int cmd_small(void)
+{
+	size_t fr, budget;
+	static tensor_t t[4096];
+	int nt = 0;
+	size_t small = 0;
+
+	CK(cudaMemGetInfo(&fr, &budget));
+	rng = 12345;
+	size_t sizes[40];
+	for (int i = 0; i < 40; i++)
+		sizes[i] = (256u << (rnd() % 11)) + rnd() % 4096;   /* 256 B .. 260 KiB */
+	sizes[0] = 768 << 10;
+	while (small < budget / 3 && nt < 4096) {
+		tensor_t *x = &t[nt];
+		x->n = sizes[nt % 40];
+		x->shadow = malloc(x->n);
+		CK(cudaMalloc(&x->d, x->n));
+		fill_tensor(x, (uint64_t)nt + 1);
+		small += x->n;
+		nt++;
+	}
+	/* large tensors over the rest of the budget and beyond: the small
+	 * chunks are the coldest pages */
+	for (int round = 0; round < 2; round++) {
+		tensor_t big[4];
+		for (int i = 0; i < 4; i++) {
+			big[i].n = budget / 4;
+			big[i].shadow = malloc(big[i].n);
+			cudaError_t e = cudaMalloc(&big[i].d, big[i].n);
+			if (e != cudaSuccess) {
+				fprintf(stderr, "sim-pool: a %zu-byte tensor beside %zu bytes of small "
+					"allocations (budget %zu): expected success, got %s\n",
+					big[i].n, small, budget, cudaGetErrorString(e));
+				return 1;
+			}
+			fill_tensor(&big[i], 100000u + (uint64_t)i);
+		}
+		for (int i = 0; i < 4; i++) {
+			if (compare(&big[i], "large tensor"))
+				return 1;
+			CK(cudaFree(big[i].d));
+			free(big[i].shadow);
+		}
+	}
+	for (int i = 0; i < nt; i++)
+		if (compare(&t[i], "small allocation after the large ones"))
+			return 1;
+	for (int i = 0; i < nt; i++) {
+		CK(cudaFree(t[i].d));
+		free(t[i].shadow);
+	}
+	printf("small allocations: %d, %zu bytes, budget %zu\n", nt, small, budget);
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "meminfo"))
@@ -344,6 +412,8 @@ int main(int argc, char **argv)
 		return cmd_fork(atoi(argv[2]), strtoull(argv[3], NULL, 0));
 	if (argc >= 2 && !strcmp(argv[1], "hostlimit"))
 		return cmd_hostlimit();
-	fprintf(stderr, "usage: sim-pool meminfo TOTAL | stress ROUNDS SEED | oom | fork N DEVTOTAL | hostlimit\n");
+	if (argc >= 2 && !strcmp(argv[1], "small"))
+		return cmd_small();
+	fprintf(stderr, "usage: sim-pool meminfo TOTAL | stress ROUNDS SEED | oom | fork N DEVTOTAL | hostlimit | small\n");
 	return 2;
 }
