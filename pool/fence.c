@@ -38,6 +38,7 @@ struct fence *pool_fence_new(pool_t *p, void *stream, bool all, pool_status_t *s
 		return NULL;
 	}
 	memset(f, 0, sizeof(*f));
+	p->st.fences++;
 	int rc = p->ops.fence_record(p->ops.ctx, stream, all, &f->h);
 	if (rc) {
 		f->next = p->fence_free;

@@ -95,7 +95,7 @@ static void range_reclaim(pool_t *p, struct alloc *a)
 			pool_page_unmap(p, pg);
 	}
 	pool_vmap_set(p, a, a->npages, NULL);
-	pool_va_give(p, (a->base - p->base) / chunk_sz(p), a->npages);
+	pool_va_give(p, page_of(p, a->base - p->base), a->npages);
 	pool_alloc_destroy(a);
 }
 
@@ -227,6 +227,8 @@ pool_status_t pool_create(const pool_config_t *cfg, const pool_ops_t *ops, pool_
 	p->cfg = c;
 	p->ops = *ops;
 	p->npages_va = c.va_size / c.chunk_size;
+	if (!(c.chunk_size & (c.chunk_size - 1)))
+		p->chunk_shift = (unsigned)__builtin_ctzll(c.chunk_size);
 	uint64_t maxchunks = c.budget / c.chunk_size + 1;
 	p->capcache = (uint32_t)maxchunks;
 	p->vmap = calloc(p->npages_va, sizeof(*p->vmap));
@@ -377,7 +379,7 @@ pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *
 	if (st == POOL_OK) {
 		p->st.allocs++;
 		stat_add(&p->st.requested, bytes);
-		struct alloc *a = p->vmap[(*addr - p->base) / chunk_sz(p)];
+		struct alloc *a = p->vmap[page_of(p, *addr - p->base)];
 		pool_event_t ev = {
 			.kind = POOL_EV_ALLOC, .alloc_id = *id, .ptr = *addr,
 			.bytes = bytes,
@@ -410,7 +412,7 @@ pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_stream
 		return POOL_EINVAL;
 	pthread_mutex_lock(&p->lock);
 	pool_status_t st = POOL_EINVAL;
-	struct alloc *a = p->vmap[(addr - p->base) / chunk_sz(p)];
+	struct alloc *a = p->vmap[page_of(p, addr - p->base)];
 	if (!a)
 		goto out;
 	if (a->kind == A_SLAB) {

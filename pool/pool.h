@@ -158,6 +158,7 @@ typedef struct {
 	uint64_t oom;                 /* requests refused for lack of device memory */
 	uint64_t chunks_created, chunks_released, maps, unmaps;
 	uint64_t ranges_reused;       /* allocations served from a freed range without mapping */
+	uint64_t fences;              /* fences (events) the pool recorded */
 	uint64_t unseen_writes;       /* pool_note_unseen_write calls */
 	uint64_t stale_copies;        /* pages copied out because an unseen write may have changed them */
 } pool_stats_t;

@@ -199,6 +199,7 @@ struct pool {
 	pool_ops_t ops;
 	uintptr_t base;
 	uint64_t npages_va;
+	unsigned chunk_shift;        /* log2 of the chunk when a power of two, else 0 */
 	struct alloc **vmap;
 	struct vext *vfree;
 	uint32_t nvfree, capvfree;
@@ -264,6 +265,14 @@ static inline pool_status_t dev_status(int rc)
 static inline uint64_t chunk_sz(const pool_t *p)
 {
 	return p->cfg.chunk_size;
+}
+
+/* Page index of a byte offset: a shift when the chunk is a power of two
+ * (it always is unless VMEM_CHUNK_SIZE says otherwise), a division when
+ * not - the hot path resolves every ref of every call with it. */
+static inline uint64_t page_of(const pool_t *p, uint64_t off)
+{
+	return p->chunk_shift ? off >> p->chunk_shift : off / p->cfg.chunk_size;
 }
 
 /* Bytes of page `idx` that belong to the allocation: copies move only these. */

@@ -201,7 +201,7 @@ static void resolve(pool_t *p, const pool_ref_t *r, pool_span_t *out, struct rre
 	rr->a = NULL;
 	if (!pool_owns(p, r->ptr))
 		return;
-	struct alloc *a = p->vmap[(r->ptr - p->base) / chunk_sz(p)];
+	struct alloc *a = p->vmap[page_of(p, r->ptr - p->base)];
 	if (!a)
 		return;
 	if (a->kind == A_SLAB) {
@@ -232,8 +232,8 @@ static void resolve(pool_t *p, const pool_ref_t *r, pool_span_t *out, struct rre
 	out->alloc_id = a->id;
 	out->offset = off;
 	out->bytes = n;
-	*rr = (struct rref){ a, (uint32_t)(off / chunk_sz(p)),
-			     (uint32_t)((off + n - 1) / chunk_sz(p)) };
+	*rr = (struct rref){ a, (uint32_t)(page_of(p, off)),
+			     (uint32_t)(page_of(p, off + n - 1)) };
 }
 
 static void lock_page(pool_t *p, struct page *pg)
@@ -454,7 +454,7 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 		if (rr[i].a && now.alloc_id != spans[i].alloc_id)
 			rr[i].a = NULL;
 		else if (rr[i].a && rr[i].a->kind == A_LARGE)
-			rr[i].last = (uint32_t)((spans[i].offset + spans[i].bytes - 1) / chunk_sz(p));
+			rr[i].last = (uint32_t)(page_of(p, spans[i].offset + spans[i].bytes - 1));
 		any |= rr[i].a != NULL;
 	}
 	if (!any) {
@@ -512,7 +512,7 @@ static struct alloc *range_alloc(pool_t *p, uintptr_t addr, uint64_t bytes, pool
 {
 	if (!pool_owns(p, addr))
 		return NULL;
-	struct alloc *a = p->vmap[(addr - p->base) / chunk_sz(p)];
+	struct alloc *a = p->vmap[page_of(p, addr - p->base)];
 	if (!a || a->kind != A_LARGE || a->freed)
 		return NULL;
 	uint64_t off = addr - a->base;
@@ -537,8 +537,8 @@ pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
 		pthread_mutex_unlock(&p->lock);
 		return POOL_EINVAL;
 	}
-	fi = (uint32_t)(s.offset / chunk_sz(p));
-	la = (uint32_t)((s.offset + s.bytes - 1) / chunk_sz(p));
+	fi = (uint32_t)(page_of(p, s.offset));
+	la = (uint32_t)(page_of(p, s.offset + s.bytes - 1));
 	/* vDNN §III-A: copy out after the last use, on the D2H stream */
 	for (uint32_t k = fi; k <= la; k++) {
 		struct page *pg = &a->pages[k];
@@ -597,8 +597,8 @@ pool_status_t pool_prefetch(pool_t *p, uintptr_t addr, uint64_t bytes)
 		pthread_mutex_unlock(&p->lock);
 		return POOL_EINVAL;
 	}
-	fi = (uint32_t)(s.offset / chunk_sz(p));
-	la = (uint32_t)((s.offset + s.bytes - 1) / chunk_sz(p));
+	fi = (uint32_t)(page_of(p, s.offset));
+	la = (uint32_t)(page_of(p, s.offset + s.bytes - 1));
 	for (uint32_t k = fi; k <= la; k++)
 		lock_page(p, &a->pages[k]);
 	struct rref rr = { a, fi, la };
@@ -616,7 +616,7 @@ pool_page_state_t pool_page_state(pool_t *p, uintptr_t addr)
 	if (!pool_owns(p, addr))
 		return r;
 	pthread_mutex_lock(&p->lock);
-	struct alloc *a = p->vmap[(addr - p->base) / chunk_sz(p)];
+	struct alloc *a = p->vmap[page_of(p, addr - p->base)];
 	if (a && a->kind == A_SLAB && a->pages[0].state != PG_HOST &&
 	    a->pages[0].state != PG_RELEASED) {
 		r = POOL_PAGE_SMALL;   /* its chunk is mapped */
@@ -628,7 +628,7 @@ pool_page_state_t pool_page_state(pool_t *p, uintptr_t addr)
 			[PG_HOST] = POOL_PAGE_HOST, [PG_RELEASED] = POOL_PAGE_RELEASED,
 			[PG_EVICTING] = POOL_PAGE_OFFLOADING,
 		};
-		r = map[a->pages[(addr - a->base) / chunk_sz(p)].state];
+		r = map[a->pages[page_of(p, addr - a->base)].state];
 	}
 	pthread_mutex_unlock(&p->lock);
 	return r;

@@ -98,7 +98,7 @@ void pool_slab_reclaim(pool_t *p, struct alloc *s)
 		pg->host = NULL;
 	}
 	pool_vmap_set(p, s, 1, NULL);
-	pool_va_give(p, (s->base - p->base) / chunk_sz(p), 1);
+	pool_va_give(p, page_of(p, s->base - p->base), 1);
 	pool_alloc_destroy(s);
 }
 

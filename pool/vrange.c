@@ -69,7 +69,7 @@ void pool_va_give(pool_t *p, uint64_t start, uint64_t n)
 
 void pool_vmap_set(pool_t *p, struct alloc *a, uint64_t npages, struct alloc *v)
 {
-	uint64_t first = (a->base - p->base) / chunk_sz(p);
+	uint64_t first = page_of(p, a->base - p->base);
 	for (uint64_t i = 0; i < npages; i++)
 		p->vmap[first + i] = v;
 }
