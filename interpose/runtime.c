@@ -858,6 +858,17 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 	stream_seen(stream);
 	tl_dev_err = cudaSuccess;
 	pool_status_t st = pool_acquire(g_pool, pr, n, stream, sp);
+	if (st == POOL_ELOST) {
+		/* issue 11: never compute on bytes a liveness plan dropped */
+		for (int i = 0; i < n; i++)
+			if (sp[i].lost)
+				vmem_error("a call reads bytes that vmem dropped as dead: allocation %" PRIu64
+					   ", offset %" PRIu64 ", %" PRIu64 " bytes (at %p); the liveness "
+					   "plan was wrong for this program - set VMEM_LIVENESS=off",
+					   sp[i].alloc_id, sp[i].offset, sp[i].bytes, (void *)refs[i].ptr);
+		ref_buf_free(&b);
+		return cudaErrorIllegalAddress;
+	}
 	if (st != POOL_OK) {
 		uint64_t total = 0;
 		for (int i = 0; i < n; i++)

@@ -78,6 +78,8 @@ static bool range_ready(pool_t *p, struct alloc *a, bool wait)
 
 void pool_alloc_destroy(struct alloc *a)
 {
+	for (uint32_t i = 0; a->pages && i < a->npages; i++)
+		free(a->pages[i].dead);
 	free(a->pages);
 	free(a->owner);
 	free(a->blocks);
@@ -193,6 +195,7 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 	a->freed = false;
 	a->size = bytes;
 	a->id = ++p->next_id;
+	(void)pool_id_put(p, a->id, a, UINT32_MAX);   /* no memory: the policies cannot name it */
 	for (uint32_t i = 0; i < a->npages; i++) {
 		struct page *pg = &a->pages[i];
 		pg->flags = 0;
@@ -322,6 +325,7 @@ void pool_destroy(pool_t *p)
 		free(s);
 	}
 	pool_tl_fini(p);
+	pool_id_fini(p);
 	for (uint32_t i = 0; i < p->ncache; i++)
 		p->ops.chunk_release(p->ops.ctx, p->cache[i]);
 	for (uint32_t i = 0; i < p->nhblocks; i++)
@@ -454,9 +458,11 @@ pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_stream
 		}
 		if (pg->state == PG_HOST)
 			pg->state = PG_RELEASED;
+		pool_page_forget(p, pg);
 		pg->flags = 0;
 		pg->locks = 0;
 	}
+	pool_id_del(p, a->id);
 	a->freed = true;
 	a->free_fence = f;
 	a->free_mark = fm;

@@ -64,6 +64,18 @@ enum {
 	PF_MARK = 8u,        /* scratch: counted / copied by the current operation */
 	PF_SEL = 16u,        /* scratch: selected by the current offload */
 	PF_COPY = 32u,       /* scratch: copied back by the current fault-in */
+	PF_HELD = 64u,       /* prefetched, on the held list until its first use */
+	PF_DROPPED = 128u,   /* its dead bytes were dropped: a read of them is a loss */
+	PF_DROP = 256u,      /* on the offloading list to be dropped, not copied */
+};
+
+/* Bytes of a page the policy declared dead (dead.c): sorted, disjoint
+ * [lo, hi) intervals relative to the page. */
+struct deadset {
+	uint32_t n, cap;
+	struct {
+		uint32_t lo, hi;
+	} iv[];
 };
 
 struct tl;
@@ -121,10 +133,11 @@ struct page {
 	void *host;          /* host slot, or NULL */
 	struct mark busy;    /* all queued work on this page is done after it */
 	uint64_t epoch;      /* p->epoch when its clean state was last established */
+	struct deadset *dead; /* NULL: no byte declared dead */
 	uint32_t idx;
 	uint16_t locks;
 	uint8_t state;
-	uint8_t flags;
+	uint16_t flags;
 };
 
 /* One small allocation in a slab: units of 256 bytes (cudaMalloc's
@@ -209,6 +222,17 @@ struct pool {
 	uint64_t next_id;
 	struct alloc *freed_head, *freed_tail;
 	struct list lru, offl;
+	struct list heldl;           /* prefetched pages not used yet (PF_HELD) */
+	/* allocation ids (idmap.c): id -> allocation, and block for small ones */
+	struct idslot *ids;
+	uint64_t nids, capids;
+	/* liveness (dead.c) */
+	uint64_t ndead_full;         /* pages whose every byte is dead, not dropped */
+	uint64_t ndropped;           /* pages holding dropped bytes (PF_DROPPED) */
+	/* eviction order from a plan (pool_set_order) */
+	pool_order_fn order;
+	void *order_ctx;
+	uint32_t order_window;
 	/* small: slabs in creation order (first-fit packs the oldest) */
 	struct alloc *slabs_head, *slabs_tail;
 	struct small_pending *spend_head, *spend_tail;
@@ -344,7 +368,12 @@ static inline void page_unlist(pool_t *p, struct page *pg)
 {
 	if (!(pg->flags & PF_LISTED))
 		return;
-	list_del(pg->state == PG_OFFLOADING ? &p->offl : &p->lru, pg);
+	if (pg->flags & PF_HELD) {
+		list_del(&p->heldl, pg);
+		pg->flags &= ~PF_HELD;
+	} else {
+		list_del(pg->state == PG_OFFLOADING ? &p->offl : &p->lru, pg);
+	}
 }
 
 /* ------------------------------------------------------ shared functions */
@@ -430,5 +459,33 @@ static inline uint64_t slab_slack(const struct alloc *s)
 /* residency.c */
 bool pool_offl_reap(pool_t *p, bool wait_oldest);
 uint32_t pool_evict_lru(pool_t *p, uint32_t need);
+/* Frees chunks into the cache without any host wait (for the policies'
+ * prefetch): dead pages and clean pages whose last use completed.
+ * Returns how many it freed. */
+uint32_t pool_evict_nowait(pool_t *p, uint32_t need);
+
+/* idmap.c: live allocation ids (large ones, and small blocks with
+ * their slab) */
+struct idslot {
+	uint64_t id;                 /* 0: empty */
+	struct alloc *a;
+	uint32_t block;              /* small: index in the slab; large: UINT32_MAX */
+};
+int pool_id_put(pool_t *p, uint64_t id, struct alloc *a, uint32_t block);
+void pool_id_del(pool_t *p, uint64_t id);
+const struct idslot *pool_id_get(const pool_t *p, uint64_t id);
+void pool_id_fini(pool_t *p);
+
+/* dead.c */
+/* Every byte of the page dead (of its bytes that belong to the allocation). */
+bool pool_page_all_dead(const pool_t *p, const struct page *pg);
+/* True when [lo, hi) (page-relative) meets dropped bytes of the page. */
+bool pool_page_lost(const struct page *pg, uint64_t lo, uint64_t hi);
+/* A write to [lo, hi) of the page makes those bytes live again. */
+void pool_page_written(pool_t *p, struct page *pg, uint64_t lo, uint64_t hi);
+/* The page's dead bytes are gone (dropped without a copy). */
+void pool_page_dropped(pool_t *p, struct page *pg);
+/* The page leaves the allocation's life (free): no dead bytes any more. */
+void pool_page_forget(pool_t *p, struct page *pg);
 
 #endif

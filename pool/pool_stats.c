@@ -14,6 +14,7 @@ const char *pool_strerror(pool_status_t st)
 	case POOL_EINVAL: return "not an address the pool handed out";
 	case POOL_EDEVICE: return "a device operation failed";
 	case POOL_ECONFIG: return "inconsistent pool configuration";
+	case POOL_ELOST: return "a read of bytes dropped as dead";
 	}
 	return "unknown pool status";
 }
@@ -62,6 +63,13 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line1(out, ctx, "offloaded", s->bytes_offloaded, "MiB");
 	line1(out, ctx, "prefetches (pages)", s->prefetches, NULL);
 	line1(out, ctx, "prefetched", s->bytes_prefetched, "MiB");
+	line1(out, ctx, "  pages skipped", s->prefetch_skipped, NULL);
+	line1(out, ctx, "  evicted unused", s->held_evicted, NULL);
+	line1(out, ctx, "discards", s->discards, NULL);
+	line1(out, ctx, "dropped dead (pages)", s->pages_dropped, NULL);
+	line1(out, ctx, "dropped dead", s->bytes_dropped, "MiB");
+	line1(out, ctx, "reads of dropped bytes", s->lost_reads, NULL);
+	line1(out, ctx, "evictions by the plan", s->evictions_planned, NULL);
 	line1(out, ctx, "host stalls", s->stalls, NULL);
 	snprintf(buf, sizeof(buf), "  %-22s %14.3f ms", "stall time", s->stall_ns / 1e6);
 	out(buf, ctx);

@@ -11,13 +11,23 @@
  */
 #include "pool/pool_internal.h"
 
-/* An offload (explicit) whose copy completed: unmap, keep the host copy. */
+/* An offload (explicit) whose copy completed: unmap, keep the host copy.
+ * A page to drop as dead (PF_DROP) keeps nothing. */
 static void offload_finish(pool_t *p, struct page *pg)
 {
 	list_del(&p->offl, pg);
 	pool_page_unmap(p, pg);
 	stat_sub(&p->st.resident, chunk_sz(p));
-	pg->state = (pg->flags & PF_HOST_VALID) ? PG_HOST : PG_RELEASED;
+	if (pg->flags & PF_DROP) {
+		if (pg->host) {
+			pool_slot_release(p, pg->host, (struct mark){ 0 });
+			pg->host = NULL;
+		}
+		pg->state = PG_RELEASED;
+		pool_page_dropped(p, pg);
+	} else {
+		pg->state = (pg->flags & PF_HOST_VALID) ? PG_HOST : PG_RELEASED;
+	}
 	pg->busy.tl = NULL;
 }
 
@@ -79,37 +89,119 @@ static pool_status_t copy_out(pool_t *p, struct page *pg)
 
 #define EVICT_BATCH 256
 
-/* SuperNeurons Alg. 2, LRU.out: evicts unlocked least-recently-used
- * pages until `need` chunks were returned to the cache (at most
+struct keyed {
+	uint64_t key;
+	uint64_t rank;
+	struct page *pg;
+};
+
+static int cmp_keyed(const void *x, const void *y)
+{
+	const struct keyed *a = x, *b = y;
+	/* known keys first, largest first; unknown ones after; ties (and the
+	 * unknown ones) least recently used first */
+	bool ua = a->key == POOL_ORDER_UNKNOWN, ub = b->key == POOL_ORDER_UNKNOWN;
+	if (ua != ub)
+		return ua ? 1 : -1;
+	if (a->key != b->key)
+		return a->key > b->key ? -1 : 1;
+	return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+/* The order eviction takes pages in (at most max): pages whose every byte
+ * is dead (issue 11: dropped before anything live moves), then by the
+ * plan's key when an order is set (Belady's MIN: the next use furthest
+ * away), else least recently used first (SuperNeurons Alg. 2), and held
+ * (prefetched, unused) pages only at the very end.  *nplanned: how many
+ * came from the plan's order. */
+static uint32_t evict_candidates(pool_t *p, struct page **cand, uint32_t max, uint32_t *nplanned)
+{
+	uint32_t n = 0;
+	*nplanned = 0;
+	if (p->ndead_full)
+		for (struct page *pg = p->lru.tail; pg && n < max; pg = pg->prev)
+			if (pool_page_all_dead(p, pg)) {
+				pg->flags |= PF_SEL;
+				cand[n++] = pg;
+			}
+	struct keyed *k = NULL;
+	uint64_t nk = 0;
+	if (p->order) {
+		uint64_t cap = 0;
+		for (struct page *pg = p->lru.tail; pg; pg = pg->prev)
+			cap++;
+		if (p->order_window && cap > p->order_window)
+			cap = p->order_window;
+		k = cap ? malloc(cap * sizeof(*k)) : NULL;   /* no memory: LRU */
+		for (struct page *pg = p->lru.tail; k && pg && nk < cap; pg = pg->prev) {
+			if (pg->flags & PF_SEL)
+				continue;
+			uint64_t key = POOL_ORDER_UNKNOWN;
+			if (pg->a->kind == A_LARGE)
+				key = p->order(p->order_ctx, pg->a->id, (uint64_t)pg->idx * chunk_sz(p),
+					       page_bytes(p, pg->a, pg->idx));
+			k[nk] = (struct keyed){ key, nk, pg };
+			nk++;
+		}
+		if (k)
+			qsort(k, nk, sizeof(*k), cmp_keyed);
+		for (uint64_t i = 0; i < nk && n < max; i++) {
+			k[i].pg->flags |= PF_SEL;
+			cand[n++] = k[i].pg;
+			if (k[i].key != POOL_ORDER_UNKNOWN)
+				(*nplanned)++;
+		}
+		free(k);
+	}
+	for (struct page *pg = p->lru.tail; pg && n < max; pg = pg->prev)
+		if (!(pg->flags & PF_SEL)) {
+			pg->flags |= PF_SEL;
+			cand[n++] = pg;
+		}
+	for (struct page *pg = p->heldl.head; pg && n < max; pg = pg->next)
+		cand[n++] = pg;
+	for (uint32_t i = 0; i < n; i++)
+		cand[i]->flags &= ~PF_SEL;
+	return n;
+}
+
+/* SuperNeurons Alg. 2, LRU.out: evicts unlocked pages in the order of
+ * evict_candidates until `need` chunks were returned to the cache (at most
  * EVICT_BATCH per call).  Dirty pages are copied to host on the D2H
  * stream after their last use (a fence is recorded on the use's stream
  * now, which follows it); clean ones (a valid host copy, or never
- * written) are dropped without a copy.  The host then waits for the
- * copies before unmapping: unmapping a range a copy still reads would
- * fault.  It waits with the lock released: the victims are PG_EVICTING
- * (a use or a free meanwhile takes a victim back) and their allocations
- * pinned.  A wait the device refuses keeps the page mapped and resident.
- * Returns the number of pages evicted. */
+ * written) and dead ones are dropped without a copy.  The host then waits
+ * for the copies before unmapping: unmapping a range a copy still reads
+ * would fault.  It waits with the lock released: the victims are
+ * PG_EVICTING (a use or a free meanwhile takes a victim back) and their
+ * allocations pinned.  A wait the device refuses keeps the page mapped and
+ * resident.  Returns the number of pages evicted. */
 uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 {
-	struct page *vict[EVICT_BATCH];
-	bool copied[EVICT_BATCH], failed[EVICT_BATCH];
-	uint32_t n = 0, ncopy = 0;
+	struct page *cand[EVICT_BATCH], *vict[EVICT_BATCH];
+	bool copied[EVICT_BATCH], failed[EVICT_BATCH], dead[EVICT_BATCH], planned[EVICT_BATCH];
+	uint32_t n = 0, ncopy = 0, nplanned, ncand;
 	pool_status_t st;
 
 	p->host_exhausted = false;
 	p->evict_err = POOL_OK;
 	if (need > EVICT_BATCH)
 		need = EVICT_BATCH;
-	for (struct page *pg = p->lru.tail, *pv; pg && n < need; pg = pv) {
-		pv = pg->prev;
+	ncand = evict_candidates(p, cand, EVICT_BATCH, &nplanned);
+	uint32_t ndead = 0;
+	for (uint32_t c = 0; c < ncand && pool_page_all_dead(p, cand[c]); c++)
+		ndead++;
+	for (uint32_t c = 0; c < ncand && n < need; c++) {
+		struct page *pg = cand[c];
 		copied[n] = false;
 		failed[n] = false;
-		if (!page_clean(p, pg)) {
+		dead[n] = c < ndead;
+		planned[n] = c >= ndead && c < ndead + nplanned;
+		if (!dead[n] && !page_clean(p, pg)) {
 			if ((st = copy_out(p, pg))) {
 				if (st == POOL_EHOST) {
-					/* host full: clean pages further up the list
-					 * can still be dropped without a copy */
+					/* host full: clean pages further on can still
+					 * be dropped without a copy */
 					p->host_exhausted = true;
 					continue;
 				}
@@ -119,7 +211,9 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 			copied[n] = true;
 			ncopy++;
 		}
-		list_del(&p->lru, pg);
+		if (pg->flags & PF_HELD)
+			p->st.held_evicted++;
+		page_unlist(p, pg);
 		pg->state = PG_EVICTING;
 		pg->a->pins++;
 		vict[n++] = pg;
@@ -162,9 +256,18 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 			p->st.bytes_evicted += page_bytes(p, pg->a, pg->idx);
 		else
 			p->st.evictions_clean++;
+		if (planned[i])
+			p->st.evictions_planned++;
 		pool_page_unmap(p, pg);
 		stat_sub(&p->st.resident, chunk_sz(p));
-		if (pg->flags & PF_WRITTEN) {
+		if (dead[i] && pool_page_all_dead(p, pg)) {
+			if (pg->host) {
+				pool_slot_release(p, pg->host, (struct mark){ 0 });
+				pg->host = NULL;
+			}
+			pg->state = PG_RELEASED;
+			pool_page_dropped(p, pg);
+		} else if (pg->flags & PF_WRITTEN) {
 			pg->state = PG_HOST;
 		} else {
 			pg->state = PG_RELEASED;
@@ -177,10 +280,48 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 		pg->busy.tl = NULL;
 		p->st.evictions++;
 		pool_emit(p, POOL_EV_EVICT, pg->a, (uint64_t)pg->idx * chunk_sz(p),
-			  page_bytes(p, pg->a, pg->idx),
-			  (pg->flags & PF_WRITTEN) ? page_bytes(p, pg->a, pg->idx) : 0,
+			  page_bytes(p, pg->a, pg->idx), copied[i] ? page_bytes(p, pg->a, pg->idx) : 0,
 			  p->ops.d2h_stream);
 	}
+	return done;
+}
+
+/* Frees chunks without a host wait (pool.h, pool_prefetch): dead pages and
+ * clean pages whose last use is known to have completed are unmapped at
+ * once; nothing is copied. */
+uint32_t pool_evict_nowait(pool_t *p, uint32_t need)
+{
+	uint32_t done = 0;
+	for (int pass = 0; pass < 2 && done < need; pass++)
+		for (struct page *pg = p->lru.tail, *pv; pg && done < need; pg = pv) {
+			pv = pg->prev;
+			bool dead = pool_page_all_dead(p, pg);
+			if (pass == 0 ? !dead : !page_clean(p, pg))
+				continue;
+			if (!pool_mark_done(p, pg->busy))
+				continue;
+			list_del(&p->lru, pg);
+			pool_page_unmap(p, pg);
+			stat_sub(&p->st.resident, chunk_sz(p));
+			if (dead || !(pg->flags & PF_WRITTEN)) {
+				if (pg->host) {
+					pool_slot_release(p, pg->host, (struct mark){ 0 });
+					pg->host = NULL;
+					pg->flags &= ~PF_HOST_VALID;
+				}
+				pg->state = PG_RELEASED;
+				if (dead)
+					pool_page_dropped(p, pg);
+			} else {
+				pg->state = PG_HOST;
+			}
+			pg->busy.tl = NULL;
+			p->st.evictions++;
+			p->st.evictions_clean++;
+			pool_emit(p, POOL_EV_EVICT, pg->a, (uint64_t)pg->idx * chunk_sz(p),
+				  page_bytes(p, pg->a, pg->idx), 0, p->ops.d2h_stream);
+			done++;
+		}
 	return done;
 }
 
@@ -191,6 +332,7 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 struct rref {
 	struct alloc *a;
 	uint32_t first, last;
+	uint64_t base;       /* where the span's offset 0 is in the allocation's pages */
 };
 
 /* Resolves a ref to its span (allocation id, offset and extent, for the
@@ -212,7 +354,7 @@ static void resolve(pool_t *p, const pool_ref_t *r, pool_span_t *out, struct rre
 		out->alloc_id = b->id;
 		out->offset = in;
 		out->bytes = r->bytes && r->bytes < b->size - in ? r->bytes : b->size - in;
-		*rr = (struct rref){ a, 0, 0 };
+		*rr = (struct rref){ a, 0, 0, (uint64_t)b->start * SMALL_UNIT };
 		return;
 	}
 	if (a->freed)
@@ -233,7 +375,7 @@ static void resolve(pool_t *p, const pool_ref_t *r, pool_span_t *out, struct rre
 	out->offset = off;
 	out->bytes = n;
 	*rr = (struct rref){ a, (uint32_t)(page_of(p, off)),
-			     (uint32_t)(page_of(p, off + n - 1)) };
+			     (uint32_t)(page_of(p, off + n - 1)), 0 };
 }
 
 static void lock_page(pool_t *p, struct page *pg)
@@ -242,10 +384,16 @@ static void lock_page(pool_t *p, struct page *pg)
 		/* used again before its offload or eviction finished: cancel
 		 * it; the copy in flight stays valid as long as the page is not
 		 * written, and the user's stream waits for it (its mark is the
-		 * page's busy one) */
+		 * page's busy one).  An eager drop not done yet is cancelled too:
+		 * the bytes are still there. */
 		if (pg->state == PG_OFFLOADING)
 			list_del(&p->offl, pg);
 		pg->state = PG_RESIDENT;
+		pg->flags &= ~PF_DROP;
+	} else if (pg->flags & PF_HELD) {
+		/* the first use of a prefetched page: no longer held */
+		list_del(&p->heldl, pg);
+		pg->flags &= ~PF_HELD;
 	} else if (pg->flags & PF_LISTED) {
 		list_del(&p->lru, pg);
 	}
@@ -377,6 +525,36 @@ static void unlock_spans(pool_t *p, const struct rref *rr, int n)
 	}
 }
 
+/* The byte range of a ref within page k of its allocation (page-relative). */
+static void ref_part(const pool_t *p, const struct rref *rr, const pool_span_t *sp, uint32_t k,
+		     uint64_t *lo, uint64_t *hi)
+{
+	uint64_t off = rr->base + sp->offset, end = off + sp->bytes;
+	uint64_t ps = (uint64_t)k * chunk_sz(p), pe = ps + chunk_sz(p);
+	*lo = (off > ps ? off : ps) - ps;
+	*hi = (end < pe ? end : pe) - ps;
+}
+
+static bool refs_lost(pool_t *p, const pool_ref_t *refs, const struct rref *rr, pool_span_t *out, int n)
+{
+	bool lost = false;
+	for (int i = 0; i < n; i++) {
+		if (!rr[i].a || (refs[i].write && refs[i].whole))
+			continue;
+		for (uint32_t k = rr[i].first; k <= rr[i].last; k++) {
+			uint64_t lo, hi;
+			ref_part(p, &rr[i], &out[i], k, &lo, &hi);
+			if (pool_page_lost(&rr[i].a->pages[k], lo, hi)) {
+				out[i].lost = true;
+				lost = true;
+				p->st.lost_reads++;
+				break;
+			}
+		}
+	}
+	return lost;
+}
+
 pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *stream, pool_span_t *out)
 {
 	struct rref rr[n > 0 ? n : 1];
@@ -392,6 +570,12 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 	if (!any) {
 		pthread_mutex_unlock(&p->lock);
 		return POOL_OK;
+	}
+	/* issue 11: a ref that may read bytes dropped as dead is refused -
+	 * the call never runs on them (the caller fails it loudly) */
+	if (p->ndropped && refs_lost(p, refs, rr, out, n)) {
+		pthread_mutex_unlock(&p->lock);
+		return POOL_ELOST;
 	}
 	for (int i = 0; i < n; i++) {
 		uint32_t fi, la;
@@ -499,6 +683,12 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 					pg->host = NULL;
 					pg->flags &= ~PF_HOST_VALID;
 				}
+				if (pg->dead) {
+					/* written bytes are live again (issue 11) */
+					uint64_t lo, hi;
+					ref_part(p, &rr[i], &spans[i], k, &lo, &hi);
+					pool_page_written(p, pg, lo, hi);
+				}
 			}
 			pg->busy = m;
 			unlock_page(p, pg);
@@ -507,44 +697,58 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* Collects the large allocation pages covering [addr, addr+bytes). */
-static struct alloc *range_alloc(pool_t *p, uintptr_t addr, uint64_t bytes, pool_span_t *s)
+void pool_resolve(pool_t *p, const pool_ref_t *refs, int n, pool_span_t *out)
 {
-	if (!pool_owns(p, addr))
-		return NULL;
-	struct alloc *a = p->vmap[page_of(p, addr - p->base)];
-	if (!a || a->kind != A_LARGE || a->freed)
-		return NULL;
-	uint64_t off = addr - a->base;
-	if (off >= a->size)
-		return NULL;
-	s->alloc_id = a->id;
-	s->offset = off;
-	s->bytes = bytes && bytes < a->size - off ? bytes : a->size - off;
-	return a;
+	struct rref rr;
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < n; i++)
+		resolve(p, &refs[i], &out[i], &rr);
+	pthread_mutex_unlock(&p->lock);
 }
 
-pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
+/* ----------------------------------------------- the policies' operations */
+
+/* The pages of a policy's range (pool.h): an allocation by id, offset and
+ * bytes (0: the rest).  POOL_EINVAL for an id no longer live. */
+static pool_status_t range_rref(pool_t *p, const pool_range_t *r, struct rref *rr, pool_span_t *sp)
+{
+	const struct idslot *s = pool_id_get(p, r->alloc_id);
+	if (!s)
+		return POOL_EINVAL;
+	uint64_t size = s->block == UINT32_MAX ? s->a->size : s->a->blocks[s->block].size;
+	if (r->offset >= size)
+		return POOL_EINVAL;
+	sp->alloc_id = r->alloc_id;
+	sp->offset = r->offset;
+	sp->bytes = r->bytes && r->bytes < size - r->offset ? r->bytes : size - r->offset;
+	sp->lost = false;
+	rr->a = s->a;
+	rr->base = s->block == UINT32_MAX ? 0 : (uint64_t)s->a->blocks[s->block].start * SMALL_UNIT;
+	rr->first = (uint32_t)page_of(p, rr->base + sp->offset);
+	rr->last = (uint32_t)page_of(p, rr->base + sp->offset + sp->bytes - 1);
+	return POOL_OK;
+}
+
+pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
 {
 	pool_span_t s;
-	pool_status_t st = POOL_OK;
-	uint32_t fi, la, ncopy = 0, nsel = 0;
+	struct rref rr;
+	pool_status_t st;
+	uint32_t ncopy = 0, nsel = 0;
 	uint64_t moved = 0;
 
 	pthread_mutex_lock(&p->lock);
-	struct alloc *a = range_alloc(p, addr, bytes, &s);
-	if (!a) {
+	if ((st = range_rref(p, r, &rr, &s)) || rr.a->kind != A_LARGE) {
 		pthread_mutex_unlock(&p->lock);
-		return POOL_EINVAL;
+		return st ? st : POOL_EINVAL;   /* small ones move with their chunk */
 	}
-	fi = (uint32_t)(page_of(p, s.offset));
-	la = (uint32_t)(page_of(p, s.offset + s.bytes - 1));
+	struct alloc *a = rr.a;
 	/* vDNN §III-A: copy out after the last use, on the D2H stream */
-	for (uint32_t k = fi; k <= la; k++) {
+	for (uint32_t k = rr.first; k <= rr.last; k++) {
 		struct page *pg = &a->pages[k];
 		if (pg->state != PG_RESIDENT || pg->locks)
 			continue;
-		if (!page_clean(p, pg)) {
+		if (!page_clean(p, pg) && !pool_page_all_dead(p, pg)) {
 			if ((st = copy_out(p, pg)))
 				break;
 			pg->flags |= PF_MARK;
@@ -565,7 +769,7 @@ pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
 		if (!pool_mark_fence(p, m, &fst) && fst && st == POOL_OK)
 			st = fst;
 	}
-	for (uint32_t k = fi; k <= la; k++) {
+	for (uint32_t k = rr.first; k <= rr.last; k++) {
 		struct page *pg = &a->pages[k];
 		if (!(pg->flags & PF_SEL))
 			continue;
@@ -574,7 +778,9 @@ pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
 			pg->flags &= ~PF_MARK;
 			pg->busy = m;
 		}
-		list_del(&p->lru, pg);
+		if (pool_page_all_dead(p, pg))
+			pg->flags |= PF_DROP;   /* nothing to keep */
+		page_unlist(p, pg);
 		pg->state = PG_OFFLOADING;
 		list_push_back(&p->offl, pg);
 		p->st.offloads++;
@@ -586,28 +792,116 @@ pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes)
 	return st;
 }
 
-pool_status_t pool_prefetch(pool_t *p, uintptr_t addr, uint64_t bytes)
+/* One chunk in the cache without a host wait, or false. */
+static bool chunk_nowait(pool_t *p)
+{
+	if (p->ncache)
+		return true;
+	if (p->held + chunk_sz(p) <= p->cfg.budget) {
+		uint64_t h;
+		if (p->ops.chunk_create(p->ops.ctx, chunk_sz(p), &h) == 0) {
+			p->held += chunk_sz(p);
+			stat_add(&p->st.held, chunk_sz(p));
+			p->st.chunks_created++;
+			pool_cache_push(p, h);
+			return true;
+		}
+	}
+	if (p->spend_head)
+		pool_small_reap(p);
+	return pool_freed_reclaim_one(p, false) || pool_offl_reap(p, false) ||
+	       pool_slab_reclaim_empty(p) || pool_evict_nowait(p, 1);
+}
+
+pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r)
 {
 	pool_span_t s;
-	uint32_t fi, la, nfault;
+	struct rref rr;
+	pool_status_t st;
+	uint32_t nfault = 0, ncopy = 0, skipped = 0;
 
 	pthread_mutex_lock(&p->lock);
-	struct alloc *a = range_alloc(p, addr, bytes, &s);
-	if (!a) {
+	if ((st = range_rref(p, r, &rr, &s))) {
 		pthread_mutex_unlock(&p->lock);
-		return POOL_EINVAL;
+		return st;
 	}
-	fi = (uint32_t)(page_of(p, s.offset));
-	la = (uint32_t)(page_of(p, s.offset + s.bytes - 1));
-	for (uint32_t k = fi; k <= la; k++)
+	struct alloc *a = rr.a;
+	/* locked while chunks are found, so that finding them never takes
+	 * one of the range's own pages */
+	for (uint32_t k = rr.first; k <= rr.last; k++)
 		lock_page(p, &a->pages[k]);
-	struct rref rr = { a, fi, la };
-	pool_status_t st = fault_in(p, &rr, 1, POOL_EV_PREFETCH, &nfault);
-	for (uint32_t k = fi; k <= la; k++)
-		unlock_page(p, &a->pages[k]);
+	for (uint32_t k = rr.first; k <= rr.last; k++) {
+		struct page *pg = &a->pages[k];
+		if (pg->state == PG_RESIDENT)
+			continue;
+		if (!chunk_nowait(p) || pool_page_map(p, pg)) {
+			skipped++;
+			continue;
+		}
+		uint64_t nb = page_bytes(p, a, k);
+		if ((pg->flags & PF_HOST_VALID) && p->ops.copy_h2d(p->ops.ctx, page_va(p, pg), pg->host, nb)) {
+			pool_page_unmap(p, pg);
+			pg->state = PG_HOST;
+			skipped++;
+			continue;
+		}
+		stat_add(&p->st.resident, chunk_sz(p));
+		pg->epoch = p->epoch;
+		nfault++;
+		if (pg->flags & PF_HOST_VALID) {
+			pg->flags |= PF_COPY;
+			ncopy++;
+			p->st.bytes_prefetched += nb;
+		}
+		pool_emit(p, POOL_EV_PREFETCH, a, (uint64_t)k * chunk_sz(p), nb,
+			  (pg->flags & PF_HOST_VALID) ? nb : 0, p->ops.h2d_stream);
+	}
+	/* the first call that uses a copied page waits for this mark on the
+	 * device; the host never does */
+	struct mark m = ncopy ? pool_mark_now(p, p->tl_h2d) : (struct mark){ 0 };
+	for (uint32_t k = rr.first; k <= rr.last; k++) {
+		struct page *pg = &a->pages[k];
+		if (pg->flags & PF_COPY) {
+			pg->flags &= ~PF_COPY;
+			pg->busy = m;
+		}
+		/* unlocked into the held list: not evicted before a call uses it */
+		if (--pg->locks == 0 && pg->state == PG_RESIDENT) {
+			list_push_back(&p->heldl, pg);
+			pg->flags |= PF_HELD;
+		}
+	}
 	p->st.prefetches += nfault;
+	p->st.prefetch_skipped += skipped;
+	pthread_mutex_unlock(&p->lock);
+	return skipped ? POOL_ENOMEM : POOL_OK;
+}
+
+pool_status_t pool_unhold(pool_t *p, const pool_range_t *r)
+{
+	pool_span_t s;
+	struct rref rr;
+	pthread_mutex_lock(&p->lock);
+	pool_status_t st = range_rref(p, r, &rr, &s);
+	for (uint32_t k = rr.first; st == POOL_OK && k <= rr.last; k++) {
+		struct page *pg = &rr.a->pages[k];
+		if (pg->flags & PF_HELD) {
+			list_del(&p->heldl, pg);
+			pg->flags &= ~PF_HELD;
+			list_push_front(&p->lru, pg);
+		}
+	}
 	pthread_mutex_unlock(&p->lock);
 	return st;
+}
+
+void pool_set_order(pool_t *p, pool_order_fn fn, void *ctx, uint32_t window)
+{
+	pthread_mutex_lock(&p->lock);
+	p->order = fn;
+	p->order_ctx = ctx;
+	p->order_window = window;
+	pthread_mutex_unlock(&p->lock);
 }
 
 pool_page_state_t pool_page_state(pool_t *p, uintptr_t addr)

@@ -87,6 +87,7 @@ void pool_slab_reclaim(pool_t *p, struct alloc *s)
 	struct page *pg = &s->pages[0];
 	slab_unlink(p, s);
 	page_unlist(p, pg);
+	pool_page_forget(p, pg);
 	if (pg->state == PG_OFFLOADING || pg->state == PG_EVICTING)
 		pg->state = PG_RESIDENT;   /* teardown only: the callers wait first */
 	if (pg->state == PG_RESIDENT) {
@@ -248,6 +249,7 @@ pool_status_t pool_small_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint
 	slab_req(p, s, (int64_t)bytes);
 	*addr = s->base + (uintptr_t)start * SMALL_UNIT;
 	*id = b->id;
+	(void)pool_id_put(p, b->id, s, bi);
 	if (p->st.small_slack.cur > p->st.small_slack.peak)
 		p->st.small_slack.peak = p->st.small_slack.cur;
 	p->st.small_allocs++;
@@ -286,6 +288,7 @@ pool_status_t pool_small_free(pool_t *p, struct alloc *s, uintptr_t addr, void *
 	stat_sub(&p->st.reserved, (uint64_t)b->units * SMALL_UNIT);
 	slab_req(p, s, -(int64_t)b->size);
 	pool_emit(p, POOL_EV_FREE, &tmp, 0, b->size, 0, stream);
+	pool_id_del(p, b->id);
 	b->id = 0;
 	return POOL_OK;
 }

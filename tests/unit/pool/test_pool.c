@@ -80,6 +80,27 @@ static uint64_t rnd(uint64_t *s)
 	return *s;
 }
 
+/* The policies name ranges by allocation id: these take an address. */
+static pool_range_t range_of(env_t *e, uintptr_t a, uint64_t n)
+{
+	pool_ref_t r = { .ptr = a, .bytes = n };
+	pool_span_t s;
+	pool_resolve(e->p, &r, 1, &s);
+	return (pool_range_t){ s.alloc_id, s.offset, s.bytes };
+}
+
+static pool_status_t offload(env_t *e, uintptr_t a, uint64_t n)
+{
+	pool_range_t r = range_of(e, a, n);
+	return pool_offload(e->p, &r);
+}
+
+static pool_status_t prefetch(env_t *e, uintptr_t a, uint64_t n)
+{
+	pool_range_t r = range_of(e, a, n);
+	return pool_prefetch(e->p, &r);
+}
+
 static pool_status_t use(env_t *e, uintptr_t a, uint64_t n, bool write, pool_span_t *span)
 {
 	pool_ref_t r = { .ptr = a, .bytes = n, .write = write };
@@ -197,7 +218,7 @@ static void test_small_allocations_share_a_chunk(void **state)
 	assert_int_equal(pool_page_state(e.p, a[3]), POOL_PAGE_SMALL);
 	/* small allocations are not offloaded one by one (their slab is
 	 * evicted as a whole when it is cold) */
-	assert_int_equal(pool_offload(e.p, a[3], 1000), POOL_EINVAL);
+	assert_int_equal(offload(&e, a[3], 1000), POOL_EINVAL);
 	env_close(&e);
 }
 
@@ -433,7 +454,7 @@ static void test_offload_prefetch_keeps_address_and_bytes(void **state)
 	uint64_t n = 3 * CH + 1234;
 	uintptr_t a = must_malloc(&e, n);
 	put(&e, a, n, 7);
-	assert_int_equal(pool_offload(e.p, a, n), POOL_OK);
+	assert_int_equal(offload(&e, a, n), POOL_OK);
 	assert_int_equal(pool_sync(e.p), POOL_OK);
 	for (uint64_t k = 0; k < 4; k++) {
 		assert_int_equal(pool_page_state(e.p, a + k * CH), POOL_PAGE_HOST);
@@ -442,7 +463,7 @@ static void test_offload_prefetch_keeps_address_and_bytes(void **state)
 	uint64_t fr, tot;
 	pool_mem_info(e.p, &fr, &tot);
 	assert_int_equal(fr, 8 * CH);
-	assert_int_equal(pool_prefetch(e.p, a, n), POOL_OK);
+	assert_int_equal(prefetch(&e, a, n), POOL_OK);
 	for (uint64_t k = 0; k < 4; k++)
 		assert_int_equal(pool_page_state(e.p, a + k * CH), POOL_PAGE_RESIDENT);
 	assert_true(check(&e, a, n, 7));
@@ -463,7 +484,7 @@ static void test_fault_in_restores_offloaded_bytes(void **state)
 	env_open(&e, 8, 0, 64);
 	uintptr_t a = must_malloc(&e, 2 * CH);
 	put(&e, a, 2 * CH, 3);
-	pool_offload(e.p, a, 2 * CH);
+	offload(&e, a, 2 * CH);
 	pool_sync(e.p);
 	/* touching part of it faults in only the page touched */
 	pool_span_t sp;
@@ -521,7 +542,7 @@ static void test_write_drops_host_copy(void **state)
 	env_open(&e, 1, 0, 64);
 	uintptr_t a = must_malloc(&e, CH);
 	put(&e, a, CH, 1);
-	pool_offload(e.p, a, CH);
+	offload(&e, a, CH);
 	pool_sync(e.p);
 	put(&e, a, CH, 2);                     /* fault in, then overwrite */
 	uintptr_t b = must_malloc(&e, CH);     /* evicts a: must copy again */
@@ -707,7 +728,7 @@ static void test_offload_keeps_page_mapped_when_no_fence_follows_the_copy(void *
 	put(&e, a, CH, 8);
 	/* the first fence follows the page's last use, the second the copy */
 	e.f.fence_fail_at = e.f.fences + 2;
-	pool_status_t st = pool_offload(e.p, a, CH);
+	pool_status_t st = offload(&e, a, CH);
 	if (st != POOL_EDEVICE)
 		fail_msg("offload whose copy could not be fenced: expected %s, got %s",
 			 pool_strerror(POOL_EDEVICE), pool_strerror(st));
@@ -771,7 +792,7 @@ static void test_offload_completes_only_after_copy(void **state)
 	e.f.hold = true;
 	uintptr_t a = must_malloc(&e, 2 * CH);
 	put(&e, a, 2 * CH, 9);
-	assert_int_equal(pool_offload(e.p, a, 2 * CH), POOL_OK);
+	assert_int_equal(offload(&e, a, 2 * CH), POOL_OK);
 	pool_poll(e.p);   /* copy still queued: nothing may be unmapped */
 	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_OFFLOADING);
 	assert_true(fake_is_mapped(&e.f, a));
@@ -790,7 +811,7 @@ static void test_use_during_offload_cancels_it(void **state)
 	e.f.hold = true;
 	uintptr_t a = must_malloc(&e, CH);
 	put(&e, a, CH, 4);
-	pool_offload(e.p, a, CH);
+	offload(&e, a, CH);
 	assert_true(check(&e, a, CH, 4));
 	pool_sync(e.p);
 	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_RESIDENT);
@@ -810,7 +831,7 @@ static void test_fault_in_map_failure_after_a_copy_fails_the_call(void **state)
 	env_open(&e, 4, 0, 64);
 	uintptr_t a = must_malloc(&e, 2 * CH);
 	put(&e, a, 2 * CH, 31);
-	assert_int_equal(pool_offload(e.p, a, 2 * CH), POOL_OK);
+	assert_int_equal(offload(&e, a, 2 * CH), POOL_OK);
 	assert_int_equal(pool_sync(e.p), POOL_OK);
 	e.f.map_fail_at = e.f.maps + 2;   /* the first page maps and copies, the second fails */
 	pool_ref_t r = { .ptr = a, .bytes = 2 * CH, .write = false };
@@ -825,7 +846,7 @@ static void test_fault_in_map_failure_after_a_copy_fails_the_call(void **state)
 	assert_int_equal(st, POOL_EDEVICE);
 	assert_int_equal(pool_page_state(e.p, a + CH), POOL_PAGE_HOST);
 	/* nothing stays locked: both pages can be offloaded again */
-	assert_int_equal(pool_offload(e.p, a, 2 * CH), POOL_OK);
+	assert_int_equal(offload(&e, a, 2 * CH), POOL_OK);
 	assert_int_equal(pool_sync(e.p), POOL_OK);
 	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
 	assert_true(check(&e, a, 2 * CH, 31));
@@ -842,7 +863,7 @@ static void test_fault_in_copy_failure_fails_the_call_and_keeps_the_host_copy(vo
 	env_open(&e, 4, 0, 64);
 	uintptr_t a = must_malloc(&e, CH);
 	put(&e, a, CH, 32);
-	assert_int_equal(pool_offload(e.p, a, CH), POOL_OK);
+	assert_int_equal(offload(&e, a, CH), POOL_OK);
 	assert_int_equal(pool_sync(e.p), POOL_OK);
 	e.f.h2d_fail_at = e.f.h2d_copies + 1;
 	pool_ref_t r = { .ptr = a, .bytes = CH, .write = false };
@@ -1081,7 +1102,7 @@ static void test_unseen_write_makes_a_valid_host_copy_stale(void **state)
 	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
 	put(&e, a, CH, 50);
 	put(&e, b, CH, 52);
-	assert_int_equal(pool_offload(e.p, a, CH), POOL_OK);
+	assert_int_equal(offload(&e, a, CH), POOL_OK);
 	assert_int_equal(pool_sync(e.p), POOL_OK);
 	fake_drain(&e.f);
 	pool_poll(e.p);
@@ -1146,6 +1167,328 @@ static void test_page_mapped_after_an_unseen_write_is_clean(void **state)
 	env_close(&e);
 }
 
+/* ------------------------------------------------ the policies' operations */
+
+static pool_status_t discard(env_t *e, uintptr_t a, uint64_t n, bool eager)
+{
+	pool_range_t r = range_of(e, a, n);
+	return pool_discard(e->p, &r, eager);
+}
+
+/* issue 11: a caching allocator packs several tensors in one page; a page
+ * is dropped only when every tensor on it is dead, and then first, with
+ * no copy. */
+static void test_discard_drops_a_page_only_when_every_tensor_on_it_is_dead(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 3, 0, 64);
+	uintptr_t seg = must_malloc(&e, 2 * CH);   /* t1, t2 on page 0; t3 on page 1 */
+	uintptr_t t1 = seg, t2 = seg + CH / 2, t3 = seg + CH;
+	uintptr_t x = must_malloc(&e, CH);
+	put(&e, seg, 2 * CH, 70);
+	put(&e, x, CH, 71);
+	assert_int_equal(discard(&e, t1, CH / 2, false), POOL_OK);
+	/* page 0 is the least recently used but t2 on it lives: copied */
+	uint64_t d2h = e.f.d2h_copies;
+	uintptr_t y = must_malloc(&e, CH);
+	assert_int_equal(e.f.d2h_copies, d2h + 1);
+	assert_int_equal(stats(&e).pages_dropped, 0);
+	pool_free(e.p, y, NULL, false);
+	assert_int_equal(use(&e, t2, CH / 2, false, NULL), POOL_OK);   /* page 0 back */
+	assert_int_equal(discard(&e, t2, CH / 2, false), POOL_OK);
+	/* now page 0 is all dead: dropped first, without a copy, although it
+	 * is the most recently used page (a read of dead bytes not dropped
+	 * yet is allowed: they are still there) */
+	use(&e, t3, 8, false, NULL);
+	use(&e, x, 8, false, NULL);
+	use(&e, t1, 8, false, NULL);
+	d2h = e.f.d2h_copies;
+	y = must_malloc(&e, CH);
+	if (pool_page_state(e.p, seg) != POOL_PAGE_RELEASED)
+		fail_msg("a page whose every tensor is dead, memory needed: expected it dropped "
+			 "(released, %d), got state %d", POOL_PAGE_RELEASED, pool_page_state(e.p, seg));
+	assert_int_equal(e.f.d2h_copies, d2h);
+	assert_int_equal(stats(&e).pages_dropped, 1);
+	assert_int_equal(pool_page_state(e.p, x), POOL_PAGE_RESIDENT);
+	pool_free(e.p, y, NULL, false);
+	/* t3's page kept its bytes */
+	uint8_t *want = malloc(2 * CH);
+	pattern(want, 2 * CH, 70);
+	uint8_t *got = malloc(CH);
+	pool_ref_t r = { .ptr = t3, .bytes = CH };
+	pool_span_t sp;
+	assert_int_equal(pool_acquire(e.p, &r, 1, NULL, &sp), POOL_OK);
+	fake_drain(&e.f);
+	assert_true(fake_read(&e.f, t3, got, CH));
+	pool_release(e.p, &r, &sp, 1, NULL);
+	assert_memory_equal(got, want + CH, CH);
+	free(want);
+	free(got);
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* A dropped page reads as released: a later read of its dropped bytes is
+ * refused (POOL_ELOST, the ref flagged, nothing locked) - never computed on
+ * - until a write covers them; a whole overwrite needs none of them. */
+static void test_read_of_dropped_bytes_is_refused_until_they_are_written(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 64);
+	uintptr_t seg = must_malloc(&e, CH);
+	put(&e, seg, CH, 72);
+	assert_int_equal(discard(&e, seg, CH, true), POOL_OK);
+	fake_drain(&e.f);
+	pool_poll(e.p);
+	assert_int_equal(pool_page_state(e.p, seg), POOL_PAGE_RELEASED);
+	pool_ref_t r[2] = { { .ptr = seg + 100, .bytes = 16 }, { .ptr = seg, .bytes = 8, .write = true } };
+	pool_span_t sp[2];
+	pool_status_t st = pool_acquire(e.p, r, 2, NULL, sp);
+	if (st != POOL_ELOST || !sp[0].lost || !sp[1].lost)
+		fail_msg("read and read-write of dropped bytes: expected %s with both refs flagged, got "
+			 "%s (%d, %d)", pool_strerror(POOL_ELOST), pool_strerror(st), sp[0].lost, sp[1].lost);
+	assert_int_equal(stats(&e).lost_reads, 2);
+	/* a whole overwrite of the first half reads nothing: allowed */
+	pool_ref_t w = { .ptr = seg, .bytes = CH / 2, .write = true, .whole = true };
+	pool_span_t ws;
+	assert_int_equal(pool_acquire(e.p, &w, 1, NULL, &ws), POOL_OK);
+	pool_release(e.p, &w, &ws, 1, NULL);
+	assert_int_equal(use(&e, seg + 100, 16, false, NULL), POOL_OK);   /* rewritten: live */
+	assert_int_equal(use(&e, seg + CH / 2, 16, false, NULL), POOL_ELOST);   /* still gone */
+	/* nothing stayed locked: the page can be offloaded */
+	assert_int_equal(offload(&e, seg, CH), POOL_OK);
+	check_clean(&e);
+	env_close(&e);
+}
+
+static void test_write_makes_dead_bytes_live_and_undead_reports_lost_ones(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 64);
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	put(&e, a, CH, 73);
+	put(&e, b, CH, 74);
+	discard(&e, a, CH, false);
+	put(&e, a, 64, 75);   /* a write: the first 64 bytes are live again */
+	discard(&e, a, CH, false);
+	pool_range_t ra = range_of(&e, a, CH);
+	assert_int_equal(pool_undead(e.p, &ra), POOL_OK);   /* not dropped yet: nothing lost */
+	uintptr_t c = must_malloc(&e, CH), d = must_malloc(&e, CH), x = must_malloc(&e, CH);
+	(void)c, (void)d, (void)x;
+	assert_int_equal(stats(&e).pages_dropped, 0);       /* a was live: copied, not dropped */
+	assert_true(check(&e, a, 64, 75));
+	discard(&e, b, CH, true);
+	fake_drain(&e.f);
+	pool_poll(e.p);
+	pool_range_t rb = range_of(&e, b, CH);
+	if (pool_undead(e.p, &rb) != POOL_ELOST)
+		fail_msg("undead of a dropped page's bytes: expected %s", pool_strerror(POOL_ELOST));
+	assert_int_equal(use(&e, b, 8, false, NULL), POOL_ELOST);   /* still marked */
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* An eager discard drops without a host wait: the chunk comes back after
+ * the page's last use, through pool_poll. */
+static void test_eager_discard_never_waits(void **state)
+{
+	(void)state;
+	env_t e;
+	static int s1;
+	env_open(&e, 4, 0, 64);
+	e.f.hold = true;
+	uintptr_t a = must_malloc(&e, 2 * CH);
+	use_on(&e, &s1, a, 2 * CH, true);   /* a kernel still queued on it */
+	uint64_t waits = e.f.waits;
+	assert_int_equal(discard(&e, a, 2 * CH, true), POOL_OK);
+	pool_poll(e.p);
+	check_clean(&e);
+	assert_true(fake_is_mapped(&e.f, a));   /* the use is not done */
+	fake_drain(&e.f);
+	pool_poll(e.p);
+	fake_drain(&e.f);
+	pool_poll(e.p);
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_RELEASED);
+	assert_false(fake_is_mapped(&e.f, a));
+	assert_int_equal(e.f.waits, waits);
+	assert_int_equal(e.f.d2h_copies, 0);
+	assert_int_equal(stats(&e).pages_dropped, 2);
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* issue 11: a prefetch never waits on the host, and the page it brings is
+ * held - not evicted before the call it was fetched for uses it. */
+static void test_prefetch_never_waits_and_holds_until_first_use(void **state)
+{
+	(void)state;
+	env_t e;
+	uintptr_t c;
+	uint64_t id;
+	env_open(&e, 3, 0, 64);
+	uintptr_t z = must_malloc(&e, CH), x = must_malloc(&e, CH), y = must_malloc(&e, CH);
+	put(&e, z, CH, 80);
+	put(&e, x, CH, 81);
+	put(&e, y, CH, 82);
+	assert_int_equal(offload(&e, z, CH), POOL_OK);
+	pool_sync(e.p);
+	pool_poll(e.p);
+	assert_int_equal(pool_page_state(e.p, z), POOL_PAGE_HOST);
+	e.f.hold = true;
+	uint64_t waits = e.f.waits;
+	assert_int_equal(prefetch(&e, z, CH), POOL_OK);   /* the offload's chunk is free */
+	assert_int_equal(e.f.waits, waits);
+	assert_int_equal(pool_page_state(e.p, z), POOL_PAGE_RESIDENT);
+	/* z is the least recently used page, but held: x goes instead */
+	e.f.hold = false;
+	fake_drain(&e.f);
+	c = must_malloc(&e, CH);
+	if (pool_page_state(e.p, z) != POOL_PAGE_RESIDENT)
+		fail_msg("a prefetched page not used yet, memory needed: expected it kept, got state %d",
+			 pool_page_state(e.p, z));
+	assert_int_equal(pool_page_state(e.p, x), POOL_PAGE_HOST);
+	assert_true(check(&e, z, CH, 80));   /* its first use: held no more */
+	/* no chunk free without a wait (every page dirty): nothing, no wait */
+	put(&e, c, CH, 83);
+	put(&e, y, CH, 82);
+	put(&e, z, CH, 80);
+	waits = e.f.waits;
+	uint64_t skipped = stats(&e).prefetch_skipped;
+	assert_int_equal(prefetch(&e, x, CH), POOL_ENOMEM);
+	assert_int_equal(e.f.waits, waits);
+	assert_int_equal(stats(&e).prefetch_skipped, skipped + 1);
+	assert_int_equal(pool_page_state(e.p, x), POOL_PAGE_HOST);
+	/* held pages are the last resort, not never: everything else locked */
+	pool_ref_t r[2] = { { .ptr = c, .bytes = CH }, { .ptr = y, .bytes = CH } };
+	pool_span_t sp[2];
+	assert_int_equal(pool_acquire(e.p, r, 2, NULL, sp), POOL_OK);
+	assert_int_equal(offload(&e, z, CH), POOL_OK);
+	pool_sync(e.p);
+	pool_poll(e.p);
+	assert_int_equal(prefetch(&e, z, CH), POOL_OK);
+	assert_int_equal(pool_malloc(e.p, CH, &x, &id), POOL_OK);
+	assert_int_equal(stats(&e).held_evicted, 1);
+	pool_release(e.p, r, sp, 2, NULL);
+	assert_true(check(&e, z, CH, 80));
+	check_clean(&e);
+	env_close(&e);
+}
+
+static void test_offload_never_waits(void **state)
+{
+	(void)state;
+	env_t e;
+	static int s1;
+	env_open(&e, 4, 0, 64);
+	e.f.hold = true;
+	uintptr_t a = must_malloc(&e, 2 * CH);
+	pool_ref_t r = { .ptr = a, .bytes = 2 * CH, .write = true };
+	pool_span_t sp;
+	assert_int_equal(pool_acquire(e.p, &r, 1, &s1, &sp), POOL_OK);
+	uint8_t *buf = malloc(2 * CH);
+	pattern(buf, 2 * CH, 84);
+	fake_kernel_write(&e.f, &s1, a, buf, 2 * CH);
+	free(buf);
+	pool_release(e.p, &r, &sp, 1, &s1);
+	uint64_t waits = e.f.waits;
+	assert_int_equal(offload(&e, a, 2 * CH), POOL_OK);
+	pool_poll(e.p);
+	assert_int_equal(e.f.waits, waits);
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_OFFLOADING);
+	check_clean(&e);
+	fake_drain(&e.f);
+	pool_poll(e.p);
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+	assert_int_equal(e.f.waits, waits);
+	assert_true(check(&e, a, 2 * CH, 84));
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* issue 11: with a plan, eviction takes dead pages first, then the page
+ * whose next use is furthest away (Belady's MIN), then pages the plan does
+ * not know, least recently used first; LRU without a plan. */
+typedef struct {
+	uint64_t id[8];
+	uint64_t key[8];
+	int n, calls;
+} order_t;
+
+static uint64_t order_fn(void *ctx, uint64_t alloc_id, uint64_t offset, uint64_t bytes)
+{
+	order_t *o = ctx;
+	(void)offset;
+	(void)bytes;
+	o->calls++;
+	for (int i = 0; i < o->n; i++)
+		if (o->id[i] == alloc_id)
+			return o->key[i];
+	return POOL_ORDER_UNKNOWN;
+}
+
+static void test_plan_order_evicts_the_furthest_next_use(void **state)
+{
+	(void)state;
+	env_t e;
+	uintptr_t t[4], x;
+	uint64_t id[4], xid;
+	env_open(&e, 4, 0, 64);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(pool_malloc(e.p, CH, &t[i], &id[i]), POOL_OK);
+		put(&e, t[i], CH, (uint32_t)(90 + i));
+	}
+	/* LRU order t0 t1 t2 t3; the plan: t0 next used soon, t2 furthest,
+	 * t1 in between, t3 unknown */
+	order_t o = { { id[0], id[1], id[2] }, { 5, 50, 500 }, 3, 0 };
+	pool_set_order(e.p, order_fn, &o, 0);
+	assert_int_equal(pool_malloc(e.p, CH, &x, &xid), POOL_OK);
+	if (pool_page_state(e.p, t[2]) != POOL_PAGE_HOST)
+		fail_msg("plan keys t0=5 t1=50 t2=500: expected t2 evicted first, got t0..t3 states "
+			 "%d %d %d %d", pool_page_state(e.p, t[0]), pool_page_state(e.p, t[1]),
+			 pool_page_state(e.p, t[2]), pool_page_state(e.p, t[3]));
+	assert_true(o.calls > 0);
+	assert_int_equal(stats(&e).evictions_planned, 1);
+	assert_int_equal(pool_malloc(e.p, CH, &x, &xid), POOL_OK);
+	assert_int_equal(pool_page_state(e.p, t[1]), POOL_PAGE_HOST);
+	/* a dead page before any of them */
+	discard(&e, t[3], CH, false);
+	assert_int_equal(pool_malloc(e.p, CH, &x, &xid), POOL_OK);
+	assert_int_equal(pool_page_state(e.p, t[3]), POOL_PAGE_RELEASED);
+	assert_int_equal(pool_page_state(e.p, t[0]), POOL_PAGE_RESIDENT);
+	/* without a plan: LRU again */
+	pool_set_order(e.p, NULL, NULL, 0);
+	for (int i = 0; i < 3; i++)
+		assert_true(check(&e, t[i], CH, (uint32_t)(90 + i)));
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* Ranges are by allocation id: a range of a freed allocation touches
+ * nothing, not even a new allocation at the same address. */
+static void test_range_of_a_freed_allocation_is_left_alone(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 64);
+	uintptr_t a = must_malloc(&e, CH);
+	pool_range_t old = range_of(&e, a, CH);
+	pool_free(e.p, a, NULL, false);
+	pool_sync(e.p);
+	uintptr_t b = must_malloc(&e, CH);
+	assert_int_equal(b, a);
+	put(&e, b, CH, 95);
+	assert_int_equal(pool_discard(e.p, &old, true), POOL_EINVAL);
+	assert_int_equal(pool_offload(e.p, &old), POOL_EINVAL);
+	assert_int_equal(pool_prefetch(e.p, &old), POOL_EINVAL);
+	pool_poll(e.p);
+	assert_int_equal(pool_page_state(e.p, b), POOL_PAGE_RESIDENT);
+	assert_true(check(&e, b, CH, 95));
+	env_close(&e);
+}
+
 /* -------------------------------------------------------- unknown extents */
 
 /* A caching allocator reuses an address for a larger tensor without the
@@ -1172,7 +1515,7 @@ static void test_unknown_extent_is_rest_of_allocation_even_after_a_stated_one(vo
 	use(&e, seg + 5 * CH, 10 * CH, false, &s);
 	assert_int_equal(s.bytes, CH);       /* clipped to the allocation */
 	/* a sub-allocated tensor with a stated extent: only its pages come back */
-	pool_offload(e.p, seg, 6 * CH);
+	offload(&e, seg, 6 * CH);
 	pool_sync(e.p);
 	use(&e, seg + 2 * CH, 1000, false, &s);
 	assert_int_equal(pool_page_state(e.p, seg + 2 * CH), POOL_PAGE_RESIDENT);
@@ -1189,7 +1532,7 @@ static void test_overlapping_refs_fault_in_each_page_once(void **state)
 	env_open(&e, 8, 0, 64);
 	uintptr_t seg = must_malloc(&e, 4 * CH);
 	put(&e, seg, 4 * CH, 21);
-	pool_offload(e.p, seg, 4 * CH);
+	offload(&e, seg, 4 * CH);
 	pool_sync(e.p);
 	pool_ref_t r[3] = { { .ptr = seg + 100, .bytes = 2 * CH }, { .ptr = seg + CH, .bytes = 0 },
 			    { .ptr = seg + CH + 8, .bytes = 64, .write = true } };
@@ -1242,13 +1585,17 @@ static void test_no_external_fragmentation(void **state)
 		}
 		/* offload the small ones: 3 one-chunk holes between big tensors */
 		for (int i = 0; i < 6; i += 2)
-			pool_offload(e.p, t[i], CH);
+			offload(&e, t[i], CH);
 		pool_sync(e.p);
 		/* a 3-chunk tensor needs 3 chunks that are not contiguous anywhere */
 		uintptr_t big = must_malloc(&e, 3 * CH);
 		put(&e, big, 3 * CH, 999);
-		for (int i = 0; i < 6; i += 2)
-			assert_int_equal(pool_prefetch(e.p, t[i], CH), POOL_OK);
+		/* a prefetch never waits: it brings what fits without evicting
+		 * dirty pages; the reads below fault in the rest */
+		for (int i = 0; i < 6; i += 2) {
+			pool_status_t st = prefetch(&e, t[i], CH);
+			assert_true(st == POOL_OK || st == POOL_ENOMEM);
+		}
 		for (int i = 0; i < 6; i++)
 			assert_true(check(&e, t[i], sz[i] * CH, (uint32_t)(round * 10 + i)));
 		assert_true(check(&e, big, 3 * CH, 999));
@@ -1303,11 +1650,11 @@ static void stress(bool hold, uint64_t seed0)
 			live[i] = live[--nlive];
 		} else if (op < 6) {
 			int i = (int)(rnd(&s) % (uint64_t)nlive);
-			pool_status_t st = pool_offload(e.p, live[i].a, live[i].n);
+			pool_status_t st = offload(&e, live[i].a, live[i].n);
 			assert_true(st == POOL_OK || st == POOL_EINVAL);
 		} else if (op < 7) {
 			int i = (int)(rnd(&s) % (uint64_t)nlive);
-			pool_status_t st = pool_prefetch(e.p, live[i].a, live[i].n);
+			pool_status_t st = prefetch(&e, live[i].a, live[i].n);
 			assert_true(st == POOL_OK || st == POOL_EINVAL || st == POOL_ENOMEM);
 		} else if (op < 8) {
 			int i = (int)(rnd(&s) % (uint64_t)nlive);
@@ -1429,7 +1776,7 @@ static void stream_stress(uint64_t seed0, int rounds, bool newest_first)
 			lastst[i] = lastst[nlive];
 		} else if (op < 5) {
 			int i = (int)(rnd(&s) % (uint64_t)nlive);
-			pool_status_t ps = pool_offload(e.p, live[i].a, live[i].n);
+			pool_status_t ps = offload(&e, live[i].a, live[i].n);
 			assert_true(ps == POOL_OK || ps == POOL_EINVAL);
 		} else if (op < 8) {
 			/* a kernel that writes (op 5..6) or reads (op 7) one tensor */
@@ -1799,6 +2146,14 @@ int main(void)
 		cmocka_unit_test(test_unseen_write_makes_a_valid_host_copy_stale),
 		cmocka_unit_test(test_unseen_write_makes_a_never_written_page_copied),
 		cmocka_unit_test(test_page_mapped_after_an_unseen_write_is_clean),
+		cmocka_unit_test(test_discard_drops_a_page_only_when_every_tensor_on_it_is_dead),
+		cmocka_unit_test(test_read_of_dropped_bytes_is_refused_until_they_are_written),
+		cmocka_unit_test(test_write_makes_dead_bytes_live_and_undead_reports_lost_ones),
+		cmocka_unit_test(test_eager_discard_never_waits),
+		cmocka_unit_test(test_prefetch_never_waits_and_holds_until_first_use),
+		cmocka_unit_test(test_offload_never_waits),
+		cmocka_unit_test(test_plan_order_evicts_the_furthest_next_use),
+		cmocka_unit_test(test_range_of_a_freed_allocation_is_left_alone),
 		cmocka_unit_test(test_offload_completes_only_after_copy),
 		cmocka_unit_test(test_use_during_offload_cancels_it),
 		cmocka_unit_test(test_unknown_extent_is_rest_of_allocation_even_after_a_stated_one),
