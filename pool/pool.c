@@ -54,7 +54,7 @@ static void freed_unlink(pool_t *p, struct alloc *a)
 /* A freed range is reusable when its free fence and every page's last
  * use (another stream's, a prefetch copy the app never consumed, an
  * offload's copy) have completed. */
-static bool range_ready(pool_t *p, struct alloc *a, bool wait)
+bool pool_range_ready(pool_t *p, struct alloc *a, bool wait)
 {
 	if (wait && (pool_fence_wait(p, a->free_fence) || pool_mark_wait(p, a->free_mark)))
 		return false;
@@ -88,7 +88,7 @@ void pool_alloc_destroy(struct alloc *a)
 }
 
 /* Unmaps a ready freed range, chunks to the cache, range to vfree. */
-static void range_reclaim(pool_t *p, struct alloc *a)
+void pool_range_reclaim(pool_t *p, struct alloc *a)
 {
 	freed_unlink(p, a);
 	for (uint32_t i = 0; i < a->npages; i++) {
@@ -97,7 +97,10 @@ static void range_reclaim(pool_t *p, struct alloc *a)
 			pool_page_unmap(p, pg);
 	}
 	pool_vmap_set(p, a, a->npages, NULL);
-	pool_va_give(p, page_of(p, a->base - p->base), a->npages);
+	if (a->fixed)
+		pool_resv_drop(p, a);   /* its range is the application's reservation */
+	else
+		pool_va_give(p, page_of(p, a->base - p->base), a->npages);
 	pool_alloc_destroy(a);
 }
 
@@ -109,17 +112,17 @@ bool pool_freed_reclaim_one(pool_t *p, bool wait)
 		if (a->pins)
 			continue;   /* another thread waits for it */
 		if (!wait) {
-			if (range_ready(p, a, false)) {
-				range_reclaim(p, a);
+			if (pool_range_ready(p, a, false)) {
+				pool_range_reclaim(p, a);
 				return true;
 			}
 			continue;
 		}
 		a->pins++;
-		bool ready = range_ready(p, a, true);
+		bool ready = pool_range_ready(p, a, true);
 		a->pins--;
 		if (ready && !a->pins && a->freed) {
-			range_reclaim(p, a);
+			pool_range_reclaim(p, a);
 			return true;
 		}
 		return ready;
@@ -132,7 +135,7 @@ bool pool_freed_reclaim_one(pool_t *p, bool wait)
 static struct alloc *freed_find(pool_t *p, uint32_t npages)
 {
 	for (struct alloc *a = p->freed_head; a; a = a->next)
-		if (a->npages == npages && !a->pins && range_ready(p, a, false))
+		if (a->npages == npages && !a->pins && !a->fixed && pool_range_ready(p, a, false))
 			return a;
 	return NULL;
 }
@@ -181,17 +184,31 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 			st = pool_page_map(p, &a->pages[i]);
 	if (st) {
 		/* keep it as a ready freed range: reclaimable, nothing leaks */
-		a->prev = p->freed_tail;
-		a->next = NULL;
-		if (p->freed_tail)
-			p->freed_tail->next = a;
-		else
-			p->freed_head = a;
-		p->freed_tail = a;
+		pool_freed_push(p, a);
 		return st;
 	}
 	if (!need)
 		p->st.ranges_reused++;
+	pool_alloc_live(p, a, bytes);
+	*addr = a->base;
+	*id = a->id;
+	return POOL_OK;
+}
+
+void pool_freed_push(pool_t *p, struct alloc *a)
+{
+	a->freed = true;
+	a->prev = p->freed_tail;
+	a->next = NULL;
+	if (p->freed_tail)
+		p->freed_tail->next = a;
+	else
+		p->freed_head = a;
+	p->freed_tail = a;
+}
+
+void pool_alloc_live(pool_t *p, struct alloc *a, uint64_t bytes)
+{
 	a->freed = false;
 	a->size = bytes;
 	a->id = ++p->next_id;
@@ -203,11 +220,8 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 		pg->epoch = p->epoch;
 		list_push_front(&p->lru, pg);
 	}
-	stat_add(&p->st.resident, (uint64_t)a->npages * cs);
-	stat_add(&p->st.reserved, (uint64_t)a->npages * cs);
-	*addr = a->base;
-	*id = a->id;
-	return POOL_OK;
+	stat_add(&p->st.resident, (uint64_t)a->npages * chunk_sz(p));
+	stat_add(&p->st.reserved, (uint64_t)a->npages * chunk_sz(p));
 }
 
 /* ------------------------------------------------------------ public API */
@@ -286,8 +300,8 @@ void pool_destroy(pool_t *p)
 		pg->state = PG_RESIDENT;
 	}
 	while (p->freed_head) {
-		(void)range_ready(p, p->freed_head, true);
-		range_reclaim(p, p->freed_head);
+		(void)pool_range_ready(p, p->freed_head, true);
+		pool_range_reclaim(p, p->freed_head);
 	}
 	/* live allocations: unmap their pages */
 	for (uint64_t i = 0; i < p->npages_va; i++) {
@@ -326,6 +340,7 @@ void pool_destroy(pool_t *p)
 	}
 	pool_tl_fini(p);
 	pool_id_fini(p);
+	free(p->resv);
 	for (uint32_t i = 0; i < p->ncache; i++)
 		p->ops.chunk_release(p->ops.ctx, p->cache[i]);
 	for (uint32_t i = 0; i < p->nhblocks; i++)
@@ -410,21 +425,11 @@ pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *
 	return st;
 }
 
-pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_streams)
+/* Frees a live large allocation (the lock held): its memory is reused
+ * after its free fence or mark. */
+pool_status_t pool_free_large(pool_t *p, struct alloc *a, void *stream, bool all_streams)
 {
-	if (!pool_owns(p, addr))
-		return POOL_EINVAL;
-	pthread_mutex_lock(&p->lock);
-	pool_status_t st = POOL_EINVAL;
-	struct alloc *a = p->vmap[page_of(p, addr - p->base)];
-	if (!a)
-		goto out;
-	if (a->kind == A_SLAB) {
-		st = pool_small_free(p, a, addr, stream, all_streams);
-		goto out;
-	}
-	if (a->freed || a->base != addr)
-		goto out;
+	pool_status_t st;
 	/* cudaFree orders after every stream: a fence now.  cudaFreeAsync
 	 * after its own stream: a position on it, fenced when reuse needs to
 	 * know. */
@@ -432,7 +437,7 @@ pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_stream
 	struct mark fm = { 0 };
 	if (all_streams) {
 		if (!(f = pool_fence_new(p, stream, true, &st)))
-			goto out;
+			return st;
 	} else {
 		fm = pool_mark_now(p, pool_tl(p, stream));
 	}
@@ -463,22 +468,33 @@ pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_stream
 		pg->locks = 0;
 	}
 	pool_id_del(p, a->id);
-	a->freed = true;
 	a->free_fence = f;
 	a->free_mark = fm;
-	a->prev = p->freed_tail;
-	a->next = NULL;
-	if (p->freed_tail)
-		p->freed_tail->next = a;
-	else
-		p->freed_head = a;
-	p->freed_tail = a;
+	pool_freed_push(p, a);
 	p->st.frees++;
 	stat_sub(&p->st.resident, resident);
 	stat_sub(&p->st.requested, a->size);
 	stat_sub(&p->st.reserved, (uint64_t)a->npages * chunk_sz(p));
 	pool_emit(p, POOL_EV_FREE, a, 0, a->size, resident, stream);
-	st = POOL_OK;
+	return POOL_OK;
+}
+
+pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_streams)
+{
+	if (!pool_owns(p, addr))
+		return POOL_EINVAL;
+	pthread_mutex_lock(&p->lock);
+	pool_status_t st = POOL_EINVAL;
+	struct alloc *a = p->vmap[page_of(p, addr - p->base)];
+	if (!a)
+		goto out;
+	if (a->kind == A_SLAB) {
+		st = pool_small_free(p, a, addr, stream, all_streams);
+		goto out;
+	}
+	if (a->freed || a->base != addr || a->fixed)
+		goto out;   /* a fixed mapping is unmapped, not freed (pool_unmap_fixed) */
+	st = pool_free_large(p, a, stream, all_streams);
 out:
 	if (st == POOL_OK && a && a->kind == A_SLAB)
 		p->st.frees++;
@@ -506,10 +522,10 @@ pool_status_t pool_sync(pool_t *p)
 	for (bool again = true; again && st == POOL_OK;) {
 		again = false;
 		for (struct alloc *a = p->freed_head; a; a = a->next) {
-			if (range_ready(p, a, false))
+			if (pool_range_ready(p, a, false))
 				continue;
 			a->pins++;
-			if (!range_ready(p, a, true))
+			if (!pool_range_ready(p, a, true))
 				st = POOL_EDEVICE;
 			a->pins--;
 			again = true;

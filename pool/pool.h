@@ -318,6 +318,31 @@ pool_status_t pool_offload(pool_t *p, const pool_range_t *r);
 typedef uint64_t (*pool_order_fn)(void *ctx, uint64_t alloc_id, uint64_t offset, uint64_t bytes);
 void pool_set_order(pool_t *p, pool_order_fn fn, void *ctx, uint32_t window);
 
+/* ----------------------- virtual memory the application manages (fixed.c)
+ *
+ * issue 14: PyTorch's expandable segments reserve their own range and map
+ * physical handles into it.  The runtime serves them from the pool so that
+ * they are in the budget and move like any other memory. */
+
+/* Reserves `size` bytes (rounded up to chunks) of vmem's range for the
+ * application, aligned to `align` (0, or a power of two).  POOL_EVA when
+ * the range has no room. */
+pool_status_t pool_va_reserve(pool_t *p, uint64_t size, uint64_t align, uintptr_t *addr);
+/* Gives a reservation back (addr and size as reserved); mappings still in
+ * it are unmapped first (after every stream).  POOL_EINVAL when it is not
+ * a reservation. */
+pool_status_t pool_va_unreserve(pool_t *p, uintptr_t addr, uint64_t size);
+/* An allocation at a fixed address of a reservation (chunk aligned, size a
+ * multiple of the chunk), mapped eagerly like pool_malloc's and then
+ * resident, evicted and faulted in like any other; *id its id.
+ * POOL_EINVAL when the address is not in a reservation or already mapped;
+ * POOL_ENOMEM / POOL_EHOST as pool_malloc. */
+pool_status_t pool_map_fixed(pool_t *p, uintptr_t addr, uint64_t size, uint64_t *id);
+/* Unmaps (frees, with pool_free's fences) every fixed allocation in
+ * [addr, addr + size), which must begin at one and cover each entirely.
+ * pool_free refuses fixed allocations. */
+pool_status_t pool_unmap_fixed(pool_t *p, uintptr_t addr, uint64_t size, void *stream, bool all_streams);
+
 /* Finishes completed offloads and frees (no waiting). */
 void pool_poll(pool_t *p);
 /* Waits until every offload and free issued so far is complete. */

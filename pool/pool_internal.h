@@ -167,6 +167,7 @@ struct alloc {
 	uint32_t pins;               /* threads waiting (unlocked) with a pointer to it: never destroyed meanwhile */
 	uint8_t kind;
 	bool freed;
+	bool fixed;                  /* mapped by the application at its own address (fixed.c) */
 	struct fence *free_fence;    /* cudaFree: recorded on every stream at free time */
 	struct mark free_mark;       /* cudaFreeAsync: the position of the free on its stream */
 	struct page *pages;          /* npages entries (one for a slab) */
@@ -229,6 +230,9 @@ struct pool {
 	/* liveness (dead.c) */
 	uint64_t ndead_full;         /* pages whose every byte is dead, not dropped */
 	uint64_t ndropped;           /* pages holding dropped bytes (PF_DROPPED) */
+	/* the application's own reservations (fixed.c) */
+	struct resv *resv;
+	uint32_t nresv, capresv;
 	/* eviction order from a plan (pool_set_order) */
 	pool_order_fn order;
 	void *order_ctx;
@@ -380,6 +384,11 @@ static inline void page_unlist(pool_t *p, struct page *pg)
 
 /* pool.c */
 int pool_grow(void **arr, uint32_t *cap, uint32_t need, size_t elem);
+void pool_freed_push(pool_t *p, struct alloc *a);
+void pool_alloc_live(pool_t *p, struct alloc *a, uint64_t bytes);
+pool_status_t pool_free_large(pool_t *p, struct alloc *a, void *stream, bool all_streams);
+bool pool_range_ready(pool_t *p, struct alloc *a, bool wait);
+void pool_range_reclaim(pool_t *p, struct alloc *a);
 void pool_emit(pool_t *p, pool_event_kind_t kind, const struct alloc *a,
 	       uint64_t off, uint64_t bytes, uint64_t mapped, void *stream);
 void pool_alloc_destroy(struct alloc *a);
@@ -475,6 +484,16 @@ int pool_id_put(pool_t *p, uint64_t id, struct alloc *a, uint32_t block);
 void pool_id_del(pool_t *p, uint64_t id);
 const struct idslot *pool_id_get(const pool_t *p, uint64_t id);
 void pool_id_fini(pool_t *p);
+
+/* fixed.c: the application's reservations and fixed mappings */
+struct resv {
+	uint64_t start, npages;      /* pages of the reserved range */
+	uint32_t nallocs;            /* fixed allocations in it, live or freed */
+	bool released;               /* cuMemAddressFree came: give the range back when empty */
+};
+/* A fixed allocation's range is gone (reclaimed): the reservation gives
+ * its pages back to the virtual range once released and empty. */
+void pool_resv_drop(pool_t *p, struct alloc *a);
 
 /* dead.c */
 /* Every byte of the page dead (of its bytes that belong to the allocation). */

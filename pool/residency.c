@@ -327,55 +327,116 @@ uint32_t pool_evict_nowait(pool_t *p, uint32_t need)
 
 /* ------------------------------------------------------ reactive layer */
 
-/* The pages one ref covers: of a large allocation, or the one page of the
- * slab a small block lives in.  a NULL: not pool memory (left alone). */
+/* The pages one ref covers in one allocation: of a large allocation, or
+ * the one page of the slab a small block lives in.  lo/hi: the bytes, in
+ * the allocation's page coordinates (a slab's block starts inside its
+ * page).  A ref may cover several: the application's own mappings
+ * (fixed.c) lie side by side, and a tensor may straddle two of them. */
 struct rref {
 	struct alloc *a;
 	uint32_t first, last;
-	uint64_t base;       /* where the span's offset 0 is in the allocation's pages */
+	uint64_t lo, hi;
+	int ref;             /* the ref it comes from */
 };
 
-/* Resolves a ref to its span (allocation id, offset and extent, for the
- * caller and the trace) and the pages it covers. */
-static void resolve(pool_t *p, const pool_ref_t *r, pool_span_t *out, struct rref *rr)
+typedef struct {
+	struct rref *rr;
+	int n, cap;
+	struct rref inline_rr[16];
+} rrefs_t;
+
+static bool rr_push(rrefs_t *v, struct rref r)
+{
+	if (v->n == v->cap) {
+		int nc = v->cap * 2;
+		struct rref *n = malloc((size_t)nc * sizeof(*n));
+		if (!n)
+			return false;
+		memcpy(n, v->rr, (size_t)v->n * sizeof(*n));
+		if (v->rr != v->inline_rr)
+			free(v->rr);
+		v->rr = n;
+		v->cap = nc;
+	}
+	v->rr[v->n++] = r;
+	return true;
+}
+
+static void rr_init(rrefs_t *v)
+{
+	v->rr = v->inline_rr;
+	v->n = 0;
+	v->cap = 16;
+}
+
+static void rr_free(rrefs_t *v)
+{
+	if (v->rr != v->inline_rr)
+		free(v->rr);
+}
+
+static struct rref rr_make(const pool_t *p, struct alloc *a, uint64_t lo, uint64_t hi, int ref)
+{
+	return (struct rref){ a, (uint32_t)page_of(p, lo), (uint32_t)page_of(p, hi - 1), lo, hi, ref };
+}
+
+/* Resolves ref i to its span (allocation id, offset and extent, for the
+ * caller and the trace) and appends the pages it covers to v.  False when
+ * the host has no memory for the list. */
+static bool resolve(pool_t *p, const pool_ref_t *r, int i, pool_span_t *out, rrefs_t *v)
 {
 	memset(out, 0, sizeof(*out));
-	rr->a = NULL;
 	if (!pool_owns(p, r->ptr))
-		return;
+		return true;
 	struct alloc *a = p->vmap[page_of(p, r->ptr - p->base)];
 	if (!a)
-		return;
+		return true;
 	if (a->kind == A_SLAB) {
 		struct sblock *b = pool_slab_block(a, r->ptr);
 		if (!b)
-			return;
+			return true;
 		uint64_t in = r->ptr - a->base - (uint64_t)b->start * SMALL_UNIT;
 		out->alloc_id = b->id;
 		out->offset = in;
 		out->bytes = r->bytes && r->bytes < b->size - in ? r->bytes : b->size - in;
-		*rr = (struct rref){ a, 0, 0, (uint64_t)b->start * SMALL_UNIT };
-		return;
+		uint64_t lo = (uint64_t)b->start * SMALL_UNIT + in;
+		return rr_push(v, rr_make(p, a, lo, lo + out->bytes, i));
 	}
 	if (a->freed)
-		return;
+		return true;
 	uint64_t off = r->ptr - a->base;
 	if (off >= a->size)
-		return;
+		return true;
 	/* An unknown extent (a scanned kernel argument) is the rest of the
 	 * allocation.  An extent stated at this address by an earlier call is
 	 * not trusted: a caching allocator (PyTorch's) reuses a block for a
 	 * larger tensor without vmem seeing it, and a call that stated the
 	 * size of one slice of a concatenation buffer says nothing of a later
 	 * kernel over the whole buffer. */
-	uint64_t n = r->bytes;
-	if (!n || n > a->size - off)
-		n = a->size - off;
+	uint64_t want = r->bytes ? r->bytes : UINT64_MAX;
+	uint64_t n = want < a->size - off ? want : a->size - off;
 	out->alloc_id = a->id;
 	out->offset = off;
 	out->bytes = n;
-	*rr = (struct rref){ a, (uint32_t)(page_of(p, off)),
-			     (uint32_t)(page_of(p, off + n - 1)), 0 };
+	if (!rr_push(v, rr_make(p, a, off, off + n, i)))
+		return false;
+	/* The application's own mappings (expandable segments) are one
+	 * segment to it: a tensor, and an unknown extent, run on into the
+	 * mappings that follow. */
+	for (uint64_t left = want - n; a->fixed && left;) {
+		uint64_t next = page_of(p, a->base - p->base) + a->npages;
+		if (next >= p->npages_va)
+			break;
+		a = p->vmap[next];
+		if (!a || !a->fixed || a->freed)
+			break;
+		uint64_t m = left < a->size ? left : a->size;
+		if (!rr_push(v, rr_make(p, a, 0, m, i)))
+			return false;
+		out->bytes += m;
+		left -= m;
+	}
+	return true;
 }
 
 static void lock_page(pool_t *p, struct page *pg)
@@ -525,26 +586,26 @@ static void unlock_spans(pool_t *p, const struct rref *rr, int n)
 	}
 }
 
-/* The byte range of a ref within page k of its allocation (page-relative). */
-static void ref_part(const pool_t *p, const struct rref *rr, const pool_span_t *sp, uint32_t k,
-		     uint64_t *lo, uint64_t *hi)
+/* The bytes of rr within page k of its allocation (page-relative). */
+static void ref_part(const pool_t *p, const struct rref *rr, uint32_t k, uint64_t *lo, uint64_t *hi)
 {
-	uint64_t off = rr->base + sp->offset, end = off + sp->bytes;
 	uint64_t ps = (uint64_t)k * chunk_sz(p), pe = ps + chunk_sz(p);
-	*lo = (off > ps ? off : ps) - ps;
-	*hi = (end < pe ? end : pe) - ps;
+	*lo = (rr->lo > ps ? rr->lo : ps) - ps;
+	*hi = (rr->hi < pe ? rr->hi : pe) - ps;
 }
 
-static bool refs_lost(pool_t *p, const pool_ref_t *refs, const struct rref *rr, pool_span_t *out, int n)
+static bool refs_lost(pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr,
+		      pool_span_t *out)
 {
 	bool lost = false;
-	for (int i = 0; i < n; i++) {
-		if (!rr[i].a || (refs[i].write && refs[i].whole))
+	for (int j = 0; j < nrr; j++) {
+		int i = rr[j].ref;
+		if ((refs[i].write && refs[i].whole) || out[i].lost)
 			continue;
-		for (uint32_t k = rr[i].first; k <= rr[i].last; k++) {
+		for (uint32_t k = rr[j].first; k <= rr[j].last; k++) {
 			uint64_t lo, hi;
-			ref_part(p, &rr[i], &out[i], k, &lo, &hi);
-			if (pool_page_lost(&rr[i].a->pages[k], lo, hi)) {
+			ref_part(p, &rr[j], k, &lo, &hi);
+			if (pool_page_lost(&rr[j].a->pages[k], lo, hi)) {
 				out[i].lost = true;
 				lost = true;
 				p->st.lost_reads++;
@@ -557,36 +618,33 @@ static bool refs_lost(pool_t *p, const pool_ref_t *refs, const struct rref *rr, 
 
 pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *stream, pool_span_t *out)
 {
-	struct rref rr[n > 0 ? n : 1];
-	pool_status_t st;
+	rrefs_t v;
+	pool_status_t st = POOL_OK;
 	uint32_t nfault;
-	bool any = false;
 
+	rr_init(&v);
 	pthread_mutex_lock(&p->lock);
-	for (int i = 0; i < n; i++) {
-		resolve(p, &refs[i], &out[i], &rr[i]);
-		any |= rr[i].a != NULL;
-	}
-	if (!any) {
+	for (int i = 0; i < n && st == POOL_OK; i++)
+		if (!resolve(p, &refs[i], i, &out[i], &v))
+			st = POOL_ENOMEM;   /* no host memory to list the pages: refused */
+	if (st || !v.n) {
 		pthread_mutex_unlock(&p->lock);
-		return POOL_OK;
+		rr_free(&v);
+		return st;
 	}
+	struct rref *rr = v.rr;
+	int nrr = v.n;
 	/* issue 11: a ref that may read bytes dropped as dead is refused -
 	 * the call never runs on them (the caller fails it loudly) */
-	if (p->ndropped && refs_lost(p, refs, rr, out, n)) {
+	if (p->ndropped && refs_lost(p, refs, rr, nrr, out)) {
 		pthread_mutex_unlock(&p->lock);
+		rr_free(&v);
 		return POOL_ELOST;
 	}
-	for (int i = 0; i < n; i++) {
-		uint32_t fi, la;
-		if (!rr[i].a)
-			continue;
-		fi = rr[i].first;
-		la = rr[i].last;
-		for (uint32_t k = fi; k <= la; k++)
-			lock_page(p, &rr[i].a->pages[k]);
-	}
-	st = fault_in(p, rr, n, POOL_EV_FAULT_IN, &nfault);
+	for (int j = 0; j < nrr; j++)
+		for (uint32_t k = rr[j].first; k <= rr[j].last; k++)
+			lock_page(p, &rr[j].a->pages[k]);
+	st = fault_in(p, rr, nrr, POOL_EV_FAULT_IN, &nfault);
 	p->st.misses += nfault;
 	/* Order the call after the copies and after earlier work on other
 	 * streams (a prefetch, a cancelled offload, another stream's use).
@@ -595,22 +653,16 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 	 * be ordered does not run. */
 	struct tl *tl = pool_tl(p, stream);
 	struct mark last = { 0 };
-	for (int i = 0; st == POOL_OK && i < n; i++) {
-		uint32_t fi, la;
-		if (!rr[i].a)
-			continue;
-		fi = rr[i].first;
-		la = rr[i].last;
-		for (uint32_t k = fi; st == POOL_OK && k <= la; k++) {
-			struct page *pg = &rr[i].a->pages[k];
+	for (int j = 0; st == POOL_OK && j < nrr; j++)
+		for (uint32_t k = rr[j].first; st == POOL_OK && k <= rr[j].last; k++) {
+			struct page *pg = &rr[j].a->pages[k];
 			if (pg->busy.tl && !mark_same(pg->busy, last)) {
 				st = pool_stream_after(p, tl, stream, pg->busy);
 				last = pg->busy;
 			}
 		}
-	}
 	if (st) {
-		unlock_spans(p, rr, n);
+		unlock_spans(p, rr, nrr);
 		if (st == POOL_ENOMEM || st == POOL_EHOST) {
 			/* a device failure is not an out-of-memory */
 			p->st.oom++;
@@ -618,63 +670,63 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
+	rr_free(&v);
 	return st;
 }
 
 void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, int n, void *stream)
 {
-	struct rref rr[n > 0 ? n : 1];
-	bool any = false, unordered = false;
+	rrefs_t v;
+	bool unordered = false;
 
+	rr_init(&v);
 	pthread_mutex_lock(&p->lock);
-	/* the same pages acquire locked, unless the allocation went meanwhile
-	 * (freed, or the address reused: its id differs) */
+	/* The same pages acquire locked, unless the allocation went meanwhile
+	 * (freed, or the address reused: its id differs).  The refs are
+	 * resolved again with the extent acquire gave them. */
 	for (int i = 0; i < n; i++) {
 		pool_span_t now;
-		rr[i].a = NULL;
 		if (!spans[i].alloc_id)
 			continue;
-		resolve(p, &refs[i], &now, &rr[i]);
-		if (rr[i].a && now.alloc_id != spans[i].alloc_id)
-			rr[i].a = NULL;
-		else if (rr[i].a && rr[i].a->kind == A_LARGE)
-			rr[i].last = (uint32_t)(page_of(p, spans[i].offset + spans[i].bytes - 1));
-		any |= rr[i].a != NULL;
+		pool_ref_t r = refs[i];
+		r.bytes = spans[i].bytes;
+		int before = v.n;
+		if (!resolve(p, &r, i, &now, &v)) {
+			/* no host memory: the pages stay locked (never evicted),
+			 * which is safe; nothing more can be done */
+			v.n = before;
+			continue;
+		}
+		if (now.alloc_id != spans[i].alloc_id)
+			v.n = before;
 	}
-	if (!any) {
+	if (!v.n) {
 		pthread_mutex_unlock(&p->lock);
+		rr_free(&v);
 		return;
 	}
+	struct rref *rr = v.rr;
+	int nrr = v.n;
 	/* Two threads may use one page on two streams concurrently; the new
 	 * use mark must dominate both, so this stream waits for the other's
 	 * use (acquire already made it wait for what was there then). */
 	struct tl *tl = pool_tl(p, stream);
-	for (int i = 0; i < n; i++) {
-		uint32_t fi, la;
-		if (!rr[i].a)
-			continue;
-		fi = rr[i].first;
-		la = rr[i].last;
-		for (uint32_t k = fi; k <= la; k++) {
-			struct mark b = rr[i].a->pages[k].busy;
+	for (int j = 0; j < nrr; j++)
+		for (uint32_t k = rr[j].first; k <= rr[j].last; k++) {
+			struct mark b = rr[j].a->pages[k].busy;
 			if (b.tl && b.tl != tl && !mark_known_done(b) &&
 			    pool_stream_after(p, tl, stream, b))
 				unordered = true;
 		}
-	}
 	/* The use is this stream's next position: no fence now (issue 14).
 	 * If the stream could not be made to wait for the other use, the
 	 * pages wait for every stream instead. */
 	struct mark m = pool_mark_now(p, unordered ? p->tl_all : tl);
-	for (int i = 0; i < n; i++) {
-		uint32_t fi, la;
-		if (!rr[i].a)
-			continue;
-		fi = rr[i].first;
-		la = rr[i].last;
-		for (uint32_t k = fi; k <= la; k++) {
-			struct page *pg = &rr[i].a->pages[k];
-			if (refs[i].write) {
+	for (int j = 0; j < nrr; j++) {
+		const pool_ref_t *ref = &refs[rr[j].ref];
+		for (uint32_t k = rr[j].first; k <= rr[j].last; k++) {
+			struct page *pg = &rr[j].a->pages[k];
+			if (ref->write) {
 				pg->flags |= PF_WRITTEN;
 				if (pg->host) {
 					/* the host copy is stale; the slot may still be
@@ -686,7 +738,7 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 				if (pg->dead) {
 					/* written bytes are live again (issue 11) */
 					uint64_t lo, hi;
-					ref_part(p, &rr[i], &spans[i], k, &lo, &hi);
+					ref_part(p, &rr[j], k, &lo, &hi);
 					pool_page_written(p, pg, lo, hi);
 				}
 			}
@@ -695,15 +747,20 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
+	rr_free(&v);
 }
 
 void pool_resolve(pool_t *p, const pool_ref_t *refs, int n, pool_span_t *out)
 {
-	struct rref rr;
+	rrefs_t v;
+	rr_init(&v);
 	pthread_mutex_lock(&p->lock);
-	for (int i = 0; i < n; i++)
-		resolve(p, &refs[i], &out[i], &rr);
+	for (int i = 0; i < n; i++) {
+		v.n = 0;
+		(void)resolve(p, &refs[i], i, &out[i], &v);
+	}
 	pthread_mutex_unlock(&p->lock);
+	rr_free(&v);
 }
 
 /* ----------------------------------------------- the policies' operations */
@@ -722,10 +779,8 @@ static pool_status_t range_rref(pool_t *p, const pool_range_t *r, struct rref *r
 	sp->offset = r->offset;
 	sp->bytes = r->bytes && r->bytes < size - r->offset ? r->bytes : size - r->offset;
 	sp->lost = false;
-	rr->a = s->a;
-	rr->base = s->block == UINT32_MAX ? 0 : (uint64_t)s->a->blocks[s->block].start * SMALL_UNIT;
-	rr->first = (uint32_t)page_of(p, rr->base + sp->offset);
-	rr->last = (uint32_t)page_of(p, rr->base + sp->offset + sp->bytes - 1);
+	uint64_t base = s->block == UINT32_MAX ? 0 : (uint64_t)s->a->blocks[s->block].start * SMALL_UNIT;
+	*rr = rr_make(p, s->a, base + sp->offset, base + sp->offset + sp->bytes, 0);
 	return POOL_OK;
 }
 

@@ -1489,6 +1489,95 @@ static void test_range_of_a_freed_allocation_is_left_alone(void **state)
 	env_close(&e);
 }
 
+/* ----------------------------------------- the application's own mappings */
+
+/* issue 14: PyTorch's expandable segments reserve a range and map handles
+ * into it as a segment grows.  Served by the pool, those mappings are in
+ * the budget and move like any other memory. */
+static void test_fixed_mappings_grow_shrink_and_move_under_the_budget(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 6, 0, 64);
+	uintptr_t r;
+	uint64_t id1, id2, id3;
+	assert_int_equal(pool_va_reserve(e.p, 16 * CH, 0, &r), POOL_OK);
+	assert_true(pool_owns(e.p, r) && r % CH == 0);
+	/* the segment grows: 2 chunks, then 3 more right after */
+	assert_int_equal(pool_map_fixed(e.p, r, 2 * CH, &id1), POOL_OK);
+	assert_int_equal(pool_map_fixed(e.p, r + 2 * CH, 3 * CH, &id2), POOL_OK);
+	assert_true(id1 && id2 && id1 != id2);
+	put(&e, r, 5 * CH, 110);   /* one call over both mappings */
+	/* more than the budget in all: the mappings are evicted and come back */
+	uintptr_t x = must_malloc(&e, 3 * CH);
+	put(&e, x, 3 * CH, 111);
+	assert_true(stats(&e).evictions > 0);
+	assert_true(check(&e, r, 5 * CH, 110));
+	assert_true(check(&e, x, 3 * CH, 111));
+	/* to the application the mappings are one segment: an unknown extent
+	 * runs on to the end of the mappings that follow */
+	pool_span_t sp0;
+	assert_int_equal(use(&e, r + CH, 0, false, &sp0), POOL_OK);
+	if (sp0.alloc_id != id1 || sp0.bytes != 4 * CH)
+		fail_msg("unknown extent one chunk into a 2+3-chunk segment: expected 4 chunks from "
+			 "mapping %lu, got %lu bytes from %lu", (unsigned long)id1,
+			 (unsigned long)sp0.bytes, (unsigned long)sp0.alloc_id);
+	/* not an allocation pool_free knows; no map over a mapping or outside
+	 * a reservation */
+	assert_int_equal(pool_free(e.p, r, NULL, false), POOL_EINVAL);
+	assert_int_equal(pool_map_fixed(e.p, r + CH, CH, &id3), POOL_EINVAL);
+	assert_int_equal(pool_map_fixed(e.p, x + 3 * CH, CH, &id3), POOL_EINVAL);
+	/* part of a mapping cannot be unmapped */
+	assert_int_equal(pool_unmap_fixed(e.p, r + 2 * CH, CH, NULL, true), POOL_EINVAL);
+	/* the segment shrinks, then grows again at the same address */
+	assert_int_equal(pool_unmap_fixed(e.p, r + 2 * CH, 3 * CH, NULL, true), POOL_OK);
+	assert_int_equal(pool_map_fixed(e.p, r + 2 * CH, 2 * CH, &id3), POOL_OK);
+	assert_true(id3 != id2);
+	put(&e, r + 2 * CH, 2 * CH, 112);
+	uint8_t *want = malloc(5 * CH);
+	pattern(want, 5 * CH, 110);
+	pool_ref_t rf = { .ptr = r, .bytes = 2 * CH };
+	pool_span_t sp;
+	assert_int_equal(pool_acquire(e.p, &rf, 1, NULL, &sp), POOL_OK);
+	uint8_t *got = malloc(2 * CH);
+	assert_true(fake_read(&e.f, r, got, 2 * CH));
+	pool_release(e.p, &rf, &sp, 1, NULL);
+	assert_memory_equal(got, want, 2 * CH);   /* the first mapping kept its bytes */
+	free(want);
+	free(got);
+	assert_true(check(&e, r + 2 * CH, 2 * CH, 112));
+	/* freeing the reservation unmaps what is left and gives the range back */
+	assert_int_equal(pool_va_unreserve(e.p, r, 16 * CH), POOL_OK);
+	assert_int_equal(pool_page_state(e.p, r), POOL_PAGE_NONE);
+	pool_sync(e.p);
+	pool_trim(e.p);
+	uintptr_t r2;
+	assert_int_equal(pool_va_reserve(e.p, 16 * CH, 0, &r2), POOL_OK);
+	assert_int_equal(pool_va_unreserve(e.p, r2, 16 * CH), POOL_OK);
+	assert_int_equal(pool_va_unreserve(e.p, r2, 16 * CH), POOL_EINVAL);
+	check_clean(&e);
+	env_close(&e);
+}
+
+static void test_fixed_reservation_is_aligned_as_asked(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 4, 0, 256);
+	uintptr_t r1, r2;
+	assert_int_equal(pool_va_reserve(e.p, CH, 0, &r1), POOL_OK);
+	assert_int_equal(pool_va_reserve(e.p, 3 * CH, 8 * CH, &r2), POOL_OK);
+	if (r2 % (8 * CH))
+		fail_msg("reservation aligned to 8 chunks: expected an address multiple of 0x%x, got 0x%lx",
+			 8 * CH, (unsigned long)r2);
+	/* the alignment's leftovers went back: a 1-chunk allocation fits right
+	 * after the first reservation */
+	uintptr_t a = must_malloc(&e, CH);
+	assert_int_equal(a, r1 + CH);
+	assert_int_equal(pool_va_reserve(e.p, CH, 3 * CH, &r2), POOL_EINVAL);   /* not a power of two */
+	env_close(&e);
+}
+
 /* -------------------------------------------------------- unknown extents */
 
 /* A caching allocator reuses an address for a larger tensor without the
@@ -2154,6 +2243,8 @@ int main(void)
 		cmocka_unit_test(test_offload_never_waits),
 		cmocka_unit_test(test_plan_order_evicts_the_furthest_next_use),
 		cmocka_unit_test(test_range_of_a_freed_allocation_is_left_alone),
+		cmocka_unit_test(test_fixed_mappings_grow_shrink_and_move_under_the_budget),
+		cmocka_unit_test(test_fixed_reservation_is_aligned_as_asked),
 		cmocka_unit_test(test_offload_completes_only_after_copy),
 		cmocka_unit_test(test_use_during_offload_cancels_it),
 		cmocka_unit_test(test_unknown_extent_is_rest_of_allocation_even_after_a_stated_one),
