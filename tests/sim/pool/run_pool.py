@@ -136,6 +136,32 @@ def case_small(a):
     print("small slack: %s MiB now, %s MiB at peak" % (m.group(1), m.group(2)))
 
 
+def case_expandable(a):
+    # issue 14: what PyTorch's expandable segments do (driver entry points,
+    # a reserved range grown by 2 and 20 MiB handles) to 120 MiB under a
+    # 64 MiB budget.  Served by vmem, the segment is in the budget: the
+    # simulated device never holds more than it, and every byte survives.
+    rep = os.path.join(a.workdir, "pool-expandable-report.txt")
+    grow = str(120 * MiB)
+    alone = run([a.prog, "expandable", grow], {"SIMGPU_MEM": "80M"}, False, a.vmem)
+    if alone.returncode == 0:
+        fail("without vmem on an 80 MiB device: expected the 120 MiB segment to fail, got exit 0")
+    p = run([a.prog, "expandable", grow],
+            {"SIMGPU_MEM": "1G", "VMEM_DEVICE_LIMIT": "64M", "VMEM_STATS": "1",
+             "SIMGPU_REPORT": rep}, True, a.vmem)
+    expect_ok(p, "an expandable segment of 120 MiB under a 64 MiB budget")
+    peak = int(report(rep)["peak_device_bytes"])
+    if peak > 64 * MiB:
+        fail("simulated device peak %d bytes, expected at most the 64 MiB budget: the segment's "
+             "memory was not vmem's" % peak)
+    ev = stat(p.stderr, "evictions")
+    if not ev:
+        fail("expected evictions in VMEM_STATS (the segment is larger than the budget), got %s" % ev)
+    if "cuMemExportToShareableHandle: refused" not in p.stderr:
+        fail("expected the export of a vmem handle to be refused with a message on stderr")
+    print("expandable: peak device bytes %d (budget %d), evictions %d" % (peak, 64 * MiB, ev))
+
+
 def checksum(p):
     m = re.search(r"checksum: (0x[0-9a-f]+)", p.stdout)
     return m and m.group(1)
@@ -185,7 +211,7 @@ def main():
     cases = {"meminfo": case_meminfo, "stress": case_stress,
              "stress-small-chunks": case_stress_small_chunks, "oom": case_oom,
              "host-limit": case_host_limit, "fork": case_fork, "vgg16-half": case_vgg16_half,
-             "small": case_small}
+             "small": case_small, "expandable": case_expandable}
     if a.case not in cases:
         fail("unknown case %r; known: %s" % (a.case, ", ".join(sorted(cases))))
     cases[a.case](a)
