@@ -12,7 +12,9 @@
  *   page:   [ t1 dead ][ t2 live ][ t3 dead ]   kept (t2)
  *           [ t1 dead ][ t2 dead ][ t3 dead ]   droppable
  *
- * A write to dead bytes makes them live again (pool_release).  A dropped
+ * A write to dead bytes makes them live again (pool_release); a write vmem
+ * did not see (pool_note_unseen_write) may have, so a page is dropped only
+ * if none came since its bytes were declared dead.  A dropped
  * page keeps its dead set as the set of bytes that are gone: a call that
  * may read any of them before a write covered them is refused
  * (POOL_ELOST), never computed on.  Data is never silently lost: at worst
@@ -31,11 +33,21 @@ static uint64_t dead_bytes(const struct deadset *d)
 	return n;
 }
 
-bool pool_page_all_dead(const pool_t *p, const struct page *pg)
+/* The dead set covers every byte of the page that belongs to the
+ * allocation (the counters' notion). */
+static bool covers(const pool_t *p, const struct page *pg)
 {
 	const struct deadset *d = pg->dead;
 	return d && d->n == 1 && d->iv[0].lo == 0 &&
 	       d->iv[0].hi >= page_bytes(p, pg->a, pg->idx);
+}
+
+/* Droppable: covered, and no write vmem did not see came since the bytes
+ * were declared dead (such a write may have made them live: the policy
+ * cannot know, so the pool keeps them). */
+bool pool_page_all_dead(const pool_t *p, const struct page *pg)
+{
+	return covers(p, pg) && pg->dead->epoch == p->epoch;
 }
 
 bool pool_page_lost(const struct page *pg, uint64_t lo, uint64_t hi)
@@ -52,7 +64,7 @@ bool pool_page_lost(const struct page *pg, uint64_t lo, uint64_t hi)
 /* Keeps the two counters that let the hot path skip all this. */
 static void dead_account(pool_t *p, const struct page *pg, bool was_full, bool was_dropped)
 {
-	bool full = pool_page_all_dead(p, pg) && !(pg->flags & PF_DROPPED);
+	bool full = covers(p, pg) && !(pg->flags & PF_DROPPED);
 	bool dropped = pg->flags & PF_DROPPED;
 	if (was_full != full) {
 		if (full)
@@ -70,12 +82,12 @@ static void dead_account(pool_t *p, const struct page *pg, bool was_full, bool w
 
 static bool page_full(const pool_t *p, const struct page *pg)
 {
-	return pool_page_all_dead(p, pg) && !(pg->flags & PF_DROPPED);
+	return covers(p, pg) && !(pg->flags & PF_DROPPED);
 }
 
 /* Adds [lo, hi) to the page's dead set.  -1 when the host has no memory
  * for it (the bytes then stay live: safe). */
-static int dead_add(struct page *pg, uint32_t lo, uint32_t hi)
+static int dead_add(const pool_t *p, struct page *pg, uint32_t lo, uint32_t hi)
 {
 	struct deadset *d = pg->dead;
 	if (!d || d->n == d->cap) {
@@ -104,6 +116,7 @@ static int dead_add(struct page *pg, uint32_t lo, uint32_t hi)
 	d->n = d->n - (j - i) + 1;
 	d->iv[i].lo = lo;
 	d->iv[i].hi = hi;
+	d->epoch = p->epoch;
 	return 0;
 }
 
@@ -273,10 +286,10 @@ pool_status_t pool_discard(pool_t *p, const pool_range_t *r, bool eager)
 			page_part(p, &pr, k, &lo, &hi);
 			if (pr.a->kind == A_LARGE && hi >= page_bytes(p, pr.a, k))
 				hi = (uint32_t)chunk_sz(p);   /* the tail past the allocation is dead too */
-			if (dead_add(pg, lo, hi))
+			if (dead_add(p, pg, lo, hi))
 				continue;
 			dead_account(p, pg, was_full, was_dropped);
-			if (eager && page_full(p, pg))
+			if (eager && page_full(p, pg) && pool_page_all_dead(p, pg))
 				drop_now(p, pg);
 		}
 	}

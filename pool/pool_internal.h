@@ -72,6 +72,7 @@ enum {
 /* Bytes of a page the policy declared dead (dead.c): sorted, disjoint
  * [lo, hi) intervals relative to the page. */
 struct deadset {
+	uint64_t epoch;      /* p->epoch of the last pool_discard that added to it */
 	uint32_t n, cap;
 	struct {
 		uint32_t lo, hi;

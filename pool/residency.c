@@ -45,6 +45,15 @@ bool pool_offl_reap(pool_t *p, bool wait_oldest)
 	}
 	for (struct page *pg = p->offl.head, *nx; pg; pg = nx) {
 		nx = pg->next;
+		if ((pg->flags & PF_DROP) && !pool_page_all_dead(p, pg)) {
+			/* a drop whose bytes may be live again (an unseen write
+			 * since): nothing was copied, so the page stays */
+			pg->flags &= ~PF_DROP;
+			list_del(&p->offl, pg);
+			pg->state = PG_RESIDENT;
+			list_push_front(&p->lru, pg);
+			continue;
+		}
 		if (pool_mark_done(p, pg->busy)) {
 			offload_finish(p, pg);
 			any = true;

@@ -1466,6 +1466,47 @@ static void test_plan_order_evicts_the_furthest_next_use(void **state)
 	env_close(&e);
 }
 
+/* A write vmem did not see may have made dead bytes live: a page declared
+ * dead before such a write is copied, never dropped. */
+static void test_unseen_write_after_a_discard_keeps_the_page(void **state)
+{
+	(void)state;
+	env_t e;
+	static int s1;
+	env_open(&e, 2, 0, 64);
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	put(&e, a, CH, 96);
+	put(&e, b, CH, 97);
+	assert_int_equal(discard(&e, a, CH, false), POOL_OK);
+	uint8_t *buf = malloc(CH);
+	pattern(buf, CH, 98);
+	fake_kernel_write(&e.f, &s1, a, buf, CH);   /* a kernel vmem could not see into */
+	free(buf);
+	pool_note_unseen_write(e.p, &s1);
+	uintptr_t c = must_malloc(&e, CH);   /* evicts a */
+	(void)c;
+	assert_int_equal(stats(&e).pages_dropped, 0);
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+	assert_true(check(&e, a, CH, 98));
+	/* an eager drop queued before such a write is cancelled too */
+	assert_true(check(&e, b, CH, 97));   /* resident: the drop waits for pool_poll */
+	e.f.hold = true;
+	use_on(&e, &s1, b, CH, false);        /* a use still queued */
+	assert_int_equal(discard(&e, b, CH, true), POOL_OK);
+	assert_int_equal(pool_page_state(e.p, b), POOL_PAGE_OFFLOADING);
+	pool_note_unseen_write(e.p, NULL);
+	fake_drain(&e.f);
+	pool_poll(e.p);
+	fake_drain(&e.f);
+	pool_poll(e.p);
+	e.f.hold = false;
+	assert_int_equal(stats(&e).pages_dropped, 0);
+	assert_int_equal(pool_page_state(e.p, b), POOL_PAGE_RESIDENT);
+	assert_true(check(&e, b, CH, 97));
+	check_clean(&e);
+	env_close(&e);
+}
+
 /* Ranges are by allocation id: a range of a freed allocation touches
  * nothing, not even a new allocation at the same address. */
 static void test_range_of_a_freed_allocation_is_left_alone(void **state)
@@ -2242,6 +2283,7 @@ int main(void)
 		cmocka_unit_test(test_prefetch_never_waits_and_holds_until_first_use),
 		cmocka_unit_test(test_offload_never_waits),
 		cmocka_unit_test(test_plan_order_evicts_the_furthest_next_use),
+		cmocka_unit_test(test_unseen_write_after_a_discard_keeps_the_page),
 		cmocka_unit_test(test_range_of_a_freed_allocation_is_left_alone),
 		cmocka_unit_test(test_fixed_mappings_grow_shrink_and_move_under_the_budget),
 		cmocka_unit_test(test_fixed_reservation_is_aligned_as_asked),
