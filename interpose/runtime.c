@@ -535,11 +535,14 @@ static int resolve_driver(void)
  * later, so run first, it takes the trace lock, which a thread inside
  * the pool takes while it holds the pool lock), and would make fork wait
  * out a host wait on the eviction path. */
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void atfork_child(void)
 {
 	__atomic_store_n(&g_active, false, __ATOMIC_RELEASE);
-	/* a thread that no longer exists may have held it */
+	/* a thread that no longer exists may have held them */
 	pthread_mutex_init(&streams_lock, NULL);
+	pthread_mutex_init(&vmm_lock, NULL);
 }
 
 int runtime_init(void)
@@ -937,7 +940,6 @@ typedef struct {
 	bool released;       /* cuMemRelease came while mapped */
 } vmm_handle_t;
 
-static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
 static vmm_handle_t *g_vh;
 static int g_nvh, g_capvh;
 static uint64_t g_vh_next;
@@ -1066,6 +1068,8 @@ bool runtime_vmm_create(CUmemGenericAllocationHandle *h, size_t size, const CUme
 
 bool runtime_vmm_release(CUmemGenericAllocationHandle h, CUresult *res)
 {
+	if (!runtime_active())
+		return false;
 	pthread_mutex_lock(&vmm_lock);
 	vmm_handle_t *v = vh_find((uint64_t)h);
 	if (v) {
@@ -1084,6 +1088,8 @@ bool runtime_vmm_map(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllo
 		     unsigned long long flags, CUresult *res)
 {
 	uint64_t id;
+	if (!runtime_active())
+		return false;
 	pthread_mutex_lock(&vmm_lock);
 	vmm_handle_t *v = vh_find((uint64_t)h);
 	if (!v) {
@@ -1176,6 +1182,8 @@ bool runtime_vmm_set_access(CUdeviceptr p, size_t size, const CUmemAccessDesc *d
 
 bool runtime_vmm_export(CUmemGenericAllocationHandle h, CUresult *res)
 {
+	if (!runtime_active())
+		return false;
 	pthread_mutex_lock(&vmm_lock);
 	bool ours = vh_find((uint64_t)h) != NULL;
 	pthread_mutex_unlock(&vmm_lock);
