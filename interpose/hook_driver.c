@@ -11,12 +11,14 @@
  * replace, so the caller cannot tell.
  *
  * cuMemAlloc/cuMemFree go to the pool like cudaMalloc/cudaFree.  The VMM
- * calls (cuMemCreate, cuMemMap, ...) are passed through and recorded:
- * memory mapped by the application itself is foreign to vmem (never
- * offloaded, not in the budget); see docs/launch-paths.md.  Launches,
- * copies and sets become calls with their touched ranges, like the
- * runtime's; IPC, handle and pointer queries on vmem's memory are refused
- * or answered by vmem (the sections below say which and why).
+ * calls (cuMemAddressReserve, cuMemCreate, cuMemMap, cuMemSetAccess,
+ * cuMemUnmap, cuMemRelease, cuMemAddressFree) are served from the pool
+ * while vmem is active (runtime_vmm_*: PyTorch's expandable segments,
+ * issue 14), and recorded; what the pool does not serve (host memory,
+ * sizes that are not whole chunks) passes through; see docs/pool.md.
+ * Launches, copies and sets become calls with their touched ranges, like
+ * the runtime's; IPC, handle and pointer queries on vmem's memory are
+ * refused or answered by vmem (the sections below say which and why).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -58,6 +60,12 @@
 	  (CUdeviceptr *p, size_t n, size_t align, CUdeviceptr addr,                       \
 	   unsigned long long flags), (p, n, align, addr, flags))                          \
 	X(cuMemAddressFree, CUresult, (CUdeviceptr p, size_t n), (p, n))                   \
+	X(cuMemSetAccess, CUresult,                                                        \
+	  (CUdeviceptr p, size_t n, const CUmemAccessDesc *d, size_t count),               \
+	  (p, n, d, count))                                                                \
+	X(cuMemExportToShareableHandle, CUresult,                                          \
+	  (void *sh, CUmemGenericAllocationHandle h, CUmemAllocationHandleType t,          \
+	   unsigned long long flags), (sh, h, t, flags))                                   \
 	X(cuLaunchKernel, CUresult,                                                        \
 	  (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,  \
 	   unsigned bz, unsigned sh, CUstream s, void **params, void **extra),             \
@@ -246,17 +254,27 @@ HOOK_EXPORT CUresult cuMemGetInfo_v2(size_t *f, size_t *t)
 	return st;
 }
 
-/* ---- virtual memory management: passed through, recorded ---- */
+/* ---- virtual memory management: served from the pool, recorded ---- */
 
-#define VMM_CALL(name, params_call, fmt, ...)                                   \
+/* `serve` answers whether the runtime handled the call (st set); if not,
+ * the real function runs.  A missing real function is only an error when
+ * the call has to go to it. */
+#define VMM_CALL(name, serve, params_call, fmt, ...)                            \
 	do {                                                                    \
 		hook_call_t c_;                                                 \
 		hook_call_init(&c_, VMEM_OP_OTHER, #name, NULL);                \
 		hook_call_args(&c_, fmt, __VA_ARGS__);                          \
 		(void)hook_call_prepare(&c_);                                   \
-		st = real params_call;                                          \
+		if (!(serve))                                                   \
+			st = real ? real params_call : MISSING(name);           \
 		hook_call_finish(&c_);                                          \
 		hook_end();                                                     \
+	} while (0)
+
+#define VMM_PASS(name, params_call)                                             \
+	do {                                                                    \
+		if (!hook_begin())                                              \
+			return real ? real params_call : MISSING(name);         \
 	} while (0)
 
 HOOK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n,
@@ -265,11 +283,9 @@ HOOK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n,
 	real_cuMemCreate_t real = real_cuMemCreate();
 	CUresult st;
 
-	if (!real)
-		return MISSING(cuMemCreate);
-	if (!hook_begin())
-		return real(h, n, prop, flags);
-	VMM_CALL(cuMemCreate, (h, n, prop, flags), "\"bytes\":%zu", n);
+	VMM_PASS(cuMemCreate, (h, n, prop, flags));
+	VMM_CALL(cuMemCreate, runtime_vmm_create(h, n, prop, flags, &st), (h, n, prop, flags),
+		 "\"bytes\":%zu", n);
 	return st;
 }
 
@@ -279,12 +295,9 @@ HOOK_EXPORT CUresult cuMemMap(CUdeviceptr p, size_t n, size_t off, CUmemGenericA
 	real_cuMemMap_t real = real_cuMemMap();
 	CUresult st;
 
-	if (!real)
-		return MISSING(cuMemMap);
-	if (!hook_begin())
-		return real(p, n, off, h, flags);
-	VMM_CALL(cuMemMap, (p, n, off, h, flags), "\"ptr\":\"0x%llx\",\"bytes\":%zu",
-		 (unsigned long long)p, n);
+	VMM_PASS(cuMemMap, (p, n, off, h, flags));
+	VMM_CALL(cuMemMap, runtime_vmm_map(p, n, off, h, flags, &st), (p, n, off, h, flags),
+		 "\"ptr\":\"0x%llx\",\"bytes\":%zu", (unsigned long long)p, n);
 	return st;
 }
 
@@ -293,11 +306,9 @@ HOOK_EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t n)
 	real_cuMemUnmap_t real = real_cuMemUnmap();
 	CUresult st;
 
-	if (!real)
-		return MISSING(cuMemUnmap);
-	if (!hook_begin())
-		return real(p, n);
-	VMM_CALL(cuMemUnmap, (p, n), "\"ptr\":\"0x%llx\",\"bytes\":%zu", (unsigned long long)p, n);
+	VMM_PASS(cuMemUnmap, (p, n));
+	VMM_CALL(cuMemUnmap, runtime_vmm_unmap(p, n, &st), (p, n), "\"ptr\":\"0x%llx\",\"bytes\":%zu",
+		 (unsigned long long)p, n);
 	return st;
 }
 
@@ -306,11 +317,9 @@ HOOK_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h)
 	real_cuMemRelease_t real = real_cuMemRelease();
 	CUresult st;
 
-	if (!real)
-		return MISSING(cuMemRelease);
-	if (!hook_begin())
-		return real(h);
-	VMM_CALL(cuMemRelease, (h), "\"handle\":%llu", (unsigned long long)h);
+	VMM_PASS(cuMemRelease, (h));
+	VMM_CALL(cuMemRelease, runtime_vmm_release(h, &st), (h), "\"handle\":%llu",
+		 (unsigned long long)h);
 	return st;
 }
 
@@ -320,11 +329,9 @@ HOOK_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t align,
 	real_cuMemAddressReserve_t real = real_cuMemAddressReserve();
 	CUresult st;
 
-	if (!real)
-		return MISSING(cuMemAddressReserve);
-	if (!hook_begin())
-		return real(p, n, align, addr, flags);
-	VMM_CALL(cuMemAddressReserve, (p, n, align, addr, flags), "\"bytes\":%zu", n);
+	VMM_PASS(cuMemAddressReserve, (p, n, align, addr, flags));
+	VMM_CALL(cuMemAddressReserve, runtime_vmm_reserve(p, n, align, addr, flags, &st),
+		 (p, n, align, addr, flags), "\"bytes\":%zu", n);
 	return st;
 }
 
@@ -333,12 +340,32 @@ HOOK_EXPORT CUresult cuMemAddressFree(CUdeviceptr p, size_t n)
 	real_cuMemAddressFree_t real = real_cuMemAddressFree();
 	CUresult st;
 
-	if (!real)
-		return MISSING(cuMemAddressFree);
-	if (!hook_begin())
-		return real(p, n);
-	VMM_CALL(cuMemAddressFree, (p, n), "\"ptr\":\"0x%llx\",\"bytes\":%zu",
-		 (unsigned long long)p, n);
+	VMM_PASS(cuMemAddressFree, (p, n));
+	VMM_CALL(cuMemAddressFree, runtime_vmm_address_free(p, n, &st), (p, n),
+		 "\"ptr\":\"0x%llx\",\"bytes\":%zu", (unsigned long long)p, n);
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemSetAccess(CUdeviceptr p, size_t n, const CUmemAccessDesc *d, size_t count)
+{
+	real_cuMemSetAccess_t real = real_cuMemSetAccess();
+	CUresult st;
+
+	VMM_PASS(cuMemSetAccess, (p, n, d, count));
+	VMM_CALL(cuMemSetAccess, runtime_vmm_set_access(p, n, d, count, &st), (p, n, d, count),
+		 "\"ptr\":\"0x%llx\",\"bytes\":%zu", (unsigned long long)p, n);
+	return st;
+}
+
+HOOK_EXPORT CUresult cuMemExportToShareableHandle(void *sh, CUmemGenericAllocationHandle h,
+						  CUmemAllocationHandleType t, unsigned long long flags)
+{
+	real_cuMemExportToShareableHandle_t real = real_cuMemExportToShareableHandle();
+	CUresult st;
+
+	VMM_PASS(cuMemExportToShareableHandle, (sh, h, t, flags));
+	VMM_CALL(cuMemExportToShareableHandle, runtime_vmm_export(h, &st), (sh, h, t, flags),
+		 "\"handle\":%llu", (unsigned long long)h);
 	return st;
 }
 
@@ -1550,6 +1577,9 @@ static const drv_wrap_t drv_wraps[] = {
 	{ "cuMemRelease", (void *)cuMemRelease, &hook_sym_cuMemRelease, 10020, 0 },
 	{ "cuMemAddressReserve", (void *)cuMemAddressReserve, &hook_sym_cuMemAddressReserve, 10020, 0 },
 	{ "cuMemAddressFree", (void *)cuMemAddressFree, &hook_sym_cuMemAddressFree, 10020, 0 },
+	{ "cuMemSetAccess", (void *)cuMemSetAccess, &hook_sym_cuMemSetAccess, 10020, 0 },
+	{ "cuMemExportToShareableHandle", (void *)cuMemExportToShareableHandle,
+	  &hook_sym_cuMemExportToShareableHandle, 10020, 0 },
 	{ "cuLaunchKernel", (void *)cuLaunchKernel, &hook_sym_cuLaunchKernel, 4000, 1 },
 	{ "cuLaunchKernel", (void *)cuLaunchKernel_ptsz, &hook_sym_cuLaunchKernel_ptsz, 7000, 2 },
 	{ "cuLaunchKernelEx", (void *)cuLaunchKernelEx, &hook_sym_cuLaunchKernelEx, 11060, 1 },

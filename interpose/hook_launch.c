@@ -242,8 +242,7 @@ void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extr
 			 * application is pending: the kernel may write vmem
 			 * memory that is neither made resident nor marked. */
 			stats_add(STATS_UNKNOWN_PARAMS, 1);
-			if (runtime_active())
-				runtime_unseen_write();
+			c->unseen = true;
 			vmem_warn("kernel %p: parameter layout unknown; its pointer arguments are not seen (see docs/launch-paths.md)",
 				  func);
 		}
