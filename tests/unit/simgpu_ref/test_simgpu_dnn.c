@@ -66,6 +66,36 @@ double simgpu_op_seconds(double flops, double bytes)
 	return 5e-6 + fmax(flops / 7e12, bytes / 336e9);
 }
 
+/* what the op being built declares to the race checker (simgpu_access);
+ * the list is kept until the next op begins, so a test reads it after
+ * the call */
+#define MAX_DECL 64
+static struct { const void *p; size_t n; unsigned mode; } decl[MAX_DECL];
+static int ndecl;
+void simgpu_access(const void *p, size_t n, unsigned mode)
+{
+	if (ndecl < MAX_DECL)
+		decl[ndecl].p = p, decl[ndecl].n = n, decl[ndecl].mode = mode;
+	ndecl++;
+}
+void simgpu_access_discard(void) { ndecl = 0; }
+/* capture: a test makes the handle's stream "capturing" with fake_capturing */
+static bool fake_capturing;
+static int fake_captured;
+int simgpu_capture(void *stream, const char *op, simgpu_replay_fn fn, const void *args, size_t size)
+{
+	(void)stream, (void)op, (void)fn, (void)args, (void)size;
+	if (!fake_capturing)
+		return 0;
+	fake_captured++;
+	return 1;
+}
+bool simgpu_capture_refuse(void *stream, const char *op)
+{
+	(void)stream, (void)op;
+	return fake_capturing;
+}
+
 static void *dev_alloc(size_t n)
 {
 	for (int i = 0; i < MAX_BUFS; i++)
@@ -272,6 +302,81 @@ static void test_every_algorithm_writes_its_whole_workspace(void **state)
 	if (fake_faults != 1 || strcmp(fault_op, "cudnnConvolutionForward") != 0)
 		fail_msg("expected 1 fault in cudnnConvolutionForward, got %d in '%s'", fake_faults, fault_op);
 	free(host);
+	conv_teardown(&f);
+}
+
+static void expect_decl(int i, const void *p, size_t n, unsigned mode)
+{
+	if (i >= ndecl || decl[i].p != p || decl[i].n != n || decl[i].mode != mode)
+		fail_msg("access %d: expected %p, %zu bytes, mode %u; got %p, %zu bytes, mode %u "
+			 "(%d declared)", i, p, n, mode, i < ndecl ? decl[i].p : NULL,
+			 i < ndecl ? decl[i].n : 0, i < ndecl ? decl[i].mode : 0, ndecl);
+}
+
+/* The race checker judges what each call declares: inputs read, the
+ * output written (read too when beta != 0), the workspace written; a
+ * channel slice of a wider buffer as one range per image. */
+static void test_conv_declares_its_reads_and_writes(void **state)
+{
+	(void)state;
+	conv_fx_t f;
+	const float one = 1, zero = 0;
+	size_t need;
+
+	conv_setup(&f, 2, 8, 8, 8);
+	CK(cudnnGetConvolutionForwardWorkspaceSize(f.h, f.xd, f.wd, f.cd, f.yd,
+						   CUDNN_CONVOLUTION_FWD_ALGO_GEMM, &need));
+	void *ws = dev_alloc(need);
+	ndecl = 0;
+	CK(cudnnConvolutionForward(f.h, &one, f.xd, f.x, f.wd, f.w, f.cd,
+				   CUDNN_CONVOLUTION_FWD_ALGO_GEMM, ws, need, &zero, f.yd, f.y));
+	assert_int_equal(ndecl, 4);
+	expect_decl(0, f.x, f.xs * sizeof(float), SIMGPU_ACC_R);
+	expect_decl(1, f.w, f.ws_ * sizeof(float), SIMGPU_ACC_R);
+	expect_decl(2, f.y, f.ys * sizeof(float), SIMGPU_ACC_W);
+	expect_decl(3, ws, need, SIMGPU_ACC_W);
+	ndecl = 0;
+	CK(cudnnConvolutionBackwardFilter(f.h, &one, f.xd, f.x, f.yd, f.y, f.cd,
+					  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, NULL, 0, &one, f.wd,
+					  f.w));
+	expect_decl(2, f.w, f.ws_ * sizeof(float), SIMGPU_ACC_RW);
+
+	/* y as channels 2..9 of a 12-channel buffer: one range per image */
+	cudnnTensorDescriptor_t sd;
+	float *wide = dev_alloc((size_t)2 * 12 * 8 * 8 * sizeof(float));
+	CK(cudnnCreateTensorDescriptor(&sd));
+	CK(cudnnSetTensor4dDescriptorEx(sd, CUDNN_DATA_FLOAT, 2, 8, 8, 8, 12 * 64, 64, 8, 1));
+	ndecl = 0;
+	CK(cudnnConvolutionForward(f.h, &one, f.xd, f.x, f.wd, f.w, f.cd,
+				   CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero, sd,
+				   wide + 2 * 64));
+	assert_int_equal(ndecl, 4);
+	expect_decl(2, wide + 2 * 64, 8 * 64 * sizeof(float), SIMGPU_ACC_W);
+	expect_decl(3, wide + 12 * 64 + 2 * 64, 8 * 64 * sizeof(float), SIMGPU_ACC_W);
+	cudnnDestroyTensorDescriptor(sd);
+	conv_teardown(&f);
+}
+
+/* On a capturing stream a convolution is recorded, not run; a call the
+ * simulator cannot capture is refused. */
+static void test_capture_records_conv_and_refuses_other_calls(void **state)
+{
+	(void)state;
+	conv_fx_t f;
+	const float one = 1, zero = 0;
+
+	conv_setup(&f, 1, 2, 4, 2);
+	float before = f.y[0];
+	double t0 = fake_time;
+	fake_capturing = true;
+	fake_captured = 0;
+	CK(cudnnConvolutionForward(f.h, &one, f.xd, f.x, f.wd, f.w, f.cd,
+				   CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero, f.yd, f.y));
+	assert_int_equal(fake_captured, 1);
+	assert_true(f.y[0] == before);       /* nothing computed */
+	assert_true(fake_time == t0);        /* nothing submitted */
+	EXPECT_ST(CUDNN_STATUS_NOT_SUPPORTED, cudnnAddTensor(f.h, &one, f.yd, f.y, &one, f.yd, f.y));
+	fake_capturing = false;
 	conv_teardown(&f);
 }
 
@@ -909,6 +1014,8 @@ int main(void)
 		cmocka_unit_test(test_get_v7_lists_fastest_first_and_gemm_workspace_grows_with_n),
 		cmocka_unit_test(test_undersized_workspace_is_bad_param),
 		cmocka_unit_test(test_every_algorithm_writes_its_whole_workspace),
+		cmocka_unit_test(test_conv_declares_its_reads_and_writes),
+		cmocka_unit_test(test_capture_records_conv_and_refuses_other_calls),
 		cmocka_unit_test(test_all_algorithms_give_identical_bits),
 		cmocka_unit_test(test_dryrun_checks_ranges_without_computing),
 		cmocka_unit_test(test_backend_engines_match_legacy_algorithms_bit_for_bit),
