@@ -737,6 +737,8 @@ simgpu_status_t simgpu_stream_sync(void *s)
 		r = SIMGPU_ECAPTURE_UNSUPPORTED;
 	} else if (st == &sg_legacy && sg_capture_check_op(st) < 0) {
 		r = SIMGPU_ECAPTURE_IMPLICIT;
+	} else if (sg_capture_forbids_unsafe()) {
+		r = SIMGPU_ECAPTURE_UNSUPPORTED;        /* a wait during a capture */
 	} else {
 		host_syncs_stream(st);
 		sg_pool_release(false);
@@ -765,6 +767,8 @@ simgpu_status_t simgpu_stream_query(void *s)
 	st = sg_stream_of(s);
 	if (st && st->cap) {
 		sg_capture_invalidate(st->cap);
+		r = SIMGPU_ECAPTURE_UNSUPPORTED;
+	} else if (st && sg_capture_forbids_unsafe()) {
 		r = SIMGPU_ECAPTURE_UNSUPPORTED;
 	} else if (st) {
 		r = poll_until(stream_end(st));
@@ -885,6 +889,9 @@ simgpu_status_t simgpu_event_query(void *e)
 	if (ev && sg_event_capture(ev)) {
 		sg_capture_invalidate(sg_event_capture(ev));
 		r = SIMGPU_ECAPTURED_EVENT;
+	} else if (ev && sg_capture_forbids_unsafe()) {
+		/* PyTorch: "cudaEventQuery ... illegal during CUDA graph capture" */
+		r = SIMGPU_ECAPTURE_UNSUPPORTED;
 	} else if (ev) {
 		r = ev->recorded ? poll_until(ev->t) : SIMGPU_OK;
 		if (r == SIMGPU_OK && ev->recorded)
@@ -905,6 +912,8 @@ simgpu_status_t simgpu_event_sync(void *e)
 	if (ev && sg_event_capture(ev)) {
 		sg_capture_invalidate(sg_event_capture(ev));
 		r = SIMGPU_ECAPTURED_EVENT;
+	} else if (ev && sg_capture_forbids_unsafe()) {
+		r = SIMGPU_ECAPTURE_UNSUPPORTED;
 	} else if (ev) {
 		r = SIMGPU_OK;
 		if (ev->recorded) {

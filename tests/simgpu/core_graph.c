@@ -22,7 +22,9 @@
  *     dependency across the capture boundary"; real CUDA wants
  *     cudaEventWaitExternal for that);
  *   - "potentially unsafe" calls (cudaMalloc, cudaFree, cudaMallocHost,
- *     cudaFreeHost, cudaHostRegister/Unregister): refused with
+ *     cudaFreeHost, cudaHostRegister/Unregister, and waits: stream and
+ *     event synchronisation and queries, which PyTorch's allocator calls
+ *     "illegal during CUDA graph capture"): refused with
  *     cudaErrorStreamCaptureUnsupported, invalidating the capture, when the
  *     calling thread's mode (cudaThreadExchangeStreamCaptureMode; global by
  *     default) and the captures in progress forbid them: a thread in

@@ -501,6 +501,51 @@ static void legacy(bool ok)
 	done("legacy-ok");
 }
 
+/* ---- a graph replayed on a stream that did not wait for the copy
+ * filling what the graph reads: replays are judged like any op ---- */
+static void graph_replay(bool ok)
+{
+	const int hw = 512;
+	size_t n = hw * sizeof(float);
+	float *h, *d, *out;
+	cudaStream_t s, s1, s2;
+	cudaEvent_t e;
+	cudaGraph_t g;
+	cudaGraphExec_t x;
+	char n1[64], n2[64];
+
+	CK(cudaMallocHost((void **)&h, n));
+	memset(h, 0, n);
+	CK(cudaMalloc((void **)&d, n));
+	CK(cudaMalloc((void **)&out, n));
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+	CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+	CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+	launch_copy(out, d, hw, s);
+	CK(cudaStreamEndCapture(s, &g));
+	CK(cudaGraphInstantiate(&x, g, 0));
+	CK(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s1));
+	uint64_t copy = calls();
+	if (ok) {
+		CK(cudaEventRecord(e, s1));
+		CK(cudaStreamWaitEvent(s2, e, 0));
+	} else {
+		stream_name(s1, n1, sizeof(n1));
+		stream_name(s2, n2, sizeof(n2));
+		expect(d, n, "mt_channel_copy", calls() + 1, n2, "reads",
+		       "cudaMemcpyAsync", copy, n1, "wrote");
+	}
+	CK(cudaGraphLaunch(x, s2));
+	if (!ok)
+		not_caught("a graph replayed without waiting for its input");
+	CK(cudaStreamSynchronize(s2));
+	CK(cudaGraphExecDestroy(x));
+	CK(cudaGraphDestroy(g));
+	done("graph-replay-ok");
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(bool ok);
@@ -514,6 +559,7 @@ static const struct {
 	{ "async-reuse", async_reuse },
 	{ "free-queued", free_queued },
 	{ "legacy", legacy },
+	{ "graph-replay", graph_replay },
 };
 
 int main(int argc, char **argv)
