@@ -180,16 +180,33 @@ static bool captures_active(void)
 	return __atomic_load_n(&g_captures, __ATOMIC_ACQUIRE) > 0;
 }
 
+/* cudaStreamIsCapturing for vmem's own use: false when it fails (the
+ * legacy stream while a blocking stream captures answers an error), and
+ * an error it left as the thread's last error is cleared, unless the
+ * application already had one pending (a query never hides or invents
+ * the application's errors). */
+static bool query_capturing(cudaStream_t s, bool *failed)
+{
+	enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+	cudaError_t before = R.peek_error ? R.peek_error() : cudaSuccess;
+	cudaError_t e = R.is_capturing(s, &st);
+
+	*failed = e != cudaSuccess;
+	if (*failed && before == cudaSuccess && R.get_error)
+		R.get_error();
+	return !*failed && st != cudaStreamCaptureStatusNone;
+}
+
 /* True when a fence must not be recorded on `s` now: it captures, or it
  * is the legacy stream and recording there would join a capture (the
  * query answers an error then). */
 static bool capture_skips(cudaStream_t s)
 {
-	enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+	bool failed;
 
 	if (!captures_active() || !R.is_capturing)
 		return false;
-	return R.is_capturing(s, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone;
+	return query_capturing(s, &failed) || failed;
 }
 
 /* vmem's own calls must not break the application's capture: in global
@@ -214,10 +231,9 @@ static void relax_end(int old)
 
 static bool stream_capturing(cudaStream_t s)
 {
-	enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+	bool failed;
 
-	return R.is_capturing && R.is_capturing(s, &st) == cudaSuccess &&
-	       st != cudaStreamCaptureStatusNone;
+	return R.is_capturing && query_capturing(s, &failed);
 }
 
 static bool capture_defer_free(void *ptr, cudaStream_t stream);
@@ -1085,12 +1101,18 @@ uint64_t runtime_capture_id(cudaStream_t stream)
 {
 	enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
 	unsigned long long id = 0;
+	cudaError_t before, e;
 
-	if (!R.capture_info ||
-	    R.capture_info(stream, &st, &id, NULL, NULL, NULL, NULL) != cudaSuccess ||
-	    st == cudaStreamCaptureStatusNone)
+	if (!R.capture_info)
 		return 0;
-	return id;
+	before = R.peek_error ? R.peek_error() : cudaSuccess;
+	e = R.capture_info(stream, &st, &id, NULL, NULL, NULL, NULL);
+	if (e != cudaSuccess) {
+		if (before == cudaSuccess && R.get_error)
+			R.get_error();     /* vmem's query must not become the app's error */
+		return 0;
+	}
+	return st == cudaStreamCaptureStatusNone ? 0 : id;
 }
 
 void runtime_capture_begin(cudaStream_t stream)

@@ -225,6 +225,9 @@ static void *worker(void *arg)
 
 		CK(cudaThreadExchangeStreamCaptureMode(&m));
 		CK(cudaFree(q));
+		/* vmem's own queries (is the legacy stream capturing?) must
+		 * not leave their error as the application's last error */
+		CK(cudaGetLastError());
 		CK(cudaThreadExchangeStreamCaptureMode(&m));
 	} else {
 		/* only calls legal during another thread's global capture:
