@@ -434,8 +434,11 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 			   "not be resident", c->api, c->nrefs);
 		st = cudaErrorMemoryAllocation;
 	} else if (runtime_active() && c->nrefs > 0 && capturing(c->stream)) {
-		/* DESIGN "CUDA graphs": no mapping changes inside a capture; the
-		 * captured work replays later, when vmem cannot intervene. */
+		/* DESIGN "CUDA graphs": nothing runs now, and nothing may be
+		 * issued on the capturing stream (an event recorded there would
+		 * join the graph): the ranges are recorded into the capture and
+		 * made resident at each cudaGraphLaunch (runtime.h). */
+		runtime_capture_note((cudaStream_t)c->stream, c->refs, c->nrefs);
 		stats_add(STATS_CAPTURE_PASSTHROUGH, 1);
 	} else if (runtime_active()) {
 		st = runtime_prepare(c->refs, c->nrefs, (cudaStream_t)c->stream, c->resolved);

@@ -55,6 +55,12 @@ typedef cudaError_t (*rt_host_alloc_fn)(void **, size_t, unsigned int);
 typedef cudaError_t (*rt_free_host_fn)(void *);
 typedef cudaError_t (*rt_memcpy_async_fn)(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
 typedef cudaError_t (*rt_last_error_fn)(void);
+typedef cudaError_t (*rt_is_capturing_fn)(cudaStream_t, enum cudaStreamCaptureStatus *);
+typedef cudaError_t (*rt_capture_info_fn)(cudaStream_t, enum cudaStreamCaptureStatus *,
+					  unsigned long long *, cudaGraph_t *,
+					  const cudaGraphNode_t **, const cudaGraphEdgeData **,
+					  size_t *);
+typedef cudaError_t (*rt_exchange_mode_fn)(enum cudaStreamCaptureMode *);
 
 typedef CUresult (*cu_reserve_fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
 typedef CUresult (*cu_addr_free_fn)(CUdeviceptr, size_t);
@@ -79,6 +85,9 @@ static struct {
 	rt_free_host_fn free_host;
 	rt_memcpy_async_fn memcpy_async;
 	rt_last_error_fn peek_error, get_error;   /* optional */
+	rt_is_capturing_fn is_capturing;          /* optional: graphs */
+	rt_capture_info_fn capture_info;
+	rt_exchange_mode_fn exchange_mode;
 	cu_reserve_fn reserve;
 	cu_addr_free_fn addr_free;
 	cu_create_fn create;
@@ -156,6 +165,78 @@ static void stream_forget(cudaStream_t s)
 		}
 	pthread_mutex_unlock(&streams_lock);
 }
+
+/* ---- capture awareness (the graph section below has the rest) ---- */
+
+/* Guards the graph section's entries (at the end of this file). */
+static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Captures vmem saw begin and not yet end: while non-zero, vmem's own
+ * CUDA calls run in relaxed mode and its fences avoid capturing streams. */
+static int g_captures;
+
+static bool captures_active(void)
+{
+	return __atomic_load_n(&g_captures, __ATOMIC_ACQUIRE) > 0;
+}
+
+/* cudaStreamIsCapturing for vmem's own use: false when it fails (the
+ * legacy stream while a blocking stream captures answers an error), and
+ * an error it left as the thread's last error is cleared, unless the
+ * application already had one pending (a query never hides or invents
+ * the application's errors). */
+static bool query_capturing(cudaStream_t s, bool *failed)
+{
+	enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+	cudaError_t before = R.peek_error ? R.peek_error() : cudaSuccess;
+	cudaError_t e = R.is_capturing(s, &st);
+
+	*failed = e != cudaSuccess;
+	if (*failed && before == cudaSuccess && R.get_error)
+		R.get_error();
+	return !*failed && st != cudaStreamCaptureStatusNone;
+}
+
+/* True when a fence must not be recorded on `s` now: it captures, or it
+ * is the legacy stream and recording there would join a capture (the
+ * query answers an error then). */
+static bool capture_skips(cudaStream_t s)
+{
+	bool failed;
+
+	if (!captures_active() || !R.is_capturing)
+		return false;
+	return query_capturing(s, &failed) || failed;
+}
+
+/* vmem's own calls must not break the application's capture: in global
+ * mode a capture forbids other threads (and its own) "potentially unsafe"
+ * calls such as event queries.  Returns the mode to restore, or -1. */
+static int relax_begin(void)
+{
+	enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+
+	if (!captures_active() || !R.exchange_mode || R.exchange_mode(&m) != cudaSuccess)
+		return -1;
+	return (int)m;
+}
+
+static void relax_end(int old)
+{
+	enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)old;
+
+	if (old >= 0)
+		R.exchange_mode(&m);
+}
+
+static bool stream_capturing(cudaStream_t s)
+{
+	bool failed;
+
+	return R.is_capturing && query_capturing(s, &failed);
+}
+
+static bool capture_defer_free(void *ptr, cudaStream_t stream);
 
 /* ---- events and fences (under the pool lock) ---- */
 
@@ -238,11 +319,17 @@ static int op_fence_record(void *ctx, void *stream, bool all, void **out)
 		return 0;
 	}
 	/* cudaFree: the legacy stream (which follows every blocking stream)
-	 * and every stream seen; a stream destroyed since is dropped. */
-	int rc = fence_add(f, NULL);
-	if (rc) {
-		op_fence_destroy(NULL, f);
-		return rc;
+	 * and every stream seen; a stream destroyed since is dropped.  While
+	 * a capture is active, a capturing stream is skipped (an event
+	 * recorded there would become part of the graph, and querying it
+	 * would invalidate the capture), and so is the legacy stream when a
+	 * blocking stream captures (recording there would join them). */
+	if (!capture_skips(NULL)) {
+		int rc = fence_add(f, NULL);
+		if (rc) {
+			op_fence_destroy(NULL, f);
+			return rc;
+		}
 	}
 	cudaStream_t s[RT_STREAMS];
 	pthread_mutex_lock(&streams_lock);
@@ -250,7 +337,7 @@ static int op_fence_record(void *ctx, void *stream, bool all, void **out)
 	memcpy(s, g_streams, (size_t)n * sizeof(cudaStream_t));
 	pthread_mutex_unlock(&streams_lock);
 	for (int i = 0; i < n; i++)
-		if (fence_add(f, s[i]))
+		if (!capture_skips(s[i]) && fence_add(f, s[i]))
 			stream_forget(s[i]);
 	*out = f;
 	return 0;
@@ -510,6 +597,9 @@ static int resolve_all(void)
 	RESOLVE(memcpy_async, "cudaMemcpyAsync");
 	*(void **)&R.peek_error = hook_real_load("cudaPeekAtLastError");
 	*(void **)&R.get_error = hook_real_load("cudaGetLastError");
+	*(void **)&R.is_capturing = hook_real_load("cudaStreamIsCapturing");
+	*(void **)&R.capture_info = hook_real_load("cudaStreamGetCaptureInfo");
+	*(void **)&R.exchange_mode = hook_real_load("cudaThreadExchangeStreamCaptureMode");
 	return 0;
 }
 
@@ -542,6 +632,7 @@ static void atfork_child(void)
 	__atomic_store_n(&g_active, false, __ATOMIC_RELEASE);
 	/* a thread that no longer exists may have held them */
 	pthread_mutex_init(&streams_lock, NULL);
+	pthread_mutex_init(&graph_lock, NULL);
 	pthread_mutex_init(&vmm_lock, NULL);
 }
 
@@ -727,7 +818,9 @@ cudaError_t runtime_malloc(void **ptr, size_t bytes, cudaStream_t stream, const 
 	stream_seen(stream);
 	tl_api = api;
 	tl_dev_err = cudaSuccess;
+	int mode = relax_begin();
 	pool_status_t st = pool_malloc(g_pool, bytes, &a, &id);
+	relax_end(mode);
 	tl_api = NULL;
 	if (st != POOL_OK)
 		return pool_error(st, bytes, "allocating");
@@ -739,10 +832,17 @@ cudaError_t runtime_free(void *ptr, cudaStream_t stream, bool async, const char 
 {
 	if (!ptr)
 		return cudaSuccess;
+	/* CUDA frees at the graph's replay: vmem keeps the memory as long as
+	 * the graph can be replayed (no fence may go on a capturing stream) */
+	if (async && captures_active() && stream_capturing(stream) &&
+	    capture_defer_free(ptr, stream))
+		return cudaSuccess;
 	stream_seen(stream);
 	tl_api = api;
 	tl_dev_err = cudaSuccess;
+	int mode = relax_begin();
 	pool_status_t st = pool_free(g_pool, (uintptr_t)ptr, stream, !async);
+	relax_end(mode);
 	tl_api = NULL;
 	if (st == POOL_OK)
 		return cudaSuccess;
@@ -885,7 +985,9 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 	}
 	stream_seen(stream);
 	tl_dev_err = cudaSuccess;
+	int mode = relax_begin();
 	pool_status_t st = pool_acquire(g_pool, pr, n, stream, sp);
+	relax_end(mode);
 	if (st == POOL_ELOST) {
 		/* issue 11: never compute on bytes a liveness plan dropped */
 		for (int i = 0; i < n; i++)
@@ -943,8 +1045,283 @@ void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream)
 		sp[i].offset = refs[i].offset;
 		sp[i].bytes = refs[i].bytes;
 	}
+	int mode = relax_begin();
 	pool_release(g_pool, pr, sp, n, stream);
+	relax_end(mode);
 	ref_buf_free(&b);
+}
+
+/* ---- CUDA graphs (see runtime.h) ----
+ *
+ * A set of ranges is shared by a capture, the graph it became and that
+ * graph's instantiations (users counts them).  Entries map a capture id,
+ * a cudaGraph_t or a cudaGraphExec_t to their set.  When the last user
+ * goes, the memory the capture freed with cudaFreeAsync is freed for
+ * real, with a fence on every stream (the graph may have been replayed
+ * anywhere).  One lock, never held while calling into the pool except for
+ * those deferred frees (the pool never calls back). */
+
+enum { RT_G_CAPTURE, RT_G_GRAPH, RT_G_EXEC };
+
+typedef struct {
+	uintptr_t ptr;
+	uint64_t bytes;
+	uint8_t access;
+} rt_gref_t;
+
+typedef struct {
+	int users;
+	int n, cap;
+	rt_gref_t *refs;
+	int nfree, capfree;
+	void **frees;
+} rt_gset_t;
+
+typedef struct rt_gentry {
+	uint64_t key;
+	int kind;
+	bool counted;          /* a capture vmem saw begin (counted in g_captures) */
+	rt_gset_t *set;
+	struct rt_gentry *next;
+} rt_gentry_t;
+
+static rt_gentry_t *g_gentries;
+
+/* (graph_lock) */
+static rt_gentry_t *gentry_find(int kind, uint64_t key)
+{
+	for (rt_gentry_t *e = g_gentries; e; e = e->next)
+		if (e->kind == kind && e->key == key)
+			return e;
+	return NULL;
+}
+
+/* (graph_lock) A new entry with a new set, or NULL. */
+static rt_gentry_t *gentry_new(int kind, uint64_t key, rt_gset_t *set)
+{
+	rt_gentry_t *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	if (!set && !(set = calloc(1, sizeof(*set)))) {
+		free(e);
+		return NULL;
+	}
+	set->users++;
+	e->kind = kind;
+	e->key = key;
+	e->set = set;
+	e->next = g_gentries;
+	g_gentries = e;
+	return e;
+}
+
+/* (graph_lock) Unlinks e; returns its set when e was its last user (the
+ * caller frees it outside the lock), else NULL. */
+static rt_gset_t *gentry_drop(rt_gentry_t *e)
+{
+	rt_gentry_t **pp;
+	rt_gset_t *set = e->set;
+
+	for (pp = &g_gentries; *pp && *pp != e; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = e->next;
+	if (e->counted)
+		__atomic_sub_fetch(&g_captures, 1, __ATOMIC_ACQ_REL);
+	free(e);
+	return --set->users == 0 ? set : NULL;
+}
+
+static void gset_free(rt_gset_t *set)
+{
+	if (!set)
+		return;
+	for (int i = 0; i < set->nfree; i++) {
+		vmem_debug("graph destroyed: freeing %p, freed inside its capture", set->frees[i]);
+		runtime_free(set->frees[i], NULL, false, "cudaFreeAsync (captured)");
+	}
+	free(set->refs);
+	free(set->frees);
+	free(set);
+}
+
+uint64_t runtime_capture_id(cudaStream_t stream)
+{
+	enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+	unsigned long long id = 0;
+	cudaError_t before, e;
+
+	if (!R.capture_info)
+		return 0;
+	before = R.peek_error ? R.peek_error() : cudaSuccess;
+	e = R.capture_info(stream, &st, &id, NULL, NULL, NULL, NULL);
+	if (e != cudaSuccess) {
+		if (before == cudaSuccess && R.get_error)
+			R.get_error();     /* vmem's query must not become the app's error */
+		return 0;
+	}
+	return st == cudaStreamCaptureStatusNone ? 0 : id;
+}
+
+void runtime_capture_begin(cudaStream_t stream)
+{
+	uint64_t id = runtime_capture_id(stream);
+	rt_gentry_t *e;
+
+	if (!id)
+		return;
+	pthread_mutex_lock(&graph_lock);
+	e = gentry_find(RT_G_CAPTURE, id);
+	if (!e)
+		e = gentry_new(RT_G_CAPTURE, id, NULL);
+	if (e && !e->counted) {
+		e->counted = true;
+		__atomic_add_fetch(&g_captures, 1, __ATOMIC_ACQ_REL);
+	}
+	pthread_mutex_unlock(&graph_lock);
+	if (!e)
+		vmem_error("no host memory to track a stream capture; the graph's memory will "
+			   "not be made resident when it is launched");
+}
+
+/* (graph_lock) The entry of the capture `stream` is in, made if needed. */
+static rt_gentry_t *capture_entry(cudaStream_t stream)
+{
+	uint64_t id = runtime_capture_id(stream);
+	rt_gentry_t *e;
+
+	if (!id)
+		return NULL;
+	e = gentry_find(RT_G_CAPTURE, id);
+	return e ? e : gentry_new(RT_G_CAPTURE, id, NULL);
+}
+
+void runtime_capture_note(cudaStream_t stream, const vmem_ref_t *refs, int n)
+{
+	rt_gentry_t *e;
+	bool lost = false;
+
+	pthread_mutex_lock(&graph_lock);
+	e = capture_entry(stream);
+	for (int i = 0; e && i < n; i++) {
+		rt_gset_t *set = e->set;
+		int k;
+
+		if (!runtime_owns(refs[i].ptr))
+			continue;
+		for (k = 0; k < set->n; k++)
+			if (set->refs[k].ptr == refs[i].ptr && set->refs[k].bytes == refs[i].bytes)
+				break;
+		if (k < set->n) {
+			set->refs[k].access |= refs[i].access;
+			continue;
+		}
+		if (set->n == set->cap) {
+			int cap = set->cap ? 2 * set->cap : 32;
+			rt_gref_t *r = realloc(set->refs, (size_t)cap * sizeof(*r));
+
+			if (!r) {
+				lost = true;
+				break;
+			}
+			set->refs = r;
+			set->cap = cap;
+		}
+		set->refs[set->n++] = (rt_gref_t){ refs[i].ptr, refs[i].bytes, refs[i].access };
+	}
+	pthread_mutex_unlock(&graph_lock);
+	if (!e || lost)
+		vmem_error("no host memory to record a captured call's tensors; the graph may "
+			   "run on memory that is not resident");
+}
+
+static bool capture_defer_free(void *ptr, cudaStream_t stream)
+{
+	rt_gentry_t *e;
+	bool ok = false;
+
+	pthread_mutex_lock(&graph_lock);
+	e = capture_entry(stream);
+	if (e) {
+		rt_gset_t *set = e->set;
+
+		if (set->nfree == set->capfree) {
+			int cap = set->capfree ? 2 * set->capfree : 8;
+			void **f = realloc(set->frees, (size_t)cap * sizeof(*f));
+
+			if (f) {
+				set->frees = f;
+				set->capfree = cap;
+			}
+		}
+		if (set->nfree < set->capfree) {
+			set->frees[set->nfree++] = ptr;
+			ok = true;
+		}
+	}
+	pthread_mutex_unlock(&graph_lock);
+	return ok;
+}
+
+void runtime_capture_end(uint64_t id, cudaGraph_t graph)
+{
+	rt_gentry_t *e;
+	rt_gset_t *gone = NULL;
+
+	if (!id)
+		return;
+	pthread_mutex_lock(&graph_lock);
+	e = gentry_find(RT_G_CAPTURE, id);
+	if (e) {
+		rt_gset_t *set = e->set;
+
+		if (graph)
+			gentry_new(RT_G_GRAPH, (uint64_t)(uintptr_t)graph, set);
+		gone = gentry_drop(e);
+	}
+	pthread_mutex_unlock(&graph_lock);
+	gset_free(gone);
+}
+
+void runtime_graph_instantiate(cudaGraph_t graph, cudaGraphExec_t exec)
+{
+	rt_gentry_t *e;
+
+	pthread_mutex_lock(&graph_lock);
+	e = gentry_find(RT_G_GRAPH, (uint64_t)(uintptr_t)graph);
+	if (e && !gentry_new(RT_G_EXEC, (uint64_t)(uintptr_t)exec, e->set))
+		vmem_error("no host memory to track an instantiated graph; its memory will "
+			   "not be made resident when it is launched");
+	pthread_mutex_unlock(&graph_lock);
+}
+
+void runtime_graph_each_ref(cudaGraphExec_t exec,
+			    void (*fn)(void *ctx, uintptr_t ptr, uint64_t bytes, uint8_t access),
+			    void *ctx)
+{
+	rt_gentry_t *e;
+
+	pthread_mutex_lock(&graph_lock);
+	e = gentry_find(RT_G_EXEC, (uint64_t)(uintptr_t)exec);
+	for (int i = 0; e && i < e->set->n; i++)
+		fn(ctx, e->set->refs[i].ptr, e->set->refs[i].bytes, e->set->refs[i].access);
+	pthread_mutex_unlock(&graph_lock);
+}
+
+void runtime_graph_forget(const void *handle)
+{
+	rt_gentry_t *e;
+	rt_gset_t *gone = NULL;
+
+	pthread_mutex_lock(&graph_lock);
+	e = gentry_find(RT_G_EXEC, (uint64_t)(uintptr_t)handle);
+	if (!e)
+		e = gentry_find(RT_G_GRAPH, (uint64_t)(uintptr_t)handle);
+	if (e)
+		gone = gentry_drop(e);
+	pthread_mutex_unlock(&graph_lock);
+	gset_free(gone);
 }
 
 /* ---- the application's own virtual memory (expandable segments) ----

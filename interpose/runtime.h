@@ -84,6 +84,34 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
  * record on `stream` the use that eviction must wait for. */
 void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream);
 
+/* ---- CUDA graphs (stream capture).  A call on a capturing stream runs
+ * nothing: vmem records the ranges it touches into the capture (no fault-in,
+ * no fence: nothing may be issued on the capturing stream).  The ranges
+ * follow the capture into its graph and the graph's instantiations; each
+ * cudaGraphLaunch is then prepared like one call that touches all of them:
+ * made resident and locked for the launch, the launch stream waits for
+ * the copies, and the use is fenced on it.  Between launches the pages may
+ * move: their addresses, which the graph holds, never change.
+ * cudaFreeAsync on a capturing stream frees at replay in CUDA; vmem keeps
+ * the memory until the graph and all its instantiations are destroyed.
+ * While a capture is active, vmem's own CUDA calls run in relaxed capture
+ * mode (they must not invalidate the application's capture), and its
+ * whole-device fences skip capturing streams.  All thread-safe. */
+void runtime_capture_begin(cudaStream_t stream);
+/* The capture id of `stream` (0 when it does not capture). */
+uint64_t runtime_capture_id(cudaStream_t stream);
+/* Records a call's refs into the capture of `stream`. */
+void runtime_capture_note(cudaStream_t stream, const vmem_ref_t *refs, int n);
+/* The capture `id` ended: its ranges go to `graph` (NULL: discarded). */
+void runtime_capture_end(uint64_t id, cudaGraph_t graph);
+void runtime_graph_instantiate(cudaGraph_t graph, cudaGraphExec_t exec);
+/* Calls fn for each range the instantiated graph touches. */
+void runtime_graph_each_ref(cudaGraphExec_t exec,
+			    void (*fn)(void *ctx, uintptr_t ptr, uint64_t bytes, uint8_t access),
+			    void *ctx);
+/* A graph or an instantiation is destroyed. */
+void runtime_graph_forget(const void *handle);
+
 /* The application's own virtual memory (issue 14: PyTorch's expandable
  * segments reach cuMemAddressReserve/cuMemCreate/cuMemMap through the
  * driver entry points).  While vmem is active these are served from the

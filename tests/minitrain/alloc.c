@@ -412,6 +412,17 @@ void *mt_malloc(size_t bytes)
 	return p;
 }
 
+void *mt_try_malloc(size_t bytes)
+{
+	size_t seg = 0;
+
+	if (bytes == 0)
+		bytes = 1;
+	if (g_style == MT_ALLOC_CACHING)
+		return mt_cache_alloc(g_cache, bytes, &seg);
+	return dev_alloc(bytes, NULL);
+}
+
 void mt_free(void *p)
 {
 	if (!p)

@@ -32,7 +32,9 @@ static void usage(FILE *f)
 		"  --seed S                   seed of weights and data (default 1)\n"
 		"  --json                     print a JSON summary as the last line\n"
 		"  --conv-api API             legacy | graph (cuDNN backend API) (default legacy)\n"
-		"  --algo-mode MODE           get (heuristics) | find (benchmark) (default get)\n"
+		"  --algo-mode MODE           get (heuristics) | find (benchmark) |\n"
+		"                             find-ex (benchmark on scratch buffers) (default get)\n"
+		"  --fc-api API               gemm (cublasSgemm) | lt (cublasLtMatmul) (default gemm)\n"
 		"  --batch-change K:N         use batch N from iteration K on\n"
 		"  --eval-every K             forward-only inference pass every K iterations\n"
 		"  --threads N                1, or 2: backward on a second host thread, as\n"
@@ -161,8 +163,17 @@ int main(int argc, char **argv)
 				o.algo_mode = MT_ALGO_GET;
 			else if (v && !strcmp(v, "find"))
 				o.algo_mode = MT_ALGO_FIND;
+			else if (v && !strcmp(v, "find-ex"))
+				o.algo_mode = MT_ALGO_FIND_EX;
 			else
-				bad(a, v, "get or find");
+				bad(a, v, "get, find or find-ex");
+		} else if (!strcmp(a, "--fc-api")) {
+			if (v && !strcmp(v, "gemm"))
+				o.fc_api = MT_FC_GEMM;
+			else if (v && !strcmp(v, "lt"))
+				o.fc_api = MT_FC_LT;
+			else
+				bad(a, v, "gemm or lt");
 		} else if (!strcmp(a, "--batch-change")) {
 			char *end;
 			long k = -1, n = 0;

@@ -26,6 +26,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <cublas_v2.h>
+#include <cublasLt.h>
 
 /* ---- errors.  Every CUDA/cuDNN/cuBLAS call goes through one of these:
  * a failure prints the call, file:line and the library's error string and
@@ -116,6 +117,8 @@ void mt_alloc_init(mt_alloc_style_t style);
  * one cudaMalloc per call; caching: a block of the caching allocator.
  * Never returns NULL for bytes > 0 (out of memory exits 3). */
 void *mt_malloc(size_t bytes);
+/* The same, NULL instead of exiting when memory is short. */
+void *mt_try_malloc(size_t bytes);
 void mt_free(void *p);
 /* Returns cached free segments to the device (caching style only). */
 void mt_alloc_empty_cache(void);
@@ -150,7 +153,14 @@ size_t mt_cache_segment_size(size_t rounded);
 
 /* ---- run configuration */
 typedef enum { MT_CONV_LEGACY, MT_CONV_GRAPH } mt_conv_api_t;
-typedef enum { MT_ALGO_GET, MT_ALGO_FIND } mt_algo_mode_t;
+/* get: cudnnGet*Algorithm_v7; find: cudnnFind*Algorithm; find-ex:
+ * cudnnFind*AlgorithmEx on scratch buffers of the layer's shape with the
+ * largest workspace that can be allocated (PyTorch's benchmark mode) */
+typedef enum { MT_ALGO_GET, MT_ALGO_FIND, MT_ALGO_FIND_EX } mt_algo_mode_t;
+/* fully connected layers: cublasSgemm (+ cudnnAddTensor and
+ * cudnnConvolutionBackwardBias for the bias), or cublasLtMatmul with the
+ * bias and bias-gradient epilogues, as PyTorch's Linear */
+typedef enum { MT_FC_GEMM, MT_FC_LT } mt_fc_api_t;
 
 typedef struct {
 	const char *net;
@@ -159,6 +169,7 @@ typedef struct {
 	mt_alloc_style_t alloc;
 	mt_conv_api_t conv_api;
 	mt_algo_mode_t algo_mode;
+	mt_fc_api_t fc_api;
 	int change_iter, change_batch;   /* --batch-change K:N (K < 0: none) */
 	int eval_every;                  /* 0: never */
 	int threads;                     /* 2: backward on a second host thread */

@@ -1,15 +1,7 @@
 /* tests/simgpu/extra_cudart.c - more of the simulated libcudart.so.13:
- * the per-thread-default-stream twins of the copies and sets (_ptds for
- * the synchronous calls, _ptsz for the asynchronous ones), the 2D sets
- * the peer copies and legacy IPC's cudaIpcGetMemHandle, so vmem's hooks
- * for them can be tested.
- *
- * Added in a file of its own (issue 10, branch `reactive`) while the
- * simulator's own files were being extended on another branch; the lead
- * folds it into cudart.c at merge.  Each call is the original one: the
- * simulator has one default stream, which stands for the legacy and the
- * per-thread stream alike (core.h), so a twin differs from its original
- * only by its name.  The calls below reach the originals inside this
+ * the 2D sets (and their per-thread-stream twins) and the peer copies, so
+ * vmem's hooks for them can be tested.  Each is built from calls of
+ * cudart.c.  The calls below reach the originals inside this
  * library: -Bsymbolic binds them here, never through an LD_PRELOADed
  * shim, which sees only the application's calls.  Errors are the
  * originals', last error included.
@@ -21,40 +13,6 @@
 #include "core.h"
 
 #define API __attribute__((visibility("default")))
-
-API cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
-{
-	return cudaMemcpy(dst, src, n, kind);
-}
-
-API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n,
-				     enum cudaMemcpyKind kind, cudaStream_t s)
-{
-	return cudaMemcpyAsync(dst, src, n, kind, s);
-}
-
-API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch,
-				  size_t width, size_t height, enum cudaMemcpyKind kind)
-{
-	return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
-}
-
-API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch,
-				       size_t width, size_t height, enum cudaMemcpyKind kind,
-				       cudaStream_t s)
-{
-	return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, s);
-}
-
-API cudaError_t cudaMemset_ptds(void *p, int value, size_t n)
-{
-	return cudaMemset(p, value, n);
-}
-
-API cudaError_t cudaMemsetAsync_ptsz(void *p, int value, size_t n, cudaStream_t s)
-{
-	return cudaMemsetAsync(p, value, n, s);
-}
 
 /* A pitched set is one set per row, in order on the stream.  A width
  * above the pitch is cudaErrorInvalidPitchValue, made the last error by
@@ -105,21 +63,3 @@ API cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_dev, const void *src, int
 	return cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, s);
 }
 
-/* Legacy IPC works on cudaMalloc memory only: memory mapped through the
- * VMM calls cannot be exported this way (as on a real driver), nor can an
- * address inside an allocation.  The handle carries the base (one
- * process: nothing to open).  A refusal is cudaErrorInvalidValue, made the
- * last error by cudaMalloc's own argument check. */
-API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *h, void *p)
-{
-	uint64_t vmm;
-	void *base;
-	size_t size;
-
-	if (!h || simgpu_vmm_handle_at(p, &vmm) == SIMGPU_OK ||
-	    simgpu_mem_range(p, &base, &size) != SIMGPU_OK || base != p)
-		return cudaMalloc(NULL, 1);
-	memset(h, 0, sizeof(*h));
-	memcpy(h->reserved, &base, sizeof(base));
-	return cudaSuccess;
-}

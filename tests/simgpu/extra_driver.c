@@ -5,10 +5,10 @@
  * (_ptds / _ptsz), and the handle and pointer queries vmem refuses or
  * answers for its own memory (cuIpcGetMemHandle,
  * cuMemRetainAllocationHandle, cuPointerGetAttribute(s)).
- *
- * Added in a file of its own (issue 10, branch `reactive`) while the
- * simulator's own files were being extended on another branch; the lead
- * folds it into driver.c at merge.  As in driver.c, functions carry the
+ * driver.c has the calls the simulator's own tests needed first (cuMemcpy,
+ * the HtoD/DtoH/DtoD Async copies, cuMemsetD8/D32 and their Async forms,
+ * cuIpcGetMemHandle, cuMemRetainAllocationHandle, their twins); this file
+ * the rest.  As in driver.c, functions carry the
  * names cuda.h gives them (cuMemsetD32 is cuMemsetD32_v2), every call is
  * a thin translation to libsimgpu, and a twin differs from its original
  * only by its name (the simulator's one default stream stands for the
@@ -103,28 +103,6 @@ static CUresult fill_2d(CUdeviceptr d, size_t pitch, uint32_t elem, size_t esz, 
 	return CUDA_SUCCESS;
 }
 
-/* ---- copies ---- */
-
-API CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n)
-{
-	return copy(d, DPTR(s), n, SIMGPU_COPY_DEFAULT, NULL, true, "cuMemcpy");
-}
-
-API CUresult cuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, CUstream st)
-{
-	return copy(d, s, n, SIMGPU_COPY_H2D, st, false, "cuMemcpyHtoDAsync");
-}
-
-API CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, CUstream st)
-{
-	return status(simgpu_copy(d, DPTR(s), n, SIMGPU_COPY_D2H, st, false, "cuMemcpyDtoHAsync"));
-}
-
-API CUresult cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st)
-{
-	return copy(d, DPTR(s), n, SIMGPU_COPY_D2D, st, false, "cuMemcpyDtoDAsync");
-}
-
 /* One simulated device and one context: a peer copy is a copy on it. */
 API CUresult cuMemcpyPeer(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n)
 {
@@ -141,31 +119,16 @@ API CUresult cuMemcpyPeerAsync(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcon
 	return copy(d, DPTR(s), n, SIMGPU_COPY_D2D, st, false, "cuMemcpyPeerAsync");
 }
 
-/* ---- sets (cuMemsetD8_v2 is in driver.c) ---- */
+/* ---- sets (D8, D32 and their Async forms are in driver.c) ---- */
 
 API CUresult cuMemsetD16(CUdeviceptr d, unsigned short v, size_t n)
 {
 	return fill(d, v, 2, n, NULL, "cuMemsetD16");
 }
 
-API CUresult cuMemsetD32(CUdeviceptr d, unsigned int v, size_t n)
-{
-	return fill(d, v, 4, n, NULL, "cuMemsetD32");
-}
-
-API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream st)
-{
-	return fill(d, v, 1, n, st, "cuMemsetD8Async");
-}
-
 API CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream st)
 {
 	return fill(d, v, 2, n, st, "cuMemsetD16Async");
-}
-
-API CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream st)
-{
-	return fill(d, v, 4, n, st, "cuMemsetD32Async");
 }
 
 API CUresult cuMemsetD2D8(CUdeviceptr d, size_t pitch, unsigned char v, size_t w, size_t h)
@@ -206,32 +169,14 @@ API CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t pitch, unsigned int v, siz
 #define TWIN(NAME, BASE, PARAMS, ARGS) \
 	API CUresult NAME PARAMS { return BASE ARGS; }
 
-TWIN(cuMemcpy_ptds, cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
-TWIN(cuMemcpyAsync_ptsz, cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st),
-     (d, s, n, st))
-TWIN(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD, (CUdeviceptr d, const void *s, size_t n), (d, s, n))
-TWIN(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH, (void *d, CUdeviceptr s, size_t n), (d, s, n))
-TWIN(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
-TWIN(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync,
-     (CUdeviceptr d, const void *s, size_t n, CUstream st), (d, s, n, st))
-TWIN(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync,
-     (void *d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
-TWIN(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync,
-     (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))
 TWIN(cuMemcpyPeer_ptds, cuMemcpyPeer,
      (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n), (d, dc, s, sc, n))
 TWIN(cuMemcpyPeerAsync_ptsz, cuMemcpyPeerAsync,
      (CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st),
      (d, dc, s, sc, n, st))
-TWIN(cuMemsetD8_v2_ptds, cuMemsetD8, (CUdeviceptr d, unsigned char v, size_t n), (d, v, n))
 TWIN(cuMemsetD16_v2_ptds, cuMemsetD16, (CUdeviceptr d, unsigned short v, size_t n), (d, v, n))
-TWIN(cuMemsetD32_v2_ptds, cuMemsetD32, (CUdeviceptr d, unsigned int v, size_t n), (d, v, n))
-TWIN(cuMemsetD8Async_ptsz, cuMemsetD8Async,
-     (CUdeviceptr d, unsigned char v, size_t n, CUstream st), (d, v, n, st))
 TWIN(cuMemsetD16Async_ptsz, cuMemsetD16Async,
      (CUdeviceptr d, unsigned short v, size_t n, CUstream st), (d, v, n, st))
-TWIN(cuMemsetD32Async_ptsz, cuMemsetD32Async,
-     (CUdeviceptr d, unsigned int v, size_t n, CUstream st), (d, v, n, st))
 TWIN(cuMemsetD2D8_v2_ptds, cuMemsetD2D8,
      (CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h), (d, p, v, w, h))
 TWIN(cuMemsetD2D16_v2_ptds, cuMemsetD2D16,
@@ -249,36 +194,6 @@ TWIN(cuMemsetD2D32Async_ptsz, cuMemsetD2D32Async,
      (d, p, v, w, h, st))
 
 /* ---- handles and pointer queries ---- */
-
-/* Legacy IPC works on cudaMalloc memory only; memory mapped through the
- * VMM calls cannot be exported this way (as on a real driver).  The
- * handle carries the allocation's base (one process: nothing to open). */
-API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr d)
-{
-	uint64_t vmm;
-	void *base;
-	size_t size;
-
-	if (!h || simgpu_vmm_handle_at(DPTR(d), &vmm) == SIMGPU_OK ||
-	    simgpu_mem_range(DPTR(d), &base, &size) != SIMGPU_OK || base != DPTR(d))
-		return CUDA_ERROR_INVALID_VALUE;
-	memset(h, 0, sizeof(*h));
-	memcpy(h->reserved, &base, sizeof(base));
-	return CUDA_SUCCESS;
-}
-
-/* The physical allocation mapped at addr (the simulator keeps no
- * reference count: release is a no-op for a handle obtained here only if
- * the caller does not release it; tests do not). */
-API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr)
-{
-	uint64_t handle;
-
-	if (!h || simgpu_vmm_handle_at(addr, &handle) != SIMGPU_OK)
-		return CUDA_ERROR_INVALID_VALUE;
-	*h = (CUmemGenericAllocationHandle)handle;
-	return CUDA_SUCCESS;
-}
 
 /* The attributes a framework asks of device memory.  The range is the
  * allocation, or for VMM memory the mapping holding the address (what a

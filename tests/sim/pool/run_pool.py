@@ -176,7 +176,7 @@ def case_vgg16_half(a):
     # (caching) at peak; 300 MiB is half of what per-tensor needs.  The
     # largest single call, SGD on the 4096x4096 FC layer, touches 192 MiB.
     args = [a.minitrain, "--net", "vgg16", "--batch", "4", "--image", "64",
-            "--iters", "2", "--alloc", a.alloc]
+            "--iters", "2", "--alloc", a.alloc] + (a.mt_args.split() if a.mt_args else [])
     r_full = os.path.join(a.workdir, "pool-vgg16-%s-full.txt" % a.alloc)
     r_half = os.path.join(a.workdir, "pool-vgg16-%s-half.txt" % a.alloc)
     full = run(args, {"SIMGPU_MEM": "12G", "SIMGPU_REPORT": r_full}, False, a.vmem)
@@ -207,6 +207,7 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--minitrain")
     ap.add_argument("--alloc", default="per-tensor")
+    ap.add_argument("--mt-args", default="", help="more minitrain arguments")
     a = ap.parse_args()
     cases = {"meminfo": case_meminfo, "stress": case_stress,
              "stress-small-chunks": case_stress_small_chunks, "oom": case_oom,
