@@ -30,6 +30,7 @@ typedef struct {
 	uint64_t iter;           /* planned iteration counter (1 = the first) */
 	int last_op;             /* the plan op matched last (the "now" of eviction keys) */
 	bool clean;              /* the iteration started at op 0 and was never suspended */
+	bool iter_resumed;       /* a resume started it, no iteration completed since */
 	struct { uint64_t cur, plan; } *xl;   /* YOUNG allocations: current id -> plan id */
 	uint64_t xl_mask;
 	uint64_t *bad;           /* allocations seen elsewhere than planned this iteration */

@@ -23,7 +23,11 @@
  *  - For each candidate p the run of consecutive positions with equal weak
  *    signatures one period apart is counted.  Along the run, positions whose
  *    ranges moved (policy_range_ident says SOFT: a different old allocation
- *    or offset) are counted too.
+ *    or offset) are counted too -- unless the move is a caching allocator
+ *    placing a fresh tensor elsewhere: a moved range that is only written,
+ *    or that is read after this period wrote it (BatchNorm's saved mean,
+ *    written in forward and read in backward, lands on another small block
+ *    every iteration), carries nothing from before and does not count.
  *  - A candidate is confirmed when its run covers `reps` repetitions
  *    (run >= (reps - 1) * p: the pattern seen, seen again, and confirmed on
  *    the next occurrence) with at most soft_permille soft positions.  The
@@ -34,7 +38,9 @@
  *    (the weights are the same allocations, and fresh per-iteration tensors
  *    compare as YOUNG).
  *  - Among candidates confirmed by the same event the shortest period wins
- *    (a multiple of the period confirms later, never earlier).
+ *    (a multiple of the period confirms later, never earlier).  A period
+ *    without a single compute op (a framework's loop of small memsets while
+ *    it initialises) is dropped.
  *
  * Cost per event: one hash lookup and max_candidates comparisons of two
  * 64-bit hashes (ranges are compared only when the hashes agree).
@@ -62,7 +68,8 @@ int policy_period_init(policy_period_t *d, const policy_period_config_t *cfg)
 		n <<= 1;
 	d->cand = calloc(d->cfg.max_candidates, sizeof(*d->cand));
 	d->last = calloc(n, sizeof(*d->last));
-	if (!d->cand || !d->last) {
+	d->wrote = calloc(n, sizeof(*d->wrote));
+	if (!d->cand || !d->last || !d->wrote) {
 		policy_period_free(d);
 		return -1;
 	}
@@ -74,6 +81,7 @@ void policy_period_free(policy_period_t *d)
 {
 	free(d->cand);
 	free(d->last);
+	free(d->wrote);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -96,8 +104,29 @@ static uint64_t wm_at(const policy_history_t *h, int64_t pos)
 	return e ? e->watermark : 0;
 }
 
+static uint64_t range_slot(const policy_period_t *d, uint64_t alloc_id, uint64_t offset)
+{
+	return ((alloc_id * 0x9e3779b97f4a7c15ull) ^ (offset * 0xc2b2ae3d27d4eb4full)) >> 7 &
+	       d->last_mask;
+}
+
+/* True when range r of the event at i was written within the last p
+ * positions (a fresh tensor, wherever the allocator put it). */
+static bool fresh(const policy_period_t *d, const vmem_range_t *r, uint64_t i, uint32_t p)
+{
+	uint64_t s;
+
+	if (!(r->access & VMEM_ACCESS_R))
+		return true;
+	if (r->alloc_id == 0)
+		return false;
+	s = range_slot(d, r->alloc_id, r->offset);
+	return d->wrote[s].alloc_id == r->alloc_id && d->wrote[s].offset == r->offset &&
+	       d->wrote[s].pos + p > i && d->wrote[s].pos < i;
+}
+
 /* 0: different; 1: equal; 2: equal with a soft identity. */
-static int compare(const policy_history_t *h, uint64_t i, uint32_t p)
+static int compare(const policy_period_t *d, const policy_history_t *h, uint64_t i, uint32_t p)
 {
 	const policy_hev_t *a = policy_history_at(h, i);
 	const policy_hev_t *b = policy_history_at(h, i - p);
@@ -107,10 +136,14 @@ static int compare(const policy_history_t *h, uint64_t i, uint32_t p)
 		return 0;
 	wm_a = b->watermark;
 	wm_b = wm_at(h, (int64_t)i - 2 * (int64_t)p);
-	for (uint32_t j = 0; j < a->nranges; j++)
-		if (policy_range_ident(policy_history_range(h, a, j), policy_history_range(h, b, j),
-				       wm_a, wm_b) == POLICY_ID_SOFT)
+	for (uint32_t j = 0; j < a->nranges; j++) {
+		const vmem_range_t *r = policy_history_range(h, a, j);
+
+		if (policy_range_ident(r, policy_history_range(h, b, j), wm_a, wm_b) ==
+			    POLICY_ID_SOFT &&
+		    !fresh(d, r, i, p))
 			return 2;
+	}
 	return 1;
 }
 
@@ -177,7 +210,7 @@ int policy_period_step(policy_period_t *d, const policy_history_t *h, uint64_t p
 			k->soft = 0;
 			continue;
 		}
-		r = compare(h, pos, k->p);
+		r = compare(d, h, pos, k->p);
 		if (r == 0) {
 			k->run = 0;
 			k->soft = 0;
@@ -192,6 +225,33 @@ int policy_period_step(policy_period_t *d, const policy_history_t *h, uint64_t p
 		    (uint64_t)k->soft * 1000 <= (uint64_t)d->cfg.soft_permille * k->run &&
 		    (hit < 0 || k->p < d->cand[hit].p))
 			hit = (int)c;
+	}
+	for (uint32_t j = 0; j < e->nranges; j++) {
+		const vmem_range_t *r = policy_history_range(h, e, j);
+
+		if ((r->access & VMEM_ACCESS_W) && r->alloc_id) {
+			uint64_t s = range_slot(d, r->alloc_id, r->offset);
+
+			d->wrote[s].alloc_id = r->alloc_id;
+			d->wrote[s].offset = r->offset;
+			d->wrote[s].pos = pos;
+		}
+	}
+	if (hit >= 0) {
+		/* a training iteration computes: a loop of copies and sets
+		 * alone (a framework initialising counters) is not one */
+		const policy_cand_t *k = &d->cand[hit];
+		bool compute = false;
+
+		for (uint64_t q = pos + 1 - k->p; q <= pos && !compute; q++) {
+			const policy_hev_t *x = policy_history_at(h, q);
+			compute = x && vmem_op_is_compute(x->kind);
+		}
+		if (!compute) {
+			memset(&d->cand[hit], 0, sizeof(d->cand[hit]));
+			d->cand[hit] = d->cand[--d->ncand];
+			hit = -1;
+		}
 	}
 	if (hit < 0)
 		return 0;

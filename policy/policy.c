@@ -34,6 +34,7 @@ struct policy {
 	policy_match_t m;
 	policy_deadset_t dead;
 	uint64_t suspended_at;
+	uint32_t failed_resumes;   /* resumes suspended again before an iteration completed */
 	uint32_t next_id;
 	policy_stats_t st;
 };
@@ -217,6 +218,7 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 	if (policy_plan_build(&plan, &p->h, f, &pc) < 0)
 		return;   /* out of memory: stay as we are, try again on the next pattern */
 	abandon(p, out);
+	p->failed_resumes = 0;
 	p->plan = plan;
 	p->plan.id = ++p->next_id;
 	if (policy_match_init(&p->m, &p->plan, &p->h, f) < 0) {
@@ -241,6 +243,8 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 
 static void suspend(policy_t *p, int expected, uint64_t pos, policy_actions_t *out)
 {
+	if (p->st.resumes && p->m.iter_resumed)
+		p->failed_resumes++;
 	p->state = POLICY_SUSPENDED;
 	p->st.suspensions++;
 	p->m.clean = false;
@@ -249,7 +253,6 @@ static void suspend(policy_t *p, int expected, uint64_t pos, policy_actions_t *o
 	note(p, out, POLICY_NOTE_SUSPENDED, expected);
 	p->st.revives_suspend += (uint64_t)policy_deadset_drain(&p->dead, out);
 	p->suspended_at = pos;
-	policy_period_reset(&p->det);
 }
 
 /* ---- per call ---- */
@@ -365,8 +368,11 @@ static void planned_call(policy_t *p, const vmem_event_t *ev, uint64_t pos,
 		suspend(p, expected, pos, out);
 		return;
 	}
-	if (op == 0 && was_clean)
+	if (op == 0 && was_clean) {
 		p->st.iterations_planned++;
+		p->failed_resumes = 0;
+		p->m.iter_resumed = false;
+	}
 	p->st.ops_matched++;
 	steps(p, op, POLICY_BEFORE, ev, out);
 }
@@ -376,6 +382,7 @@ int policy_before(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
 	int n0 = out->n;
 	uint64_t pos, wm;
 	policy_period_found_t f;
+	int found;
 
 	pthread_mutex_lock(&p->lock);
 	p->st.events++;
@@ -395,16 +402,20 @@ int policy_before(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
 	p->pending_flags = 0;
 	if (pos == UINT64_MAX)
 		goto done;   /* out of host memory: learn nothing from this call */
+	/* the detector runs in every state, so a new steady pattern is found
+	 * while a plan is suspended (a confirmation while planned is the
+	 * plan's own pattern, or one it matches: ignored) */
+	found = policy_period_step(&p->det, &p->h, pos, &f);
 	switch (p->state) {
 	case POLICY_LEARNING:
-		if (policy_period_step(&p->det, &p->h, pos, &f))
+		if (found)
 			make_plan(p, &f, ev, out);
 		break;
 	case POLICY_PLANNED:
 		planned_call(p, ev, pos, out);
 		break;
 	case POLICY_SUSPENDED:
-		if (policy_period_step(&p->det, &p->h, pos, &f)) {
+		if (found) {
 			make_plan(p, &f, ev, out);
 			break;
 		}
@@ -414,10 +425,12 @@ int policy_before(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
 			p->st.resumes++;
 			policy_match_restart(&p->m);
 			note(p, out, POLICY_NOTE_RESUMED, 0);
+			p->m.iter_resumed = true;
 			planned_call(p, ev, pos, out);
 			break;
 		}
-		if (pos - p->suspended_at > (uint64_t)p->cfg.abandon_after * p->plan.period)
+		if (pos - p->suspended_at > (uint64_t)p->cfg.abandon_after * p->plan.period ||
+		    p->failed_resumes > p->cfg.abandon_after)
 			abandon(p, out);
 		break;
 	}

@@ -149,6 +149,7 @@ typedef struct {
 	uint32_t ncand;
 	struct { uint64_t hash, pos; } *last;   /* direct-mapped: hash -> last position */
 	uint64_t last_mask;
+	struct { uint64_t alloc_id, offset, pos; } *wrote;   /* direct-mapped: last write of a range */
 	uint64_t syncs[8];       /* positions of the last events after a host sync */
 	uint32_t nsyncs;
 	uint64_t steps;
