@@ -453,3 +453,49 @@ int net_eval(net_t *n, drv_t *d)
 		free_acts(n, d);
 	return 2 * n->cfg.layers + 3;
 }
+
+/* ---- hand-written iterations ---- */
+
+static const char *kind_api(vmem_op_kind_t k)
+{
+	return vmem_op_name(k);
+}
+
+int prog_graph(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, int reps,
+	       uint64_t young_from)
+{
+	uint64_t seq = 1, wm = 0, first = 0;
+
+	if (policy_history_init(h, 4096, 65536) < 0)
+		return -1;
+	for (int rep = 0; rep < reps; rep++) {
+		if (rep == reps - 1)
+			first = h->tail;
+		for (int k = 0; k < n; k++) {
+			vmem_event_t ev = { 0 };
+			vmem_range_t r[8];
+
+			for (int j = 0; j < ops[k].n; j++) {
+				r[j] = ops[k].r[j];
+				if (young_from && r[j].alloc_id >= young_from)
+					r[j].alloc_id += 1000 * (uint64_t)rep;
+			}
+			ev.kind = ops[k].kind;
+			ev.api = kind_api(ops[k].kind);
+			ev.thread = ops[k].thread ? ops[k].thread : 1;
+			ev.seq = seq++;
+			ev.nranges = ops[k].n;
+			ev.ranges = r;
+			ev.dur_ns = ops[k].dur_ns;
+			/* the ids of this repetition's fresh allocations are known from its start */
+			if (k == 0 && young_from)
+				wm = young_from + 1000 * (uint64_t)rep - 1;
+			if (policy_history_push(h, &ev, 0, wm) == UINT64_MAX)
+				return -1;
+			for (int j = 0; j < ops[k].n; j++)
+				if (r[j].alloc_id > wm && (!young_from || r[j].alloc_id < young_from))
+					wm = r[j].alloc_id;
+		}
+	}
+	return policy_graph_build(g, h, first, (uint32_t)n, 0);
+}

@@ -96,4 +96,27 @@ int net_period(const net_cfg_t *cfg);
 /* Bytes of layer l's activation at the net's batch. */
 uint64_t net_act_bytes(const net_t *n, int l);
 
+/* ---- hand-written iterations for the pass tests ---- */
+
+typedef struct {
+	vmem_op_kind_t kind;
+	uint64_t thread;
+	int n;
+	vmem_range_t r[8];
+	uint64_t dur_ns;
+} pop_t;
+
+/* Pushes `reps` repetitions of ops[0..n) into h (ranges' allocation ids
+ * at or above young_from get +1000 per repetition: a per-tensor allocator's
+ * fresh tensors; 0 = none) and builds the graph of the last one (rot 0).
+ * Returns 0 or -1. */
+int prog_graph(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, int reps,
+	       uint64_t young_from);
+/* A range, shorter: alloc, offset, bytes, access, role. */
+#define RG(a, o, b, acc, role) R(a, o, b, acc, role)
+#define ACC_R VMEM_ACCESS_R
+#define ACC_W VMEM_ACCESS_W
+#define ACC_WW (VMEM_ACCESS_W | VMEM_ACCESS_WHOLE)
+#define ACC_RW VMEM_ACCESS_RW
+
 #endif
