@@ -105,14 +105,15 @@ void policy_offloads_dump(const policy_graph_t *g, const policy_offloads_t *o,
 
 	for (int i = 0; i < o->n; i++)
 		total += o->v[i].bytes;
-	policy_printf(out, ctx, "offload: %d tensors, %" PRIu64 " bytes", o->n, total);
+	policy_printf(out, ctx, "offload: %d tensors, %" PRIu64 " bytes (%d dropped: no time to come back)",
+		      o->n, total, o->dropped);
 	for (int i = 0; i < o->n; i++) {
 		const policy_offload_t *x = &o->v[i];
 		const policy_tensor_t *T = &g->tensors[x->tensor];
 
 		policy_printf(out, ctx, "  t%d a%" PRIu64 "+0x%" PRIx64 "/%" PRIu64
-			      " offload after #%d, prefetch before #%d, needed by #%d",
+			      " offload after #%d, prefetch before #%d%s, needed by #%d",
 			      x->tensor, T->alloc_id, T->offset, T->bytes, x->after_op,
-			      x->prefetch_op, x->need_op);
+			      x->prefetch_op, x->fallback ? " (fallback)" : "", x->need_op);
 	}
 }

@@ -57,6 +57,9 @@ static int cmp_step(const void *a, const void *b)
 		return x->when < y->when ? -1 : 1;
 	if (x->kind != y->kind)
 		return x->kind < y->kind ? -1 : 1;
+	/* copies issued at one op leave in the order they are needed */
+	if (x->until_op != y->until_op)
+		return x->until_op < y->until_op ? -1 : 1;
 	if (x->use != y->use)
 		return x->use < y->use ? -1 : 1;
 	return x->delta < y->delta ? -1 : x->delta > y->delta;

@@ -15,16 +15,26 @@
  *     at k: prefetch the offloaded tensor with the earliest first backward
  *     read inside the window (one per op, as vDNN's one per layer).
  *
- * A tensor the search never reaches (needed by the first backward ops) is
- * fetched just before the op before its use.
+ * A tensor the search never reaches (needed by the first backward ops, or
+ * crowded out: one prefetch per op) is fetched just before the op before
+ * its use (fallback).
  *
  * Timed (mode POLICY_PREFETCH_TIMED).  From measured op durations and the
  * link's bandwidth, each copy is started so that it ends just before its
  * first backward read.  Copies share one host-to-device stream, so they are
  * scheduled backwards from the last use: each ends at the earlier of its
- * need and the start of the copy after it.  A copy may not start before
- * its tensor was offloaded.  With a budget for data in flight, a copy that
- * would hold too many prefetched bytes at once is started later.
+ * need and the start of the copy after it, and is issued before the last
+ * op that starts no later than the copy must:
+ *
+ *     ops:     | #30 | #31 |  #32  | #33 | #34 (needs t9) |
+ *     link:          [------- copy t9 -------]
+ *                    ^ issue before #31       ^ ends as #34 starts
+ *
+ * A copy may not start before its tensor was offloaded and copied out.  A
+ * tensor whose round trip does not fit is not offloaded at all (dropped):
+ * it would come back late, on the demand path, for nothing.  With a budget
+ * for data in flight, a copy that would hold too many prefetched bytes at
+ * once is started later.
  */
 #include "policy/program.h"
 
@@ -67,6 +77,7 @@ static void place_vdnn(const policy_graph_t *g, policy_offloads_t *o)
 			int at = x->need_op - 1;
 
 			x->prefetch_op = at > x->after_op ? at : x->need_op;
+			x->fallback = true;
 		}
 	}
 }
@@ -94,7 +105,9 @@ static int place_timed(const policy_graph_t *g, const policy_timing_t *t, policy
 	uint64_t *at = calloc((size_t)g->nops + 1, sizeof(*at));
 	uint64_t dflt = t->default_op_ns ? t->default_op_ns : 10000;
 	double bw = t->h2d_bytes_per_s ? (double)t->h2d_bytes_per_s : 25e9;
+	double bw_out = t->d2h_bytes_per_s ? (double)t->d2h_bytes_per_s : bw;
 	double link_free;
+	int w = 0;
 
 	if (!at)
 		return -1;
@@ -105,27 +118,35 @@ static int place_timed(const policy_graph_t *g, const policy_timing_t *t, policy
 	for (int i = 0; i < o->n; i++) {
 		policy_offload_t *x = &o->v[i];
 		double copy = (double)x->bytes / bw * 1e9;
+		double earliest = (double)at[x->after_op + 1] + (double)x->bytes / bw_out * 1e9;
 		double end = (double)at[x->need_op] < link_free ? (double)at[x->need_op] : link_free;
 		double start = end - copy;
 		int s = x->need_op;
 
+		if (start < earliest) {
+			o->dropped++;
+			o->dropped_bytes += x->bytes;
+			continue;
+		}
 		/* the last op that starts at or before `start`, after the offload */
 		while (s > x->after_op + 1 && (double)at[s] > start)
 			s--;
 		x->prefetch_op = s;
-		link_free = start > 0 ? start : 0;
+		link_free = start;
+		o->v[w++] = *x;
 	}
+	o->n = w;
 	/* a budget for prefetched bytes held before their use */
 	if (t->budget > 0) {
 		for (int i = o->n - 1; i >= 0; i--) {   /* ascending need */
 			policy_offload_t *x = &o->v[i];
 
 			for (;;) {
-				uint64_t held = 0;
 				bool over = false;
 
 				for (int k = x->prefetch_op; k < x->need_op && !over; k++) {
-					held = 0;
+					uint64_t held = 0;
+
 					for (int j = 0; j < o->n; j++)
 						if (o->v[j].prefetch_op <= k && k < o->v[j].need_op)
 							held += o->v[j].bytes;
@@ -147,8 +168,10 @@ int policy_prefetch_place(const policy_graph_t *g, policy_prefetch_mode_t mode,
 {
 	static const policy_timing_t none = { 0 };
 
-	for (int i = 0; i < o->n; i++)
+	for (int i = 0; i < o->n; i++) {
 		o->v[i].prefetch_op = -1;
+		o->v[i].fallback = false;
+	}
 	if (o->n == 0)
 		return 0;
 	if (mode == POLICY_PREFETCH_TIMED)

@@ -383,12 +383,16 @@ typedef struct {
 	int use;                 /* resolves the range at run time (a use of after_op) */
 	int need_op;             /* first backward read */
 	int prefetch_op;         /* prefetch issued before this op; -1 = none placed */
+	bool fallback;           /* vDNN: no backward op in its window was free: fetched
+				    right before the op before its use */
 	uint64_t bytes;
 } policy_offload_t;
 
 typedef struct {
 	int n;
 	policy_offload_t *v;     /* in order of after_op */
+	int dropped;             /* timed: offloads that could not come back in time */
+	uint64_t dropped_bytes;
 } policy_offloads_t;
 
 /* vDNN §III-B/C: chooses the tensors to offload.  Only tensors of STABLE or
@@ -400,12 +404,17 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 void policy_offloads_free(policy_offloads_t *o);
 
 typedef struct {
-	uint64_t h2d_bytes_per_s;   /* measured or configured link bandwidth */
+	uint64_t h2d_bytes_per_s;   /* measured or configured link bandwidth; 0 = 25 GB/s */
+	uint64_t d2h_bytes_per_s;   /* 0 = as h2d */
 	uint64_t budget;            /* device bytes the plan may hold (timed mode); 0 = no limit */
 	uint64_t default_op_ns;     /* assumed duration of an op never measured */
 } policy_timing_t;
 
-/* Places each offload's prefetch (fills prefetch_op).  Returns 0. */
+/* Places each offload's prefetch (fills prefetch_op).  Timed mode also
+ * drops the offloads whose round trip cannot fit between their last
+ * forward and first backward use (counted in o->dropped): keeping such a
+ * tensor resident costs nothing the copy would have saved.  Returns 0, or
+ * -1 when out of memory. */
 int policy_prefetch_place(const policy_graph_t *g, policy_prefetch_mode_t mode,
 			  const policy_timing_t *t, policy_offloads_t *o);
 void policy_offloads_dump(const policy_graph_t *g, const policy_offloads_t *o,
