@@ -168,12 +168,26 @@ HOOK_EXPORT cudaError_t cudaMemGetInfo(size_t *f, size_t *t)
 
 /* ---- copies and sets ---- */
 
+/* `whole`: the destination span is written entirely (a 1-D copy, or a 2-D
+ * one whose pitch is its width): VMEM_ACCESS_WHOLE, policy/event.h. */
 static void copy_refs(hook_call_t *c, void *d, const void *s, size_t dbytes, size_t sbytes,
-		      enum cudaMemcpyKind k)
+		      enum cudaMemcpyKind k, bool whole)
 {
 	hook_call_ref(c, s, sbytes, VMEM_ACCESS_R, "src");
-	hook_call_ref(c, d, dbytes, VMEM_ACCESS_W, "dst");
+	hook_call_ref(c, d, dbytes, whole ? VMEM_ACCESS_W | VMEM_ACCESS_WHOLE : VMEM_ACCESS_W, "dst");
 	hook_call_args(c, "\"bytes\":%zu,\"kind\":%d", dbytes, (int)k);
+	c->info.type = VMEM_INFO_COPY;
+	c->info.u.copy.bytes = dbytes;
+	c->info.u.copy.kind = (uint8_t)k;
+}
+
+static void set_ref(hook_call_t *c, void *p, size_t n, int v)
+{
+	hook_call_ref(c, p, n, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "dst");
+	hook_call_args(c, "\"bytes\":%zu,\"value\":%d", n, v);
+	c->info.type = VMEM_INFO_COPY;
+	c->info.u.copy.bytes = n;
+	c->info.u.copy.kind = VMEM_COPY_SET;
 }
 
 /* Bytes a pitched 2D region spans: every row but the last at full pitch. */
@@ -204,7 +218,7 @@ HOOK_EXPORT cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMe
 	if (!hook_begin())
 		return real(d, s, n, k);
 	hook_call_init(&c, VMEM_OP_MEMCPY, "cudaMemcpy", NULL);
-	copy_refs(&c, d, s, n, n, k);
+	copy_refs(&c, d, s, n, n, k, true);
 	RUN_CALL(&c, real(d, s, n, k));
 	return st;
 }
@@ -221,7 +235,7 @@ HOOK_EXPORT cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum c
 	if (!hook_begin())
 		return real(d, s, n, k, strm);
 	hook_call_init(&c, VMEM_OP_MEMCPY, "cudaMemcpyAsync", strm);
-	copy_refs(&c, d, s, n, n, k);
+	copy_refs(&c, d, s, n, n, k, true);
 	RUN_CALL(&c, real(d, s, n, k, strm));
 	return st;
 }
@@ -238,7 +252,7 @@ HOOK_EXPORT cudaError_t cudaMemcpy2D(void *d, size_t dp, const void *s, size_t s
 	if (!hook_begin())
 		return real(d, dp, s, sp, w, h, k);
 	hook_call_init(&c, VMEM_OP_MEMCPY, "cudaMemcpy2D", NULL);
-	copy_refs(&c, d, s, span2d(dp, w, h), span2d(sp, w, h), k);
+	copy_refs(&c, d, s, span2d(dp, w, h), span2d(sp, w, h), k, dp == w);
 	RUN_CALL(&c, real(d, dp, s, sp, w, h, k));
 	return st;
 }
@@ -255,7 +269,7 @@ HOOK_EXPORT cudaError_t cudaMemcpy2DAsync(void *d, size_t dp, const void *s, siz
 	if (!hook_begin())
 		return real(d, dp, s, sp, w, h, k, strm);
 	hook_call_init(&c, VMEM_OP_MEMCPY, "cudaMemcpy2DAsync", strm);
-	copy_refs(&c, d, s, span2d(dp, w, h), span2d(sp, w, h), k);
+	copy_refs(&c, d, s, span2d(dp, w, h), span2d(sp, w, h), k, dp == w);
 	RUN_CALL(&c, real(d, dp, s, sp, w, h, k, strm));
 	return st;
 }
@@ -271,8 +285,7 @@ HOOK_EXPORT cudaError_t cudaMemset(void *p, int v, size_t n)
 	if (!hook_begin())
 		return real(p, v, n);
 	hook_call_init(&c, VMEM_OP_MEMSET, "cudaMemset", NULL);
-	hook_call_ref(&c, p, n, VMEM_ACCESS_W, "dst");
-	hook_call_args(&c, "\"bytes\":%zu,\"value\":%d", n, v);
+	set_ref(&c, p, n, v);
 	RUN_CALL(&c, real(p, v, n));
 	return st;
 }
@@ -288,8 +301,7 @@ HOOK_EXPORT cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s
 	if (!hook_begin())
 		return real(p, v, n, strm);
 	hook_call_init(&c, VMEM_OP_MEMSET, "cudaMemsetAsync", strm);
-	hook_call_ref(&c, p, n, VMEM_ACCESS_W, "dst");
-	hook_call_args(&c, "\"bytes\":%zu,\"value\":%d", n, v);
+	set_ref(&c, p, n, v);
 	RUN_CALL(&c, real(p, v, n, strm));
 	return st;
 }
