@@ -32,11 +32,13 @@
  * op's nin the number of distinct producer ops of what it reads (a join
  * when > 1).
  *
- * The forward/backward boundary is the first backward op (cuDNN's
- * *_bwd kinds); without one, the first op on a thread other than the
- * iteration's first op's (PyTorch's autograd thread); without either,
- * there is none (nops).  Tensors written in forward and read again in
- * backward are vDNN's offload candidates (POLICY_T_CROSS).
+ * The forward/backward boundary is the first op on a thread other than the
+ * iteration's first op's (PyTorch's autograd thread) when that comes no
+ * later than the first backward kind (cuDNN's *_bwd); otherwise the op
+ * after the last forward kind (conv/act/pool/softmax/bn forward) that
+ * precedes the first backward kind; without either, there is none (nops).
+ * Tensors written in forward and read again in backward are vDNN's offload
+ * candidates (POLICY_T_CROSS).
  */
 #include "policy/program.h"
 
@@ -453,20 +455,42 @@ out:
 	return rc;
 }
 
+static bool forward_kind(vmem_op_kind_t k)
+{
+	return k == VMEM_OP_CONV_FWD || k == VMEM_OP_ACT_FWD || k == VMEM_OP_POOL_FWD ||
+	       k == VMEM_OP_SOFTMAX_FWD || k == VMEM_OP_BN_FWD_TRAIN || k == VMEM_OP_BN_FWD_INFER;
+}
+
+/* The thread switch says it when backward has its own thread (PyTorch's
+ * autograd engine) and it comes no later than the first backward kind;
+ * otherwise backward starts after the last forward-kind op that precedes
+ * the first backward kind (a loss kernel or a classifier's GEMMs between
+ * them are backward already). */
 static void find_boundary(policy_graph_t *g)
 {
+	int kb = -1, tb = -1;
+
 	g->boundary = g->nops;
 	for (int k = 0; k < g->nops; k++)
 		if (vmem_op_is_backward(g->ops[k].kind)) {
-			g->boundary = k;
+			kb = k;
 			break;
 		}
-	if (g->boundary == g->nops)
-		for (int k = 1; k < g->nops; k++)
-			if (g->ops[k].thread != g->ops[0].thread) {
-				g->boundary = k;
+	for (int k = 1; k < g->nops; k++)
+		if (g->ops[k].thread != g->ops[0].thread) {
+			tb = k;
+			break;
+		}
+	if (tb >= 0 && (kb < 0 || tb <= kb)) {
+		g->boundary = tb;
+	} else if (kb >= 0) {
+		g->boundary = kb;
+		for (int k = kb - 1; k >= 0; k--)
+			if (forward_kind(g->ops[k].kind)) {
+				g->boundary = k + 1;
 				break;
 			}
+	}
 	for (int k = 0; k < g->nops; k++)
 		g->ops[k].phase = k < g->boundary ? POLICY_PHASE_FWD : POLICY_PHASE_BWD;
 }

@@ -1,13 +1,6 @@
 /* tests/unit/policy/fixture.h - replays an event file (fixtures/NAME.ev,
- * written by `vmem-trace events TRACE`) through a policy.
- *
- * Format, one record per line (# comments):
- *   A <alloc> <bytes>          an allocation
- *   F <alloc>                  a free
- *   E <seq> <tid> <stream> <op> <api> <dur_ns> <info> [| <range> ...]
- *      info:  -  |  conv:<dir>:n:c:h:w:k:r:s:algo:ws  |  gemm:m:n:k:ta:tb:batch
- *             |  copy:<bytes>:<kind>  |  launch:<func>:<gx>:<bx>
- *      range: <alloc>:<off hex>:<bytes>:<acc>:<role>   acc r, w, w!, rw
+ * written by `vmem-trace events TRACE`; format in policy/replay.h) through
+ * a policy, the way the runtime would call it.
  */
 #ifndef VMEM_TEST_POLICY_FIXTURE_H
 #define VMEM_TEST_POLICY_FIXTURE_H

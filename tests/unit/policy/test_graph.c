@@ -150,6 +150,28 @@ static void test_graph_boundary_from_backward_thread(void **state)
 	policy_history_free(&h);
 }
 
+static void test_graph_boundary_after_last_forward_kind(void **state)
+{
+	/* one thread: the loss kernel and the classifier's backward GEMM come
+	 * before the first cuDNN backward op, and are backward already */
+	const pop_t ops[] = {
+		{ VMEM_OP_CONV_FWD, 0, 2, { RG(1, 0, 64, ACC_R, "x"), RG(2, 0, 64, ACC_WW, "y") } },
+		{ VMEM_OP_GEMM, 0, 2, { RG(2, 0, 64, ACC_R, "B"), RG(3, 0, 64, ACC_WW, "C") } },
+		{ VMEM_OP_SOFTMAX_FWD, 0, 2, { RG(3, 0, 64, ACC_R, "x"), RG(4, 0, 64, ACC_WW, "y") } },
+		{ VMEM_OP_LAUNCH, 0, 2, { RG(4, 0, 64, ACC_R, "arg0"), RG(5, 0, 64, ACC_WW, "arg1") } },
+		{ VMEM_OP_GEMM, 0, 2, { RG(5, 0, 64, ACC_R, "A"), RG(6, 0, 64, ACC_WW, "C") } },
+		{ VMEM_OP_CONV_BWD_DATA, 0, 2, { RG(6, 0, 64, ACC_R, "dy"), RG(7, 0, 64, ACC_WW, "dx") } },
+	};
+	policy_history_t h;
+	policy_graph_t g;
+
+	(void)state;
+	assert_int_equal(prog_graph(&h, &g, ops, 6, 2, 0), 0);
+	assert_int_equal(g.boundary, 3);
+	policy_graph_free(&g);
+	policy_history_free(&h);
+}
+
 static void test_graph_read_across_two_versions_and_a_gap(void **state)
 {
 	/* a read that spans two writers' ranges and bytes nobody wrote */
@@ -250,6 +272,7 @@ int main(void)
 		cmocka_unit_test(test_graph_fork_and_join_counts),
 		cmocka_unit_test(test_graph_weights_come_from_previous_iteration),
 		cmocka_unit_test(test_graph_boundary_from_backward_thread),
+		cmocka_unit_test(test_graph_boundary_after_last_forward_kind),
 		cmocka_unit_test(test_graph_read_across_two_versions_and_a_gap),
 		cmocka_unit_test(test_graph_young_and_unstable_allocations),
 		cmocka_unit_test(test_graph_dump_names_ops_and_tensors),
