@@ -37,6 +37,9 @@ struct policy {
 	uint32_t failed_resumes;   /* resumes suspended again before an iteration completed */
 	uint32_t next_id;
 	policy_stats_t st;
+	/* the history position of each thread's call between before and after
+	 * (the runtime may know the call's seq only after issuing it) */
+	struct { uint64_t thread; uint64_t pos; bool live; } inflight[64];
 };
 
 void policy_config_default(policy_config_t *c)
@@ -402,6 +405,13 @@ int policy_before(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
 	p->pending_flags = 0;
 	if (pos == UINT64_MAX)
 		goto done;   /* out of host memory: learn nothing from this call */
+	{
+		unsigned slot = (unsigned)(ev->thread * 0x9e3779b97f4a7c15ull >> 58);
+
+		p->inflight[slot].thread = ev->thread;
+		p->inflight[slot].pos = pos;
+		p->inflight[slot].live = true;
+	}
 	/* the detector runs in every state, so a new steady pattern is found
 	 * while a plan is suspended (a confirmation while planned is the
 	 * plan's own pattern, or one it matches: ignored) */
@@ -464,15 +474,35 @@ int policy_after(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
 	int n0 = out->n;
 
 	pthread_mutex_lock(&p->lock);
-	if (ev->dur_ns && policy_event_significant(ev->kind))
-		set_duration(p, ev->seq, ev->dur_ns);
+	if (policy_event_significant(ev->kind)) {
+		unsigned slot = (unsigned)(ev->thread * 0x9e3779b97f4a7c15ull >> 58);
+		policy_hev_t *e = NULL;
+
+		if (p->inflight[slot].live && p->inflight[slot].thread == ev->thread) {
+			e = policy_history_at(&p->h, p->inflight[slot].pos);
+			p->inflight[slot].live = false;
+		}
+		/* the seq (and duration) known only now */
+		if (e && (e->seq == ev->seq || e->seq == 0)) {
+			e->seq = ev->seq;
+			if (ev->dur_ns)
+				e->dur_ns = ev->dur_ns;
+		} else if (ev->dur_ns) {
+			set_duration(p, ev->seq, ev->dur_ns);
+		}
+	}
 	if (p->state == POLICY_PLANNED && policy_event_significant(ev->kind)) {
 		int l = policy_match_lane(&p->m, ev->thread, ev->stream);
 
-		if (l >= 0 && p->m.pend_op[l] >= 0 && p->m.pend_seq[l] == ev->seq) {
+		/* the call policy_before matched last on this lane (calls on one
+		 * thread and stream are issued one at a time) */
+		if (l >= 0 && p->m.pend_op[l] >= 0 &&
+		    (p->m.pend_seq[l] == ev->seq || p->m.pend_seq[l] == 0 || ev->seq == 0)) {
 			int op = p->m.pend_op[l];
 
 			p->m.pend_op[l] = -1;
+			if (ev->seq)
+				p->m.op_seq[op] = ev->seq;
 			steps(p, op, POLICY_AFTER, ev, out);
 		}
 	}

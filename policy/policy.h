@@ -175,11 +175,14 @@ void policy_destroy(policy_t *p);
 
 /* A hooked call, every kind (syncs and queries included: they are folded
  * into the next significant call).  ev->ranges resolved (alloc_id 0 for
- * foreign memory).  Appends PREFETCH, ALGO, REVIVE and NOTE actions.
- * Returns the number appended. */
+ * foreign memory).  ev->seq may be 0 when the runtime learns the call's
+ * trace seq only after issuing it.  Appends PREFETCH, ALGO, REVIVE and NOTE
+ * actions.  Returns the number appended. */
 int policy_before(policy_t *p, const vmem_event_t *ev, policy_actions_t *out);
-/* The same call once issued (ev->seq identifies it; dur_ns if known).
- * Appends DEAD and OFFLOAD actions of the op it matched. */
+/* The same call once issued, on the same thread, before that thread's
+ * next policy_before (ev->seq: the trace seq, which the loss messages and
+ * policy_duration use; dur_ns if known).  Appends DEAD and OFFLOAD actions
+ * of the op it matched.  Returns the number appended. */
 int policy_after(policy_t *p, const vmem_event_t *ev, policy_actions_t *out);
 /* Allocation bookkeeping (ids increase; never reused). */
 void policy_allocated(policy_t *p, uint64_t alloc_id, uint64_t bytes);

@@ -56,7 +56,14 @@ uint64_t drv_op(drv_t *d, vmem_op_kind_t kind, const char *api, const vmem_op_in
 	if (info)
 		ev.info = *info;
 	ev.t_ns = ev.seq * 1000;
-	policy_before(d->p, &ev, &d->buf);
+	{
+		uint64_t seq = ev.seq;
+
+		if (d->seq_late)
+			ev.seq = 0;
+		policy_before(d->p, &ev, &d->buf);
+		ev.seq = seq;
+	}
 	drv_keep(d, ev.seq);
 	ev.dur_ns = d->dur_ns;
 	policy_after(d->p, &ev, &d->buf);

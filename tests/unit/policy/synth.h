@@ -42,6 +42,7 @@ typedef struct {
 	uint64_t thread;
 	uintptr_t stream;
 	uint64_t dur_ns;      /* duration given to every op (0: none) */
+	bool seq_late;        /* the seq is known only after the call (policy_before gets 0) */
 	drv_act_t *acts;      /* every action seen, in order */
 	int nacts, capacts;
 	policy_actions_t buf;

@@ -256,6 +256,40 @@ static void test_read_of_dead_range_names_last_reader_and_reader(void **state)
 	drv_free(&d);
 }
 
+static void test_seq_known_only_after_the_call(void **state)
+{
+	/* the runtime reserves the trace seq after making the call's memory
+	 * resident: policy_before gets 0, policy_after the seq */
+	policy_config_t c = cfg();
+	vmem_op_info_t li = { .type = VMEM_INFO_LAUNCH };
+	const policy_action_t *rv = NULL;
+	vmem_range_t r;
+	uint64_t softmax_seq = 0;
+	drv_t d;
+
+	(void)state;
+	drv_init(&d, &c);
+	d.seq_late = true;
+	for (int i = 0; i < 5; i++) {
+		keep_iter(&d, 0);
+		softmax_seq = d.seq - 2;   /* the softmax, before the sync */
+	}
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	assert_true(drv_count(&d, POLICY_ACT_DEAD, -1) > 0);
+	assert_int_equal(policy_plan(d.p)->steady_seq, 1);
+	li.u.launch.func = 0x5eed;
+	r = R(30, 0, 16, VMEM_ACCESS_R, "arg0");
+	drv_op(&d, VMEM_OP_LAUNCH, "cudaLaunchKernel", &li, 1, &r);
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].kind == POLICY_ACT_REVIVE && d.acts[i].a.reason == POLICY_REVIVE_READ)
+			rv = &d.acts[i].a;
+	assert_non_null(rv);
+	/* the descriptions name calls by their real seq */
+	assert_int_equal(rv->loss.last_read_seq, softmax_seq);
+	assert_int_equal(rv->loss.after_seq, softmax_seq);
+	drv_free(&d);
+}
+
 static void test_moved_stable_range_is_not_declared_dead(void **state)
 {
 	policy_config_t c = cfg();
@@ -415,6 +449,7 @@ int main(void)
 		cmocka_unit_test(test_lanes_tolerate_another_interleaving),
 		cmocka_unit_test(test_deviation_suspends_and_revives_dead_ranges),
 		cmocka_unit_test(test_read_of_dead_range_names_last_reader_and_reader),
+		cmocka_unit_test(test_seq_known_only_after_the_call),
 		cmocka_unit_test(test_moved_stable_range_is_not_declared_dead),
 		cmocka_unit_test(test_liveness_switches),
 		cmocka_unit_test(test_misses_counted_by_state),
