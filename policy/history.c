@@ -171,24 +171,37 @@ int policy_event_significant(vmem_op_kind_t kind)
 #define FNV_OFF 0xcbf29ce484222325ull
 #define FNV_PRIME 0x100000001b3ull
 
+/* One 64-bit word into the hash (a multiply-xorshift step: a word at a
+ * time, this runs for every hooked call). */
 static uint64_t mix(uint64_t h, uint64_t v)
 {
-	for (int i = 0; i < 8; i++) {
-		h ^= (v >> (8 * i)) & 0xff;
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	h *= FNV_PRIME;
+	return h ^ (h >> 29);
+}
+
+/* Hooks name apis and roles with static strings, so a string's hash is
+ * cached by its address (per thread: no lock); the content decides. */
+static uint64_t str_hash(const char *s)
+{
+	static _Thread_local struct { const char *p; uint64_t h; } cache[64];
+	unsigned i = (unsigned)(((uintptr_t)s >> 3) * 0x9e3779b97f4a7c15ull >> 58);
+	uint64_t h = FNV_OFF;
+
+	if (cache[i].p == s && s)
+		return cache[i].h;
+	for (const char *c = s; c && *c; c++) {
+		h ^= (unsigned char)*c;
 		h *= FNV_PRIME;
 	}
+	cache[i].p = s;
+	cache[i].h = h;
 	return h;
 }
 
 static uint64_t mix_str(uint64_t h, const char *s)
 {
-	if (!s)
-		return mix(h, 0);
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= FNV_PRIME;
-	}
-	return mix(h, 1);
+	return mix(h, s ? str_hash(s) : 0);
 }
 
 static uint64_t mix_info(uint64_t h, const vmem_op_info_t *in)
@@ -267,8 +280,34 @@ static bool info_eq(const vmem_op_info_t *a, const vmem_op_info_t *b)
 {
 	if (a->type != b->type)
 		return false;
-	/* the hashes matched; compare the fields that define the call */
-	return mix_info(FNV_OFF, a) == mix_info(FNV_OFF, b);
+	switch (a->type) {
+	case VMEM_INFO_CONV: {
+		const vmem_conv_info_t *x = &a->u.conv, *y = &b->u.conv;
+		return x->n == y->n && x->c == y->c && x->h == y->h && x->w == y->w &&
+		       x->k == y->k && x->r == y->r && x->s == y->s &&
+		       x->stride[0] == y->stride[0] && x->stride[1] == y->stride[1] &&
+		       x->pad[0] == y->pad[0] && x->pad[1] == y->pad[1] &&
+		       x->dilation[0] == y->dilation[0] && x->dilation[1] == y->dilation[1] &&
+		       x->groups == y->groups && x->algo == y->algo &&
+		       x->workspace == y->workspace && x->dir == y->dir && x->dtype == y->dtype;
+	}
+	case VMEM_INFO_GEMM: {
+		const vmem_gemm_info_t *x = &a->u.gemm, *y = &b->u.gemm;
+		return x->m == y->m && x->n == y->n && x->k == y->k && x->batch == y->batch &&
+		       x->transa == y->transa && x->transb == y->transb && x->atype == y->atype &&
+		       x->ctype == y->ctype;
+	}
+	case VMEM_INFO_COPY:
+		return a->u.copy.bytes == b->u.copy.bytes && a->u.copy.kind == b->u.copy.kind;
+	case VMEM_INFO_LAUNCH: {
+		const vmem_launch_info_t *x = &a->u.launch, *y = &b->u.launch;
+		return x->func == y->func && x->shmem == y->shmem &&
+		       memcmp(x->grid, y->grid, sizeof(x->grid)) == 0 &&
+		       memcmp(x->block, y->block, sizeof(x->block)) == 0;
+	}
+	default:
+		return true;
+	}
 }
 
 bool policy_hev_weak_equal(const policy_history_t *h, const policy_hev_t *a,

@@ -35,7 +35,7 @@ static bool str_eq(const char *a, const char *b)
 	return strcmp(a, b) == 0;
 }
 
-bool policy_match_same(const policy_plan_t *plan, int op, const vmem_event_t *ev)
+bool policy_match_same(const policy_plan_t *plan, int op, const vmem_event_t *ev, uint64_t hash)
 {
 	const policy_graph_t *g = &plan->g;
 	const policy_op_t *o;
@@ -44,7 +44,7 @@ bool policy_match_same(const policy_plan_t *plan, int op, const vmem_event_t *ev
 		return false;
 	o = &g->ops[op];
 	if (o->kind != ev->kind || o->nuses != ev->nranges || !str_eq(o->api, ev->api) ||
-	    o->hash != policy_event_hash(ev))
+	    o->hash != hash)
 		return false;
 	for (int j = 0; j < o->nuses; j++) {
 		const policy_use_t *u = &g->uses[o->use0 + j];
@@ -248,7 +248,7 @@ void policy_match_restart(policy_match_t *m)
 		m->cursor[l] = 0;
 }
 
-int policy_match_event(policy_match_t *m, const vmem_event_t *ev, int *expected)
+int policy_match_event(policy_match_t *m, const vmem_event_t *ev, uint64_t hash, int *expected)
 {
 	const policy_graph_t *g = &m->plan->g;
 	int l = policy_match_lane(m, ev->thread, ev->stream);
@@ -261,7 +261,7 @@ int policy_match_event(policy_match_t *m, const vmem_event_t *ev, int *expected)
 	ln = &g->lanes[l];
 	op = ln->ops[m->cursor[l]];
 	*expected = op;
-	if (!policy_match_same(m->plan, op, ev))
+	if (!policy_match_same(m->plan, op, ev, hash))
 		return -1;
 	if (op == 0)
 		new_iteration(m, true);

@@ -47,12 +47,13 @@ void policy_match_free(policy_match_t *m);
 void policy_match_restart(policy_match_t *m);
 /* The lane of (thread, stream), or -1. */
 int policy_match_lane(const policy_match_t *m, uint64_t thread, uintptr_t stream);
-/* True when `ev` has the weak signature of plan op `op`. */
-bool policy_match_same(const policy_plan_t *plan, int op, const vmem_event_t *ev);
+/* True when `ev` (whose policy_event_hash is `hash`) has the weak
+ * signature of plan op `op`. */
+bool policy_match_same(const policy_plan_t *plan, int op, const vmem_event_t *ev, uint64_t hash);
 /* Matches `ev` against its lane's next op.  Returns the plan op, or -1
  * with *expected the op it was compared with (-1 when its lane is not in
  * the plan).  A match records the call's ranges and identities. */
-int policy_match_event(policy_match_t *m, const vmem_event_t *ev, int *expected);
+int policy_match_event(policy_match_t *m, const vmem_event_t *ev, uint64_t hash, int *expected);
 /* The current range of [delta, delta + bytes) of plan use `use`, when that
  * use was seen in the current iteration and its allocation behaved as
  * planned.  0 and *out, or -1. */
@@ -68,10 +69,27 @@ typedef struct {
 	policy_loss_t loss;
 } policy_deadent_t;
 
-#define POLICY_GRAVE 1024
+/* One dead piece: [a, b) and its description (an index into the info ring). */
 typedef struct {
-	policy_deadent_t *v;         /* sorted by (alloc_id, a), disjoint */
+	uint64_t a, b;
+	uint64_t info;
+} policy_deadpiece_t;
+
+/* The pieces of one allocation, sorted by a, disjoint. */
+typedef struct {
+	uint64_t alloc_id;           /* 0: free slot */
+	policy_deadpiece_t *v;
 	int n, cap;
+} policy_deadbucket_t;
+
+#define POLICY_GRAVE 1024
+#define POLICY_DEAD_INFOS 16384
+typedef struct {
+	policy_deadbucket_t *bk;     /* open addressing by allocation id */
+	uint32_t nbk, used;          /* slots (a power of two), slots taken */
+	int n;                       /* pieces in the set */
+	policy_loss_t *info;         /* ring of POLICY_DEAD_INFOS descriptions */
+	uint64_t ninfo;              /* descriptions ever added */
 	policy_deadent_t *grave;     /* ring of the last POLICY_GRAVE ranges revived */
 	uint32_t ngrave;
 } policy_deadset_t;

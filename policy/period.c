@@ -168,7 +168,7 @@ static void add_candidate(policy_period_t *d, uint32_t p, uint64_t pos)
 	d->cand[victim].born = pos;
 }
 
-int policy_period_step(policy_period_t *d, const policy_history_t *h, uint64_t pos,
+int policy_period_step(policy_period_t *d, const policy_history_t *h, uint64_t pos, bool quick,
 		       policy_period_found_t *found)
 {
 	const policy_hev_t *e = policy_history_at(h, pos);
@@ -210,7 +210,13 @@ int policy_period_step(policy_period_t *d, const policy_history_t *h, uint64_t p
 			k->soft = 0;
 			continue;
 		}
-		r = compare(d, h, pos, k->p);
+		if (quick) {
+			const policy_hev_t *b = policy_history_at(h, pos - k->p);
+
+			r = b && b->hash == e->hash;
+		} else {
+			r = compare(d, h, pos, k->p);
+		}
 		if (r == 0) {
 			k->run = 0;
 			k->soft = 0;
@@ -221,7 +227,11 @@ int policy_period_step(policy_period_t *d, const policy_history_t *h, uint64_t p
 		k->run++;
 		if (r == 2)
 			k->soft++;
-		if (k->run >= (uint64_t)(d->cfg.reps - 1) * k->p &&
+		/* confirmed when the run reaches reps - 1 periods, and again at
+		 * every further period (a caller that ignored it then -- a plan
+		 * was running -- hears of it once more per period, at O(1)
+		 * amortised cost) */
+		if (k->run >= (uint64_t)(d->cfg.reps - 1) * k->p && k->run % k->p == 0 &&
 		    (uint64_t)k->soft * 1000 <= (uint64_t)d->cfg.soft_permille * k->run &&
 		    (hit < 0 || k->p < d->cand[hit].p))
 			hit = (int)c;

@@ -365,7 +365,8 @@ static void planned_call(policy_t *p, const vmem_event_t *ev, uint64_t pos,
 			 policy_actions_t *out)
 {
 	bool was_clean = p->m.clean;
-	int expected, op = policy_match_event(&p->m, ev, &expected);
+	const policy_hev_t *e = policy_history_at(&p->h, pos);
+	int expected, op = policy_match_event(&p->m, ev, e->hash, &expected);
 
 	if (op < 0) {
 		suspend(p, expected, pos, out);
@@ -415,7 +416,7 @@ int policy_before(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
 	/* the detector runs in every state, so a new steady pattern is found
 	 * while a plan is suspended (a confirmation while planned is the
 	 * plan's own pattern, or one it matches: ignored) */
-	found = policy_period_step(&p->det, &p->h, pos, &f);
+	found = policy_period_step(&p->det, &p->h, pos, p->state == POLICY_PLANNED, &f);
 	switch (p->state) {
 	case POLICY_LEARNING:
 		if (found)
@@ -429,7 +430,7 @@ int policy_before(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
 			make_plan(p, &f, ev, out);
 			break;
 		}
-		if (policy_match_same(&p->plan, 0, ev) &&
+		if (policy_match_same(&p->plan, 0, ev, policy_history_at(&p->h, pos)->hash) &&
 		    policy_match_lane(&p->m, ev->thread, ev->stream) == p->plan.g.ops[0].lane) {
 			p->state = POLICY_PLANNED;
 			p->st.resumes++;

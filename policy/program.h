@@ -174,8 +174,10 @@ void policy_period_free(policy_period_t *d);
 void policy_period_reset(policy_period_t *d);
 /* Feeds the event just pushed at `pos`.  Returns 1 and fills *found when
  * a period is confirmed (reps equal consecutive repetitions, with at most
- * soft_permille soft positions), else 0. */
-int policy_period_step(policy_period_t *d, const policy_history_t *h, uint64_t pos,
+ * soft_permille soft positions), else 0.  `quick` compares weak signatures
+ * by hash alone and counts no soft positions: while a plan runs the
+ * detector only keeps its runs alive (a few ns a candidate). */
+int policy_period_step(policy_period_t *d, const policy_history_t *h, uint64_t pos, bool quick,
 		       policy_period_found_t *found);
 /* Where an iteration starts inside the window [first, first + p): just
  * after the host synchronisation followed by the longest host pause, else

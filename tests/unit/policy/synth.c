@@ -21,6 +21,7 @@ void drv_free(drv_t *d)
 	policy_destroy(d->p);
 	policy_actions_free(&d->buf);
 	free(d->acts);
+	free(d->rec);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -46,6 +47,28 @@ uint64_t drv_op(drv_t *d, vmem_op_kind_t kind, const char *api, const vmem_op_in
 {
 	vmem_event_t ev = { 0 };
 
+	if (d->record) {
+		drv_rec_t *x;
+
+		if (d->nrec == d->caprec) {
+			d->caprec = d->caprec ? d->caprec * 2 : 1024;
+			d->rec = realloc(d->rec, (size_t)d->caprec * sizeof(*d->rec));
+			if (!d->rec)
+				abort();
+		}
+		x = &d->rec[d->nrec++];
+		memset(x, 0, sizeof(*x));
+		x->ev.kind = kind;
+		x->ev.api = api;
+		x->ev.thread = d->thread;
+		x->ev.stream = d->stream;
+		x->ev.seq = d->seq++;
+		x->ev.nranges = n < 8 ? n : 8;
+		if (info)
+			x->ev.info = *info;
+		memcpy(x->r, r, (size_t)x->ev.nranges * sizeof(*r));
+		return x->ev.seq;
+	}
 	ev.kind = kind;
 	ev.api = api;
 	ev.stream = d->stream;

@@ -36,6 +36,12 @@ typedef struct {
 	policy_action_t a;
 } drv_act_t;
 
+/* A recorded call (drv_t.record): the event and its ranges. */
+typedef struct drv_rec {
+	vmem_event_t ev;
+	vmem_range_t r[8];
+} drv_rec_t;
+
 typedef struct {
 	policy_t *p;
 	uint64_t seq;
@@ -43,6 +49,9 @@ typedef struct {
 	uintptr_t stream;
 	uint64_t dur_ns;      /* duration given to every op (0: none) */
 	bool seq_late;        /* the seq is known only after the call (policy_before gets 0) */
+	bool record;          /* keep the calls in rec[] instead of calling the policy */
+	struct drv_rec *rec;
+	int nrec, caprec;
 	drv_act_t *acts;      /* every action seen, in order */
 	int nacts, capacts;
 	policy_actions_t buf;

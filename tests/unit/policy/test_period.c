@@ -345,7 +345,7 @@ static void test_detector_alone_reports_window_and_rotation(void **state)
 		ev.ranges = &r;
 		pos = policy_history_push(&h, &ev, (i >= 3 && (i - 3) % 4 == 2) ? POLICY_HEV_SYNC_BEFORE : 0,
 					  5);
-		if (policy_period_step(&det, &h, pos, &f))
+		if (policy_period_step(&det, &h, pos, false, &f))
 			hit = i;
 	}
 	/* steady from position 3; run(4) reaches 8 at position 3 + 4 + 7 = 14 */
