@@ -92,7 +92,8 @@ int policy_evict_build(const policy_graph_t *g, uint64_t page_size, policy_evict
 			t[n++] = (trip_t){ u->alloc_id, pg, (uint32_t)u->op };
 		}
 	}
-	qsort(t, n, sizeof(*t), cmp_trip);
+	if (n > 1)
+		qsort(t, n, sizeof(*t), cmp_trip);
 	out->pos = malloc((n ? n : 1) * sizeof(*out->pos));
 	out->pages = malloc((n ? n : 1) * sizeof(*out->pages));
 	if (!out->pos || !out->pages) {

@@ -300,7 +300,8 @@ static int build_allocs(policy_graph_t *g)
 		return -1;
 	for (int i = 0; i < g->nuses; i++)
 		ids[i] = g->uses[i].alloc_id;
-	qsort(ids, (size_t)g->nuses, sizeof(*ids), cmp_u64);
+	if (g->nuses > 1)
+		qsort(ids, (size_t)g->nuses, sizeof(*ids), cmp_u64);
 	for (int i = 0; i < g->nuses; i++)
 		if (i == 0 || ids[i] != ids[i - 1])
 			ids[n++] = ids[i];
@@ -444,7 +445,8 @@ static int build_tensors(policy_graph_t *g)
 				goto out;
 		}
 	}
-	qsort(ed.v, (size_t)ed.n, sizeof(*ed.v), cmp_edge);
+	if (ed.n > 1)
+		qsort(ed.v, (size_t)ed.n, sizeof(*ed.v), cmp_edge);
 	g->edges = ed.v;
 	g->nedges = ed.n;
 	ed.v = NULL;
@@ -564,7 +566,8 @@ static int tensor_stats(policy_graph_t *g)
 		pairs[2 * n + 1] = P;
 		n++;
 	}
-	qsort(pairs, (size_t)n, 2 * sizeof(int), cmp_pair);
+	if (n > 1)
+		qsort(pairs, (size_t)n, 2 * sizeof(int), cmp_pair);
 	for (int i = 0; i < n; i++)
 		if (i == 0 || pairs[2 * i] != pairs[2 * i - 2] || pairs[2 * i + 1] != pairs[2 * i - 1])
 			g->ops[pairs[2 * i]].nin++;

@@ -328,7 +328,8 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 	}
 	for (int i = 0; i < g->nuses; i++)
 		keys[i] = (akey_t){ g->uses[i].alloc_id, i };
-	qsort(keys, (size_t)g->nuses, sizeof(*keys), cmp_akey);
+	if (g->nuses > 1)
+		qsort(keys, (size_t)g->nuses, sizeof(*keys), cmp_akey);
 	for (int i = 0; i < g->nuses; i++)
 		ids[i] = keys[i].use;
 	free(keys);
@@ -347,7 +348,8 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 	}
 	free(ids);
 	/* merge adjacent segments of one interval */
-	qsort(d.v, (size_t)d.n, sizeof(*d.v), cmp_dead_merge);
+	if (d.n > 1)
+		qsort(d.v, (size_t)d.n, sizeof(*d.v), cmp_dead_merge);
 	{
 		int w = 0;
 
@@ -369,7 +371,8 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 		}
 		d.n = w;
 	}
-	qsort(d.v, (size_t)d.n, sizeof(*d.v), cmp_dead_out);
+	if (d.n > 1)
+		qsort(d.v, (size_t)d.n, sizeof(*d.v), cmp_dead_out);
 	out->dead = d.v;
 	out->ndead = d.n;
 	peak(g, out, touched);

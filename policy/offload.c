@@ -88,7 +88,8 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 		o->prefetch_op = -1;
 		o->bytes = T->bytes;
 	}
-	qsort(out->v, (size_t)out->n, sizeof(*out->v), cmp_off);
+	if (out->n > 1)
+		qsort(out->v, (size_t)out->n, sizeof(*out->v), cmp_off);
 	return 0;
 }
 

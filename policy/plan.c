@@ -140,7 +140,8 @@ static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg)
 			if (spush(&s, &x) < 0)
 				goto fail;
 		}
-	qsort(s.v, (size_t)s.n, sizeof(*s.v), cmp_step);
+	if (s.n > 1)
+		qsort(s.v, (size_t)s.n, sizeof(*s.v), cmp_step);
 	plan->step_at = calloc(2 * (size_t)g->nops + 1, sizeof(int));
 	if (!plan->step_at)
 		goto fail;

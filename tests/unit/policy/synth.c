@@ -66,7 +66,8 @@ uint64_t drv_op(drv_t *d, vmem_op_kind_t kind, const char *api, const vmem_op_in
 		x->ev.nranges = n < 8 ? n : 8;
 		if (info)
 			x->ev.info = *info;
-		memcpy(x->r, r, (size_t)x->ev.nranges * sizeof(*r));
+		if (x->ev.nranges)
+			memcpy(x->r, r, (size_t)x->ev.nranges * sizeof(*r));
 		return x->ev.seq;
 	}
 	ev.kind = kind;
