@@ -9,7 +9,9 @@
  *   an SGD kernel (w, dw: read-write, as a scanned kernel is) -> D2H copy
  *   of the loss + a host sync.
  *
- * Three allocation styles, as in minitrain: NETWORK (every buffer its own
+ * The batch is copied each iteration from one of three pinned host buffers
+ * in turn (a DataLoader with pin_memory).  Three allocation styles, as in
+ * minitrain: NETWORK (every buffer its own
  * allocation, made once), PER_TENSOR (activations and gradients allocated
  * anew every iteration and freed at its end: new ids, same sizes), CACHING
  * (every buffer a fixed offset inside one big segment).  Options add the
