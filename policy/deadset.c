@@ -257,6 +257,7 @@ typedef struct {
 	policy_deadset_t *d;
 	policy_actions_t *out;
 	uint8_t reason;
+	uint8_t certain;
 	int n;
 } revive_ctx_t;
 
@@ -272,6 +273,7 @@ static void revive(void *vc, uint64_t alloc_id, const policy_deadpiece_t *p)
 	memset(x, 0, sizeof(*x));
 	x->kind = POLICY_ACT_REVIVE;
 	x->reason = c->reason;
+	x->certain = c->certain;
 	describe(c->d, alloc_id, p, &x->loss);
 	x->alloc_id = alloc_id;
 	x->offset = p->a;
@@ -283,9 +285,9 @@ static void revive(void *vc, uint64_t alloc_id, const policy_deadpiece_t *p)
 }
 
 int policy_deadset_read(policy_deadset_t *d, uint64_t alloc_id, uint64_t a, uint64_t b,
-			policy_actions_t *out)
+			bool certain, policy_actions_t *out)
 {
-	revive_ctx_t c = { d, out, POLICY_REVIVE_READ, 0 };
+	revive_ctx_t c = { d, out, POLICY_REVIVE_READ, certain, 0 };
 
 	if (a >= b || d->n == 0)
 		return 0;
@@ -301,7 +303,7 @@ void policy_deadset_write(policy_deadset_t *d, uint64_t alloc_id, uint64_t a, ui
 
 int policy_deadset_drain(policy_deadset_t *d, policy_actions_t *out)
 {
-	revive_ctx_t c = { d, out, POLICY_REVIVE_SUSPEND, 0 };
+	revive_ctx_t c = { d, out, POLICY_REVIVE_SUSPEND, 0, 0 };
 
 	for (uint32_t i = 0; i < d->nbk; i++) {
 		policy_deadbucket_t *bk = &d->bk[i];

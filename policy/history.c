@@ -7,7 +7,8 @@
  * Nothing here is a pass: it is the input every pass reads.
  *
  * The weak signature (policy_event_hash) is what says "the same call"
- * across iterations.  It leaves out where the memory is -- allocation id
+ * across iterations (a launch's ranges without their bytes: a scanned
+ * argument's extent is the rest of its allocation, not the call's).  It leaves out where the memory is -- allocation id
  * and offset -- because a per-tensor allocator hands out new allocations
  * every iteration, double buffering alternates two, and a caching allocator
  * moves small blocks; policy_range_ident judges those differences
@@ -246,10 +247,20 @@ static uint64_t mix_info(uint64_t h, const vmem_op_info_t *in)
 	return h;
 }
 
-static uint64_t mix_range(uint64_t h, const vmem_range_t *r)
+/* A kernel argument found by scanning has no extent of its own: the
+ * runtime gives it the rest of its allocation, which changes with where a
+ * caching allocator placed it.  So a launch's ranges enter the signature
+ * without their bytes (its kernel and launch shape say what it computes). */
+static bool extent_known(vmem_op_kind_t kind)
+{
+	return kind != VMEM_OP_LAUNCH;
+}
+
+static uint64_t mix_range(uint64_t h, const vmem_range_t *r, bool bytes)
 {
 	h = mix_str(h, r->role);
-	h = mix(h, r->bytes);
+	if (bytes)
+		h = mix(h, r->bytes);
 	h = mix(h, r->access | (uint64_t)(r->alloc_id == 0) << 8);
 	return h;
 }
@@ -263,7 +274,7 @@ uint64_t policy_event_hash(const vmem_event_t *ev)
 	h = mix_info(h, &ev->info);
 	h = mix(h, (uint64_t)ev->nranges);
 	for (int j = 0; j < ev->nranges; j++)
-		h = mix_range(h, &ev->ranges[j]);
+		h = mix_range(h, &ev->ranges[j], extent_known(ev->kind));
 	return h;
 }
 
@@ -320,7 +331,7 @@ bool policy_hev_weak_equal(const policy_history_t *h, const policy_hev_t *a,
 		const vmem_range_t *x = policy_history_range(h, a, j);
 		const vmem_range_t *y = policy_history_range(h, b, j);
 
-		if (x->bytes != y->bytes || x->access != y->access ||
+		if ((x->bytes != y->bytes && extent_known(a->kind)) || x->access != y->access ||
 		    (x->alloc_id == 0) != (y->alloc_id == 0) || !str_eq(x->role, y->role))
 			return false;
 	}

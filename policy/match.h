@@ -100,9 +100,10 @@ void policy_deadset_free(policy_deadset_t *d);
 int policy_deadset_add(policy_deadset_t *d, uint64_t alloc_id, uint64_t a, uint64_t b,
 		       const policy_loss_t *loss);
 /* A call reads [a, b): each dead piece it overlaps leaves the set and is
- * appended as a REVIVE (reason READ) to `out`.  Returns the count. */
+ * appended as a REVIVE (reason READ, `certain` as given) to `out`.
+ * Returns the count. */
 int policy_deadset_read(policy_deadset_t *d, uint64_t alloc_id, uint64_t a, uint64_t b,
-			policy_actions_t *out);
+			bool certain, policy_actions_t *out);
 /* A call writes [a, b): those bytes are no longer dead (no action). */
 void policy_deadset_write(policy_deadset_t *d, uint64_t alloc_id, uint64_t a, uint64_t b);
 /* Every piece leaves the set as a REVIVE (reason SUSPEND).  Returns the count. */

@@ -269,10 +269,11 @@ static void dead_checks(policy_t *p, const vmem_event_t *ev, policy_actions_t *o
 
 		if (r->alloc_id == 0 || r->bytes == 0)
 			continue;
+		/* a scanned kernel argument is read-write by assumption only */
 		if (r->access & VMEM_ACCESS_R)
-			p->st.revives_read += (uint64_t)policy_deadset_read(&p->dead, r->alloc_id,
-									   r->offset,
-									   r->offset + r->bytes, out);
+			p->st.revives_read += (uint64_t)policy_deadset_read(
+				&p->dead, r->alloc_id, r->offset, r->offset + r->bytes,
+				!(ev->kind == VMEM_OP_LAUNCH && (r->access & VMEM_ACCESS_W)), out);
 		else if (r->access & VMEM_ACCESS_W)
 			policy_deadset_write(&p->dead, r->alloc_id, r->offset, r->offset + r->bytes);
 	}

@@ -82,8 +82,8 @@ typedef enum {
 				  rewritten: drop its pages (whole pages only) when memory
 				  is needed, or now when `eager` */
 	POLICY_ACT_REVIVE,     /* the range is no longer dead; when reason is READ, the call
-				  reads it: if the pool dropped any of it, fail the call with
-				  `loss` */
+				  reads it (see `certain`): if the pool dropped any of it, fail
+				  the call with `loss` */
 	POLICY_ACT_OFFLOAD,    /* copy the range to host and release it from the device
 				  (until_op reads it next) */
 	POLICY_ACT_PREFETCH,   /* bring the range back without a host wait; hold it until
@@ -126,6 +126,10 @@ typedef struct {
 	uint8_t eager;         /* DEAD */
 	uint8_t note;          /* NOTE: policy_note_t */
 	uint8_t reason;        /* REVIVE: policy_revive_reason_t */
+	uint8_t certain;       /* REVIVE READ: 1 when the call reads the range for sure (an
+				  API-defined input); 0 for a scanned kernel argument, which
+				  vmem must assume read-write but may only be written (a fill
+				  kernel on a block a caching allocator handed out again) */
 	uint64_t alloc_id, offset, bytes;
 	uintptr_t ptr;
 	int plan_op;           /* the plan op this action belongs to (-1 none) */

@@ -100,8 +100,9 @@ const vmem_range_t *policy_history_range(const policy_history_t *h, const policy
  * VMM calls ("other") are not matched against a plan. */
 int policy_event_significant(vmem_op_kind_t kind);
 /* The weak signature: kind, api, the typed record and, per range, role,
- * bytes, access and whether it is foreign -- not the allocation or the
- * offset, which a caching allocator, a per-tensor allocator or double
+ * bytes (not for a launch: a scanned argument's extent is the rest of its
+ * allocation), access and whether it is foreign -- not the allocation or
+ * the offset, which a caching allocator, a per-tensor allocator or double
  * buffering may change between iterations. */
 uint64_t policy_event_hash(const vmem_event_t *ev);
 /* Same weak signature, field by field (no hash collision). */

@@ -28,7 +28,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: vmem-plan [-a] [-d] [--offload none|all|conv] [--prefetch vdnn|timed]\n"
 		   "                 [--liveness off|lazy|eager] [--page BYTES] [--h2d BYTES_PER_S]\n"
-		   "                 [--offload-min BYTES]\n"
+		   "                 [--offload-min BYTES] [--reps N]\n"
 		   "                 [FILE]\n"
 		   "Replays calls (vmem-trace events FILE) through the planner; FILE or stdin.\n"
 		   "  -a  print every action    -d  print the final plan (every pass)\n");
@@ -56,7 +56,9 @@ static void print_action(const policy_action_t *a, uint64_t seq)
 	printf("seq %" PRIu64 ": %s a%" PRIu64 "+0x%" PRIx64 "/%" PRIu64 " plan op #%d until #%d%s\n",
 	       seq, policy_act_name((policy_act_kind_t)a->kind), a->alloc_id, a->offset, a->bytes,
 	       a->plan_op, a->until_op,
-	       a->kind == POLICY_ACT_REVIVE ? (a->reason == POLICY_REVIVE_READ ? " (read)" : " (suspend)")
+	       a->kind == POLICY_ACT_REVIVE ?
+		       (a->reason == POLICY_REVIVE_READ ? (a->certain ? " (read)" : " (read? a kernel argument)")
+							: " (suspend)")
 					    : "");
 }
 
@@ -96,6 +98,8 @@ int main(int argc, char **argv)
 			cfg.liveness = (policy_liveness_t)pick(argv[++i], live, 3, a);
 		} else if (i + 1 < argc && strcmp(a, "--page") == 0) {
 			cfg.page_size = strtoull(argv[++i], NULL, 0);
+		} else if (i + 1 < argc && strcmp(a, "--reps") == 0) {
+			cfg.reps = (uint32_t)strtoul(argv[++i], NULL, 0);
 		} else if (i + 1 < argc && strcmp(a, "--offload-min") == 0) {
 			cfg.offload_min_bytes = strtoull(argv[++i], NULL, 0);
 		} else if (i + 1 < argc && strcmp(a, "--h2d") == 0) {

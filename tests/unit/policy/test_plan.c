@@ -230,6 +230,7 @@ static void test_read_of_dead_range_names_last_reader_and_reader(void **state)
 			rv = &d.acts[i].a;
 	assert_non_null(rv);
 	/* the revived piece is what the call reads, described fully */
+	assert_int_equal(rv->certain, 1);
 	assert_int_equal(rv->alloc_id, 30);
 	assert_int_equal(rv->offset, 4096);
 	assert_int_equal(rv->bytes, 16);
@@ -287,6 +288,32 @@ static void test_seq_known_only_after_the_call(void **state)
 	/* the descriptions name calls by their real seq */
 	assert_int_equal(rv->loss.last_read_seq, softmax_seq);
 	assert_int_equal(rv->loss.after_seq, softmax_seq);
+	drv_free(&d);
+}
+
+static void test_scanned_argument_read_is_not_certain(void **state)
+{
+	/* a fill kernel on a block the caching allocator handed out again:
+	 * vmem sees a read-write argument, the kernel may only write */
+	policy_config_t c = cfg();
+	vmem_op_info_t li = { .type = VMEM_INFO_LAUNCH };
+	vmem_range_t r;
+	drv_t d;
+	int n = 0;
+
+	(void)state;
+	drv_init(&d, &c);
+	for (int i = 0; i < 5; i++)
+		keep_iter(&d, 0);
+	li.u.launch.func = 0xf111;
+	r = R(30, 0, 64, VMEM_ACCESS_RW, "arg2");
+	drv_op(&d, VMEM_OP_LAUNCH, "cudaLaunchKernel", &li, 1, &r);
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].kind == POLICY_ACT_REVIVE && d.acts[i].a.reason == POLICY_REVIVE_READ) {
+			assert_int_equal(d.acts[i].a.certain, 0);
+			n++;
+		}
+	assert_int_equal(n, 1);
 	drv_free(&d);
 }
 
@@ -450,6 +477,7 @@ int main(void)
 		cmocka_unit_test(test_deviation_suspends_and_revives_dead_ranges),
 		cmocka_unit_test(test_read_of_dead_range_names_last_reader_and_reader),
 		cmocka_unit_test(test_seq_known_only_after_the_call),
+		cmocka_unit_test(test_scanned_argument_read_is_not_certain),
 		cmocka_unit_test(test_moved_stable_range_is_not_declared_dead),
 		cmocka_unit_test(test_liveness_switches),
 		cmocka_unit_test(test_misses_counted_by_state),

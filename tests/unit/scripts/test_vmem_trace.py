@@ -145,6 +145,23 @@ class SteadyTest(TraceCase):
 		st = self.summary(p)['steady']
 		self.assertEqual((st['start_seq'], st['end_seq']), info['last_iter'])
 
+	def test_steady_iteration_when_scanned_extents_move(self):
+		# a kernel argument's extent is the rest of its allocation: where a
+		# caching allocator puts the block changes it every iteration
+		def build(tb):
+			seg = tb.alloc(1 << 20)
+			for it in range(4):
+				off = 4096 * (it % 2)
+				tb.op('conv_fwd', 'cudnnConvolutionForward', [(seg, 'w', 'y', 1024, 0)])
+				tb.op('launch', 'cudaLaunchKernel', [(seg, 'rw', 'arg0', (1 << 20) - off, off)],
+				      {'kernel': 'relu'})
+				tb.op('gemm', 'cublasSgemm_v2', [(seg, 'r', 'B', 1024, 0)])
+				tb.op('sync', 'cudaStreamSynchronize')
+		p = self.small_trace('mv.jsonl', build)
+		st = self.summary(p)['steady']
+		self.assertIsNotNone(st)
+		self.assertEqual(st['period'], 4)
+
 	def test_no_steady_iteration_in_a_single_iteration(self):
 		p = self.path('one.jsonl')
 		tracegen.vgg16_trace(p, iters=1)
