@@ -140,7 +140,7 @@ static int seg_index(const uint64_t *bd, int nb, uint64_t off)
 
 /* One allocation's uses: ids[0..n), all of alloc_id, in issue order. */
 static int one_alloc(const policy_graph_t *g, const int *ids, int n, bool wrap, dvec_t *out,
-		     uint64_t *touched)
+		     dvec_t *idle, uint64_t *touched)
 {
 	uint64_t *bd = malloc((size_t)(2 * n + 1) * sizeof(*bd));
 	seg_t *seg = NULL;
@@ -246,6 +246,18 @@ static int one_alloc(const policy_graph_t *g, const int *ids, int n, bool wrap, 
 
 		if (x->last_op >= 0)
 			*touched += bd[s + 1] - bd[s];
+		if (!wrap && x->last_op >= 0) {
+			/* a fresh allocation holds nothing before its first access
+			 * or after its last one (for the peak of live bytes only) */
+			policy_dead_t d = { 0 };
+
+			d.bytes = bd[s + 1] - bd[s];
+			d.after_op = x->last_op;
+			d.until_op = x->first_op;
+			d.wraps = true;
+			if (dpush(idle, &d) < 0)
+				goto out;
+		}
 		if (wrap && x->first_kill && x->last_op >= 0) {
 			policy_dead_t d = { 0 };
 
@@ -271,7 +283,7 @@ out:
 	return rc;
 }
 
-static void peak(const policy_graph_t *g, policy_live_t *l, uint64_t touched)
+static void peak(const policy_graph_t *g, policy_live_t *l, const dvec_t *idle, uint64_t touched)
 {
 	int p = g->nops;
 	int64_t *diff = calloc((size_t)p + 1, sizeof(*diff));
@@ -284,8 +296,8 @@ static void peak(const policy_graph_t *g, policy_live_t *l, uint64_t touched)
 		return;
 	}
 	/* dead over positions "after op k" for k in [after, until) cyclically */
-	for (int i = 0; i < l->ndead; i++) {
-		const policy_dead_t *d = &l->dead[i];
+	for (int i = 0; i < l->ndead + idle->n; i++) {
+		const policy_dead_t *d = i < l->ndead ? &l->dead[i] : &idle->v[i - l->ndead];
 		int a = d->after_op, b = d->until_op;
 
 		if (!d->wraps) {
@@ -316,7 +328,7 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 {
 	int *ids = malloc((size_t)(g->nuses ? g->nuses : 1) * sizeof(int));
 	akey_t *keys = malloc((size_t)(g->nuses ? g->nuses : 1) * sizeof(*keys));
-	dvec_t d = { 0 };
+	dvec_t d = { 0 }, idle = { 0 };
 	uint64_t touched = 0;
 	int m = 0;
 
@@ -340,9 +352,11 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 			;
 		if (!a || (a->cls != POLICY_ALLOC_STABLE && a->cls != POLICY_ALLOC_YOUNG))
 			continue;
-		if (one_alloc(g, ids + i, m - i, a->cls == POLICY_ALLOC_STABLE, &d, &touched) < 0) {
+		if (one_alloc(g, ids + i, m - i, a->cls == POLICY_ALLOC_STABLE, &d, &idle, &touched) <
+		    0) {
 			free(ids);
 			free(d.v);
+			free(idle.v);
 			return -1;
 		}
 	}
@@ -375,7 +389,8 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 		qsort(d.v, (size_t)d.n, sizeof(*d.v), cmp_dead_out);
 	out->dead = d.v;
 	out->ndead = d.n;
-	peak(g, out, touched);
+	peak(g, out, &idle, touched);
+	free(idle.v);
 	return 0;
 }
 

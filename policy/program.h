@@ -316,7 +316,10 @@ typedef struct {
 typedef struct {
 	int ndead;
 	policy_dead_t *dead;     /* sorted by after_op, alloc, offset */
-	uint64_t peak_live;      /* most bytes live at once (touched, not dead), for dumps */
+	uint64_t peak_live;      /* most bytes live at once after an op: bytes of STABLE and
+				    YOUNG allocations the iteration touches, less the dead
+				    ones, less a YOUNG allocation's bytes before its first
+				    and after its last access (for dumps and benchmarks) */
 	int peak_op;
 } policy_live_t;
 

@@ -188,6 +188,24 @@ static void test_young_allocation_does_not_wrap(void **state)
 	done(&x);
 }
 
+static void test_peak_live_counts_fresh_tensors_only_while_used(void **state)
+{
+	/* two fresh 4 KiB tensors one after the other, and a 64-byte weight:
+	 * never more than one tensor and the weight at once */
+	const pop_t ops[] = {
+		{ VMEM_OP_CONV_FWD, 0, 2, { RG(9, 0, 64, ACC_R, "w"), RG(50, 0, 4096, ACC_WW, "y") } },
+		{ VMEM_OP_ACT_FWD, 0, 2, { RG(50, 0, 4096, ACC_R, "x"), RG(9, 0, 64, ACC_R, "w") } },
+		{ VMEM_OP_CONV_FWD, 0, 2, { RG(9, 0, 64, ACC_R, "w"), RG(51, 0, 4096, ACC_WW, "y") } },
+		{ VMEM_OP_ACT_FWD, 0, 2, { RG(51, 0, 4096, ACC_R, "x"), RG(9, 0, 64, ACC_R, "w") } },
+	};
+	lv_t x;
+
+	(void)state;
+	build(&x, ops, 4, 3, 50);
+	assert_int_equal(x.l.peak_live, 4096 + 64);
+	done(&x);
+}
+
 static void test_moving_allocation_gets_no_dead_range(void **state)
 {
 	/* the caching allocator puts this iteration's tensor elsewhere in
@@ -265,6 +283,7 @@ int main(void)
 		cmocka_unit_test(test_partial_write_ends_but_never_starts),
 		cmocka_unit_test(test_partial_page_gives_byte_ranges),
 		cmocka_unit_test(test_young_allocation_does_not_wrap),
+		cmocka_unit_test(test_peak_live_counts_fresh_tensors_only_while_used),
 		cmocka_unit_test(test_moving_allocation_gets_no_dead_range),
 		cmocka_unit_test(test_dead_range_resolves_through_last_access),
 	};
