@@ -42,7 +42,7 @@ typedef struct {
 } cfg_var_t;
 
 static const char *const policy_names[] = { "none", "all", "conv", "dyn", NULL };
-static const char *const algo_names[] = { "default", "mem", "perf", NULL };
+static const char *const algo_names[] = { "default", "app", "mem", "perf", "fit", NULL };
 static const char *const ws_names[] = { "off", "wr", "wd", NULL };
 static const char *const mb_names[] = { "all", "pow2", "undivided", NULL };
 static const char *const log_names[] = { "error", "warn", "info", "debug", NULL };
@@ -78,7 +78,7 @@ static const cfg_var_t cfg_vars[] = {
 	{ "VMEM_VA_SIZE", CFG_SIZE, "0", NULL, 1 * GiB, 1ull << 47, 2 * MiB, true, F(va_size), "bytes",
 	  "virtual range reserved at start-up, a multiple of 2 MiB; 0: chosen from device and host memory" },
 	{ "VMEM_CONV_ALGO", CFG_ENUM, "default", algo_names, 0, 0, 0, false, F(conv_algo), "",
-	  "conv algorithms under static policies: default (the application's), mem (memory-optimal), perf (fastest)" },
+	  "conv algorithm answers: app (the application's), mem (memory-optimal), perf (fastest), fit (fastest that fits the budget); default: fit under a policy, app under none" },
 	{ "VMEM_WORKSPACE", CFG_ENUM, "off", ws_names, 0, 0, 0, false, F(workspace), "",
 	  "conv workspace optimisation: off, wr (per-layer DP), wd (network-wide ILP)" },
 	{ "VMEM_WORKSPACE_LIMIT", CFG_SIZE, "0", NULL, 1, 1ull << 50, 0, true, F(workspace_limit), "bytes",

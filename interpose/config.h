@@ -14,7 +14,11 @@
 #include <stdint.h>
 
 typedef enum { VMEM_POLICY_NONE, VMEM_POLICY_ALL, VMEM_POLICY_CONV, VMEM_POLICY_DYN } vmem_policy_t;
-typedef enum { VMEM_ALGO_DEFAULT, VMEM_ALGO_MEM, VMEM_ALGO_PERF } vmem_conv_algo_t;
+/* VMEM_CONV_ALGO: default = fit under a vDNN policy (all, conv, dyn), app
+ * under none; app = the application's own choice; mem = memory-optimal;
+ * perf = fastest; fit = fastest whose workspace fits beside the layer's
+ * tensors in the budget (interpose/conv_exec.c). */
+typedef enum { VMEM_ALGO_DEFAULT, VMEM_ALGO_APP, VMEM_ALGO_MEM, VMEM_ALGO_PERF, VMEM_ALGO_FIT } vmem_conv_algo_t;
 typedef enum { VMEM_WS_OFF, VMEM_WS_WR, VMEM_WS_WD } vmem_ws_mode_t;
 typedef enum { VMEM_MB_ALL, VMEM_MB_POW2, VMEM_MB_UNDIVIDED } vmem_microbatch_t;
 typedef enum { VMEM_LOG_ERROR, VMEM_LOG_WARN, VMEM_LOG_INFO, VMEM_LOG_DEBUG } vmem_log_level_t;

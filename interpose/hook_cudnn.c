@@ -10,15 +10,16 @@
  * "ws" (written).  The stream is the handle's, from the real
  * cudnnGetStream.
  *
- * Today every hook traces and delegates.  The µ-cuDNN policy (DESIGN.md
- * point 6) will answer the algorithm and workspace queries itself and
- * split convolutions into micro-batches; the places are marked with
- * TODO(workspace issue).
+ * The three convolutions, their algorithm queries and their workspace
+ * queries go through interpose/conv_exec.c, which decides what runs
+ * (VMEM_CONV_ALGO, VMEM_WORKSPACE: the application's algorithm, one that
+ * fits the budget, or µ-cuDNN micro-batches) and what the queries answer.
  */
 #include <string.h>
 
 #include <cudnn.h>
 
+#include "interpose/conv_exec.h"
 #include "interpose/hook_dnn.h"
 #include "interpose/hooks.h"
 
@@ -447,8 +448,6 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const vo
 	if (!hook_begin())
 		return real(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace,
 			    workSpaceSizeInBytes, beta, yDesc, y);
-	/* TODO(workspace issue): under VMEM_WORKSPACE=wr|wd run the
-	 * micro-batch configuration the solver chose, in vmem's workspace. */
 	hook_call_init(&c, VMEM_OP_CONV_FWD, "cudnnConvolutionForward", dnn_stream(handle));
 	tensor_info(xDesc, &xi);
 	filter_info(wDesc, &wi);
@@ -458,10 +457,11 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const vo
 	hook_call_ref(&c, y, yi.bytes, out_access(beta, &yi), "y");
 	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, WS_ACCESS, "ws");
 	conv_args(&c, (int)algo, workSpaceSizeInBytes, &xi, &wi);
-	if (dnn_prepare(&c))
-		st = real(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace,
-			  workSpaceSizeInBytes, beta, yDesc, y);
-	return dnn_done(&c, st);
+	/* prepares, runs (maybe as micro-batches, maybe another algorithm) and finishes */
+	st = conv_exec_legacy(&c, CONV_DIR_FWD, handle, alpha, xDesc, x, wDesc, w, yDesc, y,
+			      convDesc, (int)algo, workSpace, workSpaceSizeInBytes, beta);
+	hook_end();
+	return st;
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha,
@@ -485,7 +485,6 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, con
 	if (!hook_begin())
 		return real(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace,
 			    workSpaceSizeInBytes, beta, dxDesc, dx);
-	/* TODO(workspace issue): micro-batches along N, as for forward. */
 	hook_call_init(&c, VMEM_OP_CONV_BWD_DATA, "cudnnConvolutionBackwardData",
 		       dnn_stream(handle));
 	filter_info(wDesc, &wi);
@@ -496,10 +495,10 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, con
 	hook_call_ref(&c, dx, dxi.bytes, out_access(beta, &dxi), "dx");
 	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, WS_ACCESS, "ws");
 	conv_args(&c, (int)algo, workSpaceSizeInBytes, &dxi, &wi);
-	if (dnn_prepare(&c))
-		st = real(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace,
-			  workSpaceSizeInBytes, beta, dxDesc, dx);
-	return dnn_done(&c, st);
+	st = conv_exec_legacy(&c, CONV_DIR_BWD_DATA, handle, alpha, dxDesc, dx, wDesc, w, dyDesc,
+			      dy, convDesc, (int)algo, workSpace, workSpaceSizeInBytes, beta);
+	hook_end();
+	return st;
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha,
@@ -523,7 +522,6 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, c
 	if (!hook_begin())
 		return real(handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace,
 			    workSpaceSizeInBytes, beta, dwDesc, dw);
-	/* TODO(workspace issue): micro-batches accumulate with beta = 1. */
 	hook_call_init(&c, VMEM_OP_CONV_BWD_FILTER, "cudnnConvolutionBackwardFilter",
 		       dnn_stream(handle));
 	tensor_info(xDesc, &xi);
@@ -534,10 +532,10 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, c
 	hook_call_ref(&c, dw, dwi.bytes, out_access(beta, &dwi), "dw");
 	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, WS_ACCESS, "ws");
 	conv_args(&c, (int)algo, workSpaceSizeInBytes, &xi, &dwi);
-	if (dnn_prepare(&c))
-		st = real(handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace,
-			  workSpaceSizeInBytes, beta, dwDesc, dw);
-	return dnn_done(&c, st);
+	st = conv_exec_legacy(&c, CONV_DIR_BWD_FILTER, handle, alpha, xDesc, x, dwDesc, dw, dyDesc,
+			      dy, convDesc, (int)algo, workSpace, workSpaceSizeInBytes, beta);
+	hook_end();
+	return st;
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t handle, const void *alpha,
@@ -1101,12 +1099,11 @@ HOOK_EXPORT cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
 /* ------------------------------------------------------------------ */
 /* Algorithm queries.  No device memory is touched (Find without Ex
  * allocates its own buffers through cudaMalloc, which is hooked).  The
- * trace records the best answer: its algorithm and workspace.
- *
- * TODO(workspace issue): VMEM_CONV_ALGO and the µ-cuDNN solver answer
- * these with the algorithm vmem will run. */
+ * answer is what vmem will run (conv_exec_answer: VMEM_CONV_ALGO, the
+ * µ-cuDNN configuration); the trace records that first answer: its
+ * algorithm and workspace. */
 
-#define ALGO_QUERY(name, kind_args, call, xdesc_info, wdesc_info)                         \
+#define ALGO_QUERY(name, kind_args, call, xdesc_info, wdesc_info, answer)                 \
 	do {                                                                              \
 		real_##name##_t real = real_##name();                                     \
 		dnn_desc_t xi, wi;                                                        \
@@ -1121,6 +1118,7 @@ HOOK_EXPORT cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
 		wdesc_info;                                                               \
 		kind_args;                                                                \
 		st = dnn_prepare(&c) ? real call : CUDNN_STATUS_ALLOC_FAILED;             \
+		answer;                                                                   \
 		algo_result(&c, st, requestedAlgoCount, returnedAlgoCount,                \
 			    perfResults ? (int)perfResults[0].algo : -1,                  \
 			    perfResults ? perfResults[0].memory : 0, &xi, &wi);           \
@@ -1145,7 +1143,9 @@ HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
 	ALGO_QUERY(cudnnGetConvolutionForwardAlgorithm_v7, (void)0,
 		   (handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount,
 		    returnedAlgoCount, perfResults),
-		   tensor_info(srcDesc, &xi), filter_info(filterDesc, &wi));
+		   tensor_info(srcDesc, &xi), filter_info(filterDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_FWD, handle, srcDesc, filterDesc, destDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
@@ -1157,7 +1157,9 @@ HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
 	ALGO_QUERY(cudnnGetConvolutionBackwardDataAlgorithm_v7, (void)0,
 		   (handle, filterDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount,
 		    returnedAlgoCount, perfResults),
-		   tensor_info(gradDesc, &xi), filter_info(filterDesc, &wi));
+		   tensor_info(gradDesc, &xi), filter_info(filterDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_BWD_DATA, handle, gradDesc, filterDesc, diffDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
@@ -1169,7 +1171,9 @@ HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
 	ALGO_QUERY(cudnnGetConvolutionBackwardFilterAlgorithm_v7, (void)0,
 		   (handle, srcDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount,
 		    returnedAlgoCount, perfResults),
-		   tensor_info(srcDesc, &xi), filter_info(gradDesc, &wi));
+		   tensor_info(srcDesc, &xi), filter_info(gradDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_BWD_FILTER, handle, srcDesc, gradDesc, diffDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(
@@ -1181,7 +1185,9 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(
 	ALGO_QUERY(cudnnFindConvolutionForwardAlgorithm, (void)0,
 		   (handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount,
 		    returnedAlgoCount, perfResults),
-		   tensor_info(xDesc, &xi), filter_info(wDesc, &wi));
+		   tensor_info(xDesc, &xi), filter_info(wDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_FWD, handle, xDesc, wDesc, yDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(
@@ -1193,7 +1199,9 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(
 	ALGO_QUERY(cudnnFindConvolutionBackwardDataAlgorithm, (void)0,
 		   (handle, wDesc, dyDesc, convDesc, dxDesc, requestedAlgoCount,
 		    returnedAlgoCount, perfResults),
-		   tensor_info(dxDesc, &xi), filter_info(wDesc, &wi));
+		   tensor_info(dxDesc, &xi), filter_info(wDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_BWD_DATA, handle, dxDesc, wDesc, dyDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(
@@ -1205,7 +1213,9 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(
 	ALGO_QUERY(cudnnFindConvolutionBackwardFilterAlgorithm, (void)0,
 		   (handle, xDesc, dyDesc, convDesc, dwDesc, requestedAlgoCount,
 		    returnedAlgoCount, perfResults),
-		   tensor_info(xDesc, &xi), filter_info(dwDesc, &wi));
+		   tensor_info(xDesc, &xi), filter_info(dwDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_BWD_FILTER, handle, xDesc, dwDesc, dyDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 /* The Ex variants run every candidate on the caller's buffers: x and w
@@ -1224,7 +1234,9 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(
 		    hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws")),
 		   (handle, xDesc, x, wDesc, w, convDesc, yDesc, y, requestedAlgoCount,
 		    returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes),
-		   tensor_info(xDesc, &xi), filter_info(wDesc, &wi));
+		   tensor_info(xDesc, &xi), filter_info(wDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_FWD, handle, xDesc, wDesc, yDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
@@ -1242,7 +1254,9 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
 		    hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws")),
 		   (handle, wDesc, w, dyDesc, dy, convDesc, dxDesc, dx, requestedAlgoCount,
 		    returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes),
-		   tensor_info(dxDesc, &xi), filter_info(wDesc, &wi));
+		   tensor_info(dxDesc, &xi), filter_info(wDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_BWD_DATA, handle, dxDesc, wDesc, dyDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
@@ -1260,17 +1274,17 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
 		    hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws")),
 		   (handle, xDesc, x, dyDesc, y, convDesc, dwDesc, dw, requestedAlgoCount,
 		    returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes),
-		   tensor_info(xDesc, &xi), filter_info(dwDesc, &wi));
+		   tensor_info(xDesc, &xi), filter_info(dwDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_BWD_FILTER, handle, xDesc, dwDesc, dyDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 /* ------------------------------------------------------------------ */
 /* Workspace-size queries: traced with the algorithm asked about and the
- * size cuDNN answered.
- *
- * TODO(workspace issue): under VMEM_WORKSPACE=wd answer 0, because vmem
- * owns the workspace the chosen configuration runs in. */
+ * size answered, which under VMEM_WORKSPACE=wr|wd is the configuration's
+ * (wd: 0, since vmem owns the workspace; conv_exec_ws_answer). */
 
-#define WS_QUERY(name, call, xdesc_info, wdesc_info)                                      \
+#define WS_QUERY(name, call, xdesc_info, wdesc_info, answer)                              \
 	do {                                                                              \
 		real_##name##_t real = real_##name();                                     \
 		dnn_desc_t xi, wi;                                                        \
@@ -1284,6 +1298,7 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
 		xdesc_info;                                                               \
 		wdesc_info;                                                               \
 		st = dnn_prepare(&c) ? real call : CUDNN_STATUS_ALLOC_FAILED;             \
+		answer;                                                                   \
 		conv_args(&c, (int)algo,                                                  \
 			  (st == CUDNN_STATUS_SUCCESS && sizeInBytes) ? *sizeInBytes : 0, \
 			  &xi, &wi);                                                      \
@@ -1297,7 +1312,9 @@ HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(
 {
 	WS_QUERY(cudnnGetConvolutionForwardWorkspaceSize,
 		 (handle, xDesc, wDesc, convDesc, yDesc, algo, sizeInBytes),
-		 tensor_info(xDesc, &xi), filter_info(wDesc, &wi));
+		 tensor_info(xDesc, &xi), filter_info(wDesc, &wi),
+		 conv_exec_ws_answer(&c, CONV_DIR_FWD, handle, xDesc, wDesc, yDesc, convDesc, st,
+				     sizeInBytes));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(
@@ -1308,7 +1325,9 @@ HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(
 {
 	WS_QUERY(cudnnGetConvolutionBackwardDataWorkspaceSize,
 		 (handle, wDesc, dyDesc, convDesc, dxDesc, algo, sizeInBytes),
-		 tensor_info(dxDesc, &xi), filter_info(wDesc, &wi));
+		 tensor_info(dxDesc, &xi), filter_info(wDesc, &wi),
+		 conv_exec_ws_answer(&c, CONV_DIR_BWD_DATA, handle, dxDesc, wDesc, dyDesc, convDesc, st,
+				     sizeInBytes));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(
@@ -1319,7 +1338,9 @@ HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(
 {
 	WS_QUERY(cudnnGetConvolutionBackwardFilterWorkspaceSize,
 		 (handle, xDesc, dyDesc, convDesc, gradDesc, algo, sizeInBytes),
-		 tensor_info(xDesc, &xi), filter_info(gradDesc, &wi));
+		 tensor_info(xDesc, &xi), filter_info(gradDesc, &wi),
+		 conv_exec_ws_answer(&c, CONV_DIR_BWD_FILTER, handle, xDesc, gradDesc, dyDesc, convDesc, st,
+				     sizeInBytes));
 }
 
 /* ------------------------------------------------------------------ */

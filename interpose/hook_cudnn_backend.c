@@ -10,7 +10,11 @@
  * op kind and each pointer's role, access and extent.
  *
  * Only Execute is an event in the trace: building descriptors touches no
- * device memory.  Descriptor calls made while vmem is disabled or from
+ * device memory.  Convolutions are decided in interpose/conv_graph.c: a
+ * finalized conv plan is benchmarked under VMEM_WORKSPACE=wr|wd, its
+ * workspace size and the engine heuristics' order are answered there, and
+ * Execute may run vmem's own plans (micro-batches, or an engine whose
+ * workspace fits the budget).  Descriptor calls made while vmem is disabled or from
  * inside vmem are not followed; a plan vmem never saw built executes as
  * kind "other" with every pointer read-write, which is slow but safe.
  */
@@ -19,6 +23,7 @@
 
 #include <cudnn.h>
 
+#include "interpose/conv_exec.h"
 #include "interpose/hook_dnn.h"
 #include "interpose/hooks.h"
 #include "interpose/log.h"
@@ -162,6 +167,10 @@ HOOK_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t cons
 		n = requestedElementCount;
 		if (elementCount && *elementCount < n)
 			n = *elementCount;
+		/* vmem's answer (plan workspace, heuristics order) first, so the
+		 * table records what the application was told */
+		conv_exec_graph_get(table(), descriptor, (int)attributeName, (int)attributeType, n,
+				    arrayOfElements);
 		hook_bdt_get(table(), (uintptr_t)descriptor, (int)attributeName,
 			     (int)attributeType, n, arrayOfElements);
 	}
@@ -189,8 +198,10 @@ HOOK_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descript
 	    (get = real_cudnnBackendGetAttribute()) != NULL &&
 	    get(descriptor, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
 		&ws) == CUDNN_STATUS_SUCCESS &&
-	    n == 1 && ws >= 0)
+	    n == 1 && ws >= 0) {
 		hook_bdt_set_ws(table(), (uintptr_t)descriptor, (uint64_t)ws);
+		conv_exec_graph_finalized(table(), descriptor);
+	}
 	hook_end();
 	return st;
 }
@@ -213,8 +224,6 @@ HOOK_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle,
 	if (get_stream && get_stream(handle, &stream) != CUDNN_STATUS_SUCCESS)
 		stream = NULL;
 	hook_bdt_execute(table(), (uintptr_t)executionPlan, (uintptr_t)variantPack, &ex);
-	/* TODO(workspace issue): a conv plan may be replaced by the
-	 * configuration the µ-cuDNN solver chose for the same shape. */
 	hook_call_init(&c, ex.kind, "cudnnBackendExecute", stream);
 	c.refs_lost = ex.refs_lost;
 	for (int i = 0; i < ex.nrefs; i++)
@@ -246,9 +255,8 @@ HOOK_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle,
 			       (long long)ex.conv[0], (long long)ex.conv[1], (long long)ex.conv[2],
 			       (long long)ex.conv[3], (long long)ex.conv[4], (long long)ex.conv[5],
 			       (long long)ex.conv[6]);
-	if (hook_call_prepare(&c) == cudaSuccess)
-		st = real(handle, executionPlan, variantPack);
-	hook_call_finish(&c);
+	/* prepares, runs (the plan, or vmem's plans for a convolution) and finishes */
+	st = conv_exec_graph(&c, table(), handle, executionPlan, variantPack, &ex);
 	hook_end();
 	return st;
 }

@@ -60,10 +60,6 @@ static void config_read(void)
 		vmem_warn("VMEM_POLICY=%s: the vDNN policies are not implemented in this version; "
 			  "running the pool and the reactive layer only (as VMEM_POLICY=none)",
 			  vmem_policy_name(vmem_cfg.policy));
-	if (config_ok && vmem_cfg.enabled && vmem_cfg.workspace != VMEM_WS_OFF)
-		vmem_warn("VMEM_WORKSPACE=%s: workspace division is not implemented in this version; "
-			  "convolutions run as the application asks (as VMEM_WORKSPACE=off)",
-			  vmem_workspace_name(vmem_cfg.workspace));
 }
 
 static void stats_line(const char *line, void *ctx)

@@ -765,6 +765,20 @@ cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	return cudaSuccess;
 }
 
+void runtime_budget_free(uint64_t *budget, uint64_t *free_bytes, uint64_t *chunk)
+{
+	uint64_t fr = 0, b = 0;
+
+	if (runtime_active())
+		pool_mem_info(g_pool, &fr, &b);
+	if (budget)
+		*budget = b;
+	if (free_bytes)
+		*free_bytes = fr;
+	if (chunk)
+		*chunk = runtime_active() ? pool_config(g_pool)->chunk_size : 0;
+}
+
 void runtime_stream_destroyed(cudaStream_t stream)
 {
 	stream_forget(stream);

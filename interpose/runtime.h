@@ -49,6 +49,12 @@ cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes);
  * fences on it.  Call before the real cudaStreamDestroy. */
 void runtime_stream_destroyed(cudaStream_t stream);
 
+/* The device budget (the most vmem may map), the part of it not mapped
+ * for live allocations right now, and the physical chunk size; all 0 when
+ * not active.  For decisions that must fit beside a call's tensors (the
+ * conv workspace choice, interpose/conv_exec.c).  Thread-safe. */
+void runtime_budget_free(uint64_t *budget, uint64_t *free_bytes, uint64_t *chunk);
+
 /* The reserved virtual range; *base = 0, *size = 0 when not active. */
 void runtime_va(uintptr_t *base, uint64_t *size);
 

@@ -10,9 +10,13 @@
 
 import argparse
 import json
+import os
 import sys
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (PcieCounters: NVML's PCIe byte counters)
+
+import torch  # noqa: E402
 
 
 def parse_size(text):
@@ -31,7 +35,13 @@ def main():
 	p.add_argument('--size', type=parse_size, default=256 << 20, help='bytes per copy (default 256M)')
 	p.add_argument('--repeat', type=int, default=10, help='copies per measurement (default 10)')
 	p.add_argument('--json', action='store_true', help='print a JSON summary as the last line')
+	p.add_argument('--ready-wait', action='store_true',
+		       help='after importing torch, wait for "go" on standard input before touching '
+			    'the GPU (scripts/gpu-compare starts it ahead of its turn)')
 	a = p.parse_args()
+	if a.ready_wait and not sys.stdin.readline().startswith('go'):
+		print('bandwidth: not started (no "go" on standard input)', file=sys.stderr)
+		return 3
 	if not torch.cuda.is_available():
 		sys.exit('bandwidth: error: CUDA is not available (torch %s)' % torch.__version__)
 	n = a.size
@@ -76,10 +86,21 @@ def main():
 	gb = n * a.repeat / 1e9
 	res = {'size': n, 'repeat': a.repeat, 'gpu': torch.cuda.get_device_name(dev),
 	       'torch': torch.__version__, 'cuda': torch.version.cuda}
+	# NVML's PCIe byte counters around the copies that are alone on the
+	# link: how many counted bytes per byte copied (what gpu-compare's
+	# "PCIe (NVML)" columns mean), or why there are none.
+	pcie = common.PcieCounters(dev)
+	c0 = pcie.read()
 	(t,), _ = timed([(s_h2d, h2d)])
+	c1 = pcie.read()
 	res['h2d_GBps'] = gb / t
 	(t,), _ = timed([(s_d2h, d2h)])
+	c2 = pcie.read()
 	res['d2h_GBps'] = gb / t
+	dh, dd = common.PcieCounters.delta(c0, c1), common.PcieCounters.delta(c1, c2)
+	res['nvml'] = {'error': pcie.error} if dh is None or dd is None else {
+		'h2d_copied': n * a.repeat, 'h2d_rx': dh[1], 'h2d_tx': dh[0],
+		'd2h_copied': n * a.repeat, 'd2h_tx': dd[0], 'd2h_rx': dd[1]}
 	(th, td), tall = timed([(s_h2d, h2d), (s_d2h, d2h)])
 	res['both_h2d_GBps'] = gb / th
 	res['both_d2h_GBps'] = gb / td
@@ -94,6 +115,14 @@ def main():
 		res['both_h2d_GBps'], res['both_d2h_GBps'], res['both_total_GBps']))
 	print('pageable H2D (reference) %6.2f GB/s' % res['h2d_pageable_GBps'])
 	print('(%d copies of %.0f MiB each; GB = 1e9 bytes)' % (a.repeat, n / 2**20))
+	nv = res['nvml']
+	if 'error' in nv:
+		print('NVML PCIe counters: %s' % nv['error'])
+	else:
+		print('NVML PCIe counters: H2D copy of %d bytes counted RX %d (x%.3f); D2H copy of %d '
+		      'bytes counted TX %d (x%.3f)' % (nv['h2d_copied'], nv['h2d_rx'],
+						       nv['h2d_rx'] / nv['h2d_copied'], nv['d2h_copied'],
+						       nv['d2h_tx'], nv['d2h_tx'] / nv['d2h_copied']))
 	if a.json:
 		print(json.dumps(res, sort_keys=True))
 	return 0

@@ -77,20 +77,100 @@ def autocast(args, dev):
 	return contextlib.nullcontext()
 
 
-def saved_tensors(args, dev):
+class TransferCount:
+	"""Bytes save_on_cpu moves: packed (device to host) and unpacked (host
+	to device).  The hooks see every saved tensor, so this is exact, not
+	sampled."""
+
+	def __init__(self):
+		self.d2h = 0
+		self.h2d = 0
+		self.tensors = 0
+
+	def take(self):
+		"""(d2h, h2d) since the last take."""
+		out = (self.d2h, self.h2d)
+		self.d2h = self.h2d = 0
+		return out
+
+
+def nbytes(t):
+	return t.numel() * t.element_size()
+
+
+def counted_save_on_cpu(pin_memory, count):
+	"""torch.autograd.graph.save_on_cpu with its pack and unpack hooks
+	wrapped to add the bytes they copy to `count` (a TransferCount)."""
+	ctx = torch.autograd.graph.save_on_cpu(pin_memory=pin_memory)
+	pack, unpack = ctx.pack_hook, ctx.unpack_hook
+
+	def pack_counted(t):
+		if t.device.type != 'cpu':
+			count.d2h += nbytes(t)
+			count.tensors += 1
+		return pack(t)
+
+	def unpack_counted(packed):
+		device, t = packed
+		if getattr(device, 'type', 'cpu') != 'cpu':
+			count.h2d += nbytes(t)
+		return unpack(packed)
+	ctx.pack_hook, ctx.unpack_hook = pack_counted, unpack_counted
+	return ctx
+
+
+def saved_tensors(args, dev, count=None):
 	if args.save_on_cpu:
+		if count is not None:
+			return counted_save_on_cpu(dev.type == 'cuda', count)
 		return torch.autograd.graph.save_on_cpu(pin_memory=dev.type == 'cuda')
 	return contextlib.nullcontext()
 
 
-def checkpoint_sequential(modules, segments, x):
-	"""Runs `modules` (a list) in `segments` checkpointed chunks (the last
-	chunk is not checkpointed: its activations are needed right away)."""
-	from torch.utils.checkpoint import checkpoint
+def starts_in_place(m):
+	"""True when the first thing module `m` does is modify its input in
+	place: a module with inplace=True (nn.ReLU(inplace=True), torchvision's
+	default) or a Sequential whose first module does."""
+	if getattr(m, 'inplace', False):
+		return True
+	if type(m).__name__ == 'Sequential':
+		first = next(iter(m.children()), None)
+		return first is not None and starts_in_place(first)
+	return False
+
+
+def safe_chunks(modules, segments):
+	"""`modules` split into about `segments` consecutive chunks, none of
+	which starts with a module that works in place.  A checkpointed chunk
+	saves its input for the recomputation (with its version counter); an
+	in-place first module changes that input, and backward fails with "one
+	of the variables needed for gradient computation has been modified by
+	an inplace operation" -- what torchvision's VGG-16 and ResNet-50 did on
+	the GPU with the plain split, whose chunks began with
+	ReLU(inplace=True).  Such a module moves to the end of the chunk before
+	it, where it modifies a tensor of its own chunk, as in the unsplit
+	model."""
 	n = len(modules)
+	if n == 0:
+		return []
 	segments = max(1, min(segments, n))
 	size = (n + segments - 1) // segments
-	chunks = [modules[i:i + size] for i in range(0, n, size)]
+	starts = []
+	for s in range(size, n, size):
+		while s < n and starts_in_place(modules[s]):
+			s += 1
+		if s < n and (not starts or s > starts[-1]):
+			starts.append(s)
+	bounds = [0] + starts + [n]
+	return [modules[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def checkpoint_sequential(modules, segments, x):
+	"""Runs `modules` (a list) in about `segments` checkpointed chunks split
+	at safe points (safe_chunks); the last chunk is not checkpointed: its
+	activations are needed right away."""
+	from torch.utils.checkpoint import checkpoint
+	chunks = safe_chunks(modules, segments)
 
 	def run(chunk):
 		def f(t):
@@ -111,22 +191,116 @@ def sync(dev):
 		torch.cuda.synchronize(dev)
 
 
-def train(args, dev, model, batches, step_loss, items_per_batch, name, extra):
-	"""The training loop.  batches: list of (input, target) cycled;
-	step_loss(model, x, y) -> loss tensor (forward only).  Prints one line
-	per iteration and the summary; returns the exit status."""
+class PcieCounters:
+	"""Bytes the GPU sent (TX, device to host) and received (RX, host to
+	device) over PCIe, from NVML's field counters
+	NVML_FI_DEV_PCIE_COUNT_TX_BYTES (197) and _RX_BYTES (198), read through
+	ctypes from the driver's libnvidia-ml.so.1 (no Python package needed).
+	They count every transfer of the device, whoever makes it -- also the
+	page migrations of unified memory, which no API of the process reports
+	-- plus protocol overhead.  `error` says why there are none (no NVML, a
+	driver or GPU without these fields): read() then returns None."""
+
+	FIELD_TX, FIELD_RX = 197, 198
+
+	def __init__(self, dev=None):
+		import ctypes
+		self.ct = ctypes
+		self.error = None
+		self.lib = None
+		self.handle = None
+		try:
+			class Value(ctypes.Union):
+				_fields_ = [('dVal', ctypes.c_double), ('uiVal', ctypes.c_uint),
+					    ('ulVal', ctypes.c_ulong), ('ullVal', ctypes.c_ulonglong),
+					    ('sllVal', ctypes.c_longlong), ('siVal', ctypes.c_int),
+					    ('usVal', ctypes.c_ushort)]
+
+			class Field(ctypes.Structure):
+				_fields_ = [('fieldId', ctypes.c_uint), ('scopeId', ctypes.c_uint),
+					    ('timestamp', ctypes.c_longlong), ('latencyUsec', ctypes.c_longlong),
+					    ('valueType', ctypes.c_int), ('nvmlReturn', ctypes.c_int),
+					    ('value', Value)]
+			self.Field = Field
+			lib = ctypes.CDLL('libnvidia-ml.so.1')
+			if lib.nvmlInit_v2() != 0:
+				raise OSError('nvmlInit_v2 failed')
+			handle = ctypes.c_void_p()
+			rc = -1
+			if dev is not None and dev.type == 'cuda':
+				p = torch.cuda.get_device_properties(dev)
+				if hasattr(p, 'pci_bus_id') and hasattr(p, 'pci_device_id'):
+					bus = b'%08x:%02x:%02x.0' % (getattr(p, 'pci_domain_id', 0), p.pci_bus_id,
+								      p.pci_device_id)
+					rc = lib.nvmlDeviceGetHandleByPciBusId_v2(bus, ctypes.byref(handle))
+			if rc != 0:
+				rc = lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
+			if rc != 0:
+				raise OSError('no NVML handle for the device (NVML error %d)' % rc)
+			self.lib, self.handle = lib, handle
+			if self.read() is None and self.error is None:
+				self.error = 'NVML returned no PCIe byte counters'
+		except (OSError, AttributeError, RuntimeError) as e:
+			self.error = 'NVML PCIe counters unavailable: %s' % e
+			self.lib = None
+
+	def read(self):
+		"""(tx, rx, wrap) or None."""
+		if self.lib is None:
+			return None
+		vals = (self.Field * 2)()
+		vals[0].fieldId, vals[1].fieldId = self.FIELD_TX, self.FIELD_RX
+		rc = self.lib.nvmlDeviceGetFieldValues(self.handle, 2, vals)
+		if rc != 0 or vals[0].nvmlReturn != 0 or vals[1].nvmlReturn != 0:
+			self.error = ('NVML PCIe byte counters not supported here (nvmlDeviceGetFieldValues '
+				      '%d, fields %d/%d)' % (rc, vals[0].nvmlReturn, vals[1].nvmlReturn))
+			self.lib = None
+			return None
+		out = []
+		wrap = 1 << 64
+		for v in vals:
+			if v.valueType == 1:
+				out.append(v.value.uiVal)
+				wrap = 1 << 32
+			elif v.valueType == 0:
+				out.append(int(v.value.dVal))
+			elif v.valueType == 4:
+				out.append(v.value.sllVal)
+			else:
+				out.append(v.value.ullVal)
+		return out[0], out[1], wrap
+
+	@staticmethod
+	def delta(a, b):
+		"""(tx, rx) bytes between two read()s, or None."""
+		if a is None or b is None:
+			return None
+		w = a[2]
+		return (b[0] - a[0]) % w, (b[1] - a[1]) % w
+
+
+def run_iterations(args, dev, model, batches, step_loss, deadline=None, pcie=None,
+		   log=print, name='train'):
+	"""The training loop shared by the scripts.  args: iters, warmup, lr,
+	momentum, dtype, save_on_cpu.  batches: list of (input, target)
+	cycled; step_loss(model, x, y) -> loss tensor (forward only).
+	deadline: a time.monotonic() after which no further iteration starts
+	once one timed iteration is done.  Returns a dict: losses, iter_ms,
+	per-iteration bytes save_on_cpu moved (saved_d2h, saved_h2d), PCIe
+	counter deltas (pcie_tx, pcie_rx: None when unavailable), device memory
+	in use after each iteration (used: cudaMemGetInfo), error, cut_short."""
 	opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-	losses, times = [], []
-	if dev.type == 'cuda':
-		torch.cuda.reset_peak_memory_stats(dev)
-	error = None
+	out = {'losses': [], 'iter_ms': [], 'saved_d2h': [], 'saved_h2d': [], 'pcie_tx': [],
+	       'pcie_rx': [], 'used': [], 'error': None, 'cut_short': False}
+	count = TransferCount()
 	try:
 		for it in range(args.iters):
 			x, y = batches[it % len(batches)]
 			sync(dev)
+			before = pcie.read() if pcie else None
 			t0 = time.perf_counter()
 			opt.zero_grad(set_to_none=True)
-			with saved_tensors(args, dev):
+			with saved_tensors(args, dev, count):
 				with autocast(args, dev):
 					loss = step_loss(model, x, y)
 			loss.backward()
@@ -134,13 +308,44 @@ def train(args, dev, model, batches, step_loss, items_per_batch, name, extra):
 			value = loss.item()   # synchronises
 			sync(dev)
 			dt = time.perf_counter() - t0
-			losses.append(value)
-			times.append(dt)
-			print('iter %d loss %r hex %s ms %.2f' % (it, value, float(value).hex(), dt * 1e3),
-			      flush=True)
-	except RuntimeError as e:   # torch.cuda.OutOfMemoryError is a RuntimeError
-		error = '%s: %s' % (type(e).__name__, str(e).splitlines()[0] if str(e) else '')
-		print('%s: error in iteration %d: %s' % (name, len(losses), error), file=sys.stderr, flush=True)
+			d = PcieCounters.delta(before, pcie.read()) if pcie else None
+			d2h, h2d = count.take()
+			out['losses'].append(value)
+			out['iter_ms'].append(dt * 1e3)
+			out['saved_d2h'].append(d2h)
+			out['saved_h2d'].append(h2d)
+			out['pcie_tx'].append(d[0] if d else None)
+			out['pcie_rx'].append(d[1] if d else None)
+			if dev.type == 'cuda':
+				free, total = torch.cuda.mem_get_info(dev)
+				out['used'].append(total - free)
+			if log:
+				log('iter %d loss %r hex %s ms %.2f' % (it, value, float(value).hex(), dt * 1e3))
+			del loss
+			if deadline is not None and len(out['iter_ms']) > args.warmup and \
+			   it + 1 < args.iters and time.monotonic() > deadline:
+				out['cut_short'] = True
+				break
+	except Exception as e:   # torch.cuda.OutOfMemoryError is a RuntimeError
+		msg = str(e).splitlines()[0] if str(e) else ''
+		out['error'] = '%s: %s' % (type(e).__name__, msg[:400])
+		print('%s: error in iteration %d: %s' % (name, len(out['losses']), out['error']),
+		      file=sys.stderr, flush=True)
+	del opt
+	return out
+
+
+def train(args, dev, model, batches, step_loss, items_per_batch, name, extra):
+	"""The training loop of the single-run scripts.  batches: list of
+	(input, target) cycled; step_loss(model, x, y) -> loss tensor (forward
+	only).  Prints one line per iteration and the summary; returns the exit
+	status."""
+	if dev.type == 'cuda':
+		torch.cuda.reset_peak_memory_stats(dev)
+	res = run_iterations(args, dev, model, batches, step_loss,
+			     log=lambda line: print(line, flush=True), name=name)
+	losses, error = res['losses'], res['error']
+	times = [t / 1e3 for t in res['iter_ms']]
 
 	timed = times[args.warmup:] if len(times) > args.warmup else times
 	ips = (items_per_batch * len(timed) / sum(timed)) if timed and sum(timed) > 0 else 0.0
@@ -160,6 +365,8 @@ def train(args, dev, model, batches, step_loss, items_per_batch, name, extra):
 		'env': {k: os.environ[k] for k in sorted(os.environ)
 			if k in ENV_KEYS or k.startswith('VMEM_')},
 		'error': error,
+		# save_on_cpu only: bytes its hooks copied, per iteration.
+		'saved_d2h': res['saved_d2h'], 'saved_h2d': res['saved_h2d'],
 	}
 	summary.update(extra)
 	if dev.type == 'cuda':

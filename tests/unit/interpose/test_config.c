@@ -100,6 +100,24 @@ static void test_good_values_of_every_kind(void **state)
 	assert_int_equal(cfg.small_threshold, 0);
 }
 
+/* Issue 12: app and fit are choices of their own; default stays the
+ * default (conv_exec.c reads it as fit under a policy, app under none). */
+static void test_conv_algo_accepts_app_and_fit(void **state)
+{
+	static const char *const app[] = { "VMEM_CONV_ALGO", "app", NULL };
+	static const char *const fit[] = { "VMEM_CONV_ALGO", "Fit", NULL };
+	vmem_config_t cfg;
+	errs_t errs;
+
+	(void)state;
+	assert_int_equal(parse(&cfg, &errs, app), 0);
+	assert_int_equal(cfg.conv_algo, VMEM_ALGO_APP);
+	assert_int_equal(parse(&cfg, &errs, fit), 0);
+	assert_int_equal(cfg.conv_algo, VMEM_ALGO_FIT);
+	assert_int_equal(parse(&cfg, &errs, (const char *const[]){ NULL }), 0);
+	assert_int_equal(cfg.conv_algo, VMEM_ALGO_DEFAULT);
+}
+
 static void test_disable_makes_vmem_pass_through(void **state)
 {
 	static const char *const kv[] = { "VMEM_DISABLE", "1", NULL };
@@ -195,7 +213,7 @@ static void test_bad_values_give_one_line_each(void **state)
 {
 	(void)state;
 	expect_bad("VMEM_POLICY", "fast", "unknown value; accepted: none, all, conv, dyn");
-	expect_bad("VMEM_CONV_ALGO", "best", "unknown value; accepted: default, mem, perf");
+	expect_bad("VMEM_CONV_ALGO", "best", "unknown value; accepted: default, app, mem, perf, fit");
 	expect_bad("VMEM_WORKSPACE", "on", "unknown value");
 	expect_bad("VMEM_MICROBATCH", "two", "unknown value; accepted: all, pow2, undivided");
 	expect_bad("VMEM_LOG", "loud", "unknown value; accepted: error, warn, info, debug");
@@ -266,6 +284,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults_when_nothing_is_set),
 		cmocka_unit_test(test_good_values_of_every_kind),
+		cmocka_unit_test(test_conv_algo_accepts_app_and_fit),
 		cmocka_unit_test(test_disable_makes_vmem_pass_through),
 		cmocka_unit_test(test_size_suffixes_are_binary),
 		cmocka_unit_test(test_size_syntax_errors),

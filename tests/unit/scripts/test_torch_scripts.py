@@ -65,6 +65,35 @@ class CompileTest(unittest.TestCase):
 		self.assertIn('PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True', out)
 		self.assertIn('TORCH_CUDNN_V8_API_DISABLED=1', out)
 
+	def plan_with_stub(self, unimplemented):
+		with tempfile.TemporaryDirectory() as d:
+			stub = os.environ.get('VMEM_TEST_STUB_LIB')
+			if not stub or not os.path.isfile(stub):
+				self.skipTest('no stub library built (VMEM_TEST_STUB_LIB)')
+			env = dict(os.environ, LIBVMEM=stub, VMEM_STUB_UNIMPLEMENTED=unimplemented)
+			p = subprocess.run([sys.executable, GPU_VALIDATE, '--plan', d], stdout=subprocess.PIPE,
+					   stderr=subprocess.PIPE, universal_newlines=True, env=env)
+			self.assertEqual(p.returncode, 0, p.stderr)
+			return p.stdout
+
+	def test_gpu_validate_runs_every_policy_libvmem_has(self):
+		out = self.plan_with_stub('')
+		for pol in ('all', 'conv', 'dyn', 'dyn-wd'):
+			for model in ('vgg16', 'resnet50'):
+				for suffix in ('budget', 'budget3', 'vmem'):
+					self.assertIn('%s-fp32-%s-%s ' % (model, pol, suffix), out)
+		self.assertRegex(out, r'vgg16-fp32-dyn-wd-budget3 +vmem-run --policy dyn --workspace wd '
+				 r'--device-limit <0.333 of vgg16-fp32-base max_memory_reserved>')
+		# the reactive-only runs come first
+		self.assertLess(out.index('resnet50-fp32-nocache-budget3'), out.index('vgg16-fp32-all-budget'))
+
+	def test_gpu_validate_leaves_out_policies_libvmem_lacks(self):
+		out = self.plan_with_stub('all,dyn')
+		self.assertIn('vgg16-fp32-conv-budget ', out)
+		for pol in ('all', 'dyn', 'dyn-wd'):
+			self.assertNotIn('vgg16-fp32-%s-' % pol, out)
+		self.assertIn('all no (vmem: warning: VMEM_POLICY=all: the vDNN policies are not implemented', out)
+
 	def test_gpu_validate_without_gpu_fails_clearly(self):
 		with tempfile.TemporaryDirectory() as d:
 			env = dict(os.environ, LIBVMEM=os.path.join(d, 'missing.so'))
@@ -106,12 +135,13 @@ class GpuValidateFakeRunTest(unittest.TestCase):
 	machine's python3 and an empty library in place of libvmem.so."""
 
 	def run_validate(self, d, differ=None, only='vgg16-fp32-(nocache-)?(base|vmem|budget)$|bandwidth',
-			 nondet=False):
+			 nondet=False, unimplemented='all,conv,dyn,wd'):
 		stub = os.environ.get('VMEM_TEST_STUB_LIB')
 		if not stub or not os.path.isfile(stub):
 			stub = os.path.join(d, 'libvmem.so')
 			open(stub, 'wb').close()
-		env = dict(os.environ, PYTHON=os.path.join(HERE, 'fakepython.py'), LIBVMEM=stub)
+		env = dict(os.environ, PYTHON=os.path.join(HERE, 'fakepython.py'), LIBVMEM=stub,
+			   VMEM_STUB_UNIMPLEMENTED=unimplemented)
 		env.pop('FAKE_DIFFER', None)
 		if differ:
 			env['FAKE_DIFFER'] = differ
@@ -156,6 +186,24 @@ class GpuValidateFakeRunTest(unittest.TestCase):
 			self.assertRegex(md, r'\| vgg16-fp32-vmem \| .* \| same \|')
 
 
+	def test_every_policy_is_compared_with_the_oracle(self):
+		with tempfile.TemporaryDirectory() as d:
+			rc, md, _ = self.run_validate(d, only='vgg16-fp32-(base|(all|dyn|dyn-wd)-budget)$',
+						      unimplemented='')
+			self.assertEqual(rc, 0, md)
+			for pol in ('all', 'dyn', 'dyn-wd'):
+				self.assertRegex(md, r'\| vgg16-fp32-%s-budget \| VMEM_POLICY=%s.* \| same \|' % (
+					pol, pol.replace('-', ' \\+ VMEM_WORKSPACE=')))
+
+	def test_a_policy_that_changes_algorithms_may_differ_within_tolerance_only(self):
+		with tempfile.TemporaryDirectory() as d:
+			# One ulp on the last loss: bitwise different, within tolerance.
+			rc, md, _ = self.run_validate(d, only='vgg16-fp32-(base|(all|dyn)-budget)$',
+						      unimplemented='', differ='--iters')
+			self.assertEqual(rc, 1, md)
+			self.assertRegex(md, r'\| vgg16-fp32-dyn-budget \| .* \| within tolerance \| max rel')
+			self.assertRegex(md, r'\| vgg16-fp32-all-budget \| .* \| DIFFERENT \| iteration 3')
+
 	def test_an_oracle_that_does_not_repeat_makes_comparisons_inconclusive(self):
 		with tempfile.TemporaryDirectory() as d:
 			rc, md, _ = self.run_validate(d, only='transformer-fp32-(base|base2|vmem)$', nondet=True)
@@ -163,6 +211,184 @@ class GpuValidateFakeRunTest(unittest.TestCase):
 			self.assertRegex(md, r'\| transformer-fp32-base2 \| .* \| inconclusive \| '
 					 r'transformer-fp32-base does not repeat itself')
 			self.assertRegex(md, r'\| transformer-fp32-vmem \| .* \| inconclusive \|')
+
+
+class CheckpointSplitTest(unittest.TestCase):
+	"""common.checkpoint_sequential against a fake torch that keeps what
+	the real one keeps: a non-reentrant checkpoint saves its input for the
+	recomputation with the input's version counter, and backward fails when
+	the version changed (an in-place op modified it).  On the H100 both
+	torchvision networks failed so under --checkpoint: the plain split began
+	chunks with ReLU(inplace=True)."""
+
+	class Tensor:
+		def __init__(self):
+			self.version = 0
+
+	class Module:
+		inplace = False
+
+		def children(self):
+			return iter(())
+
+		def __call__(self, t):
+			return CheckpointSplitTest.Tensor()
+
+	class ReLU(Module):
+		def __init__(self, inplace):
+			self.inplace = inplace
+
+		def __call__(self, t):
+			if self.inplace:
+				t.version += 1
+				return t
+			return CheckpointSplitTest.Tensor()
+
+	class Sequential(Module):
+		def __init__(self, *mods):
+			self.mods = mods
+
+		def children(self):
+			return iter(self.mods)
+
+		def __call__(self, t):
+			for m in self.mods:
+				t = m(t)
+			return t
+
+	def setUp(self):
+		import importlib.machinery
+		import importlib.util
+		import types
+		self.saved = []
+		saved = self.saved
+
+		def checkpoint(fn, x, use_reentrant=True):
+			self.assertFalse(use_reentrant)
+			saved.append((x, x.version))
+			return fn(x)
+		torch = types.ModuleType('torch')
+		utils = types.ModuleType('torch.utils')
+		ck = types.ModuleType('torch.utils.checkpoint')
+		ck.checkpoint = checkpoint
+		torch.utils, utils.checkpoint = utils, ck
+		fakes = {'torch': torch, 'torch.utils': utils, 'torch.utils.checkpoint': ck}
+		old = {k: sys.modules.get(k) for k in fakes}
+
+		def restore():
+			for k, v in old.items():
+				if v is None:
+					sys.modules.pop(k, None)
+				else:
+					sys.modules[k] = v
+		# checkpoint_sequential imports torch.utils.checkpoint when called:
+		# the fakes stay until the test ends.
+		self.addCleanup(restore)
+		sys.modules.update(fakes)
+		loader = importlib.machinery.SourceFileLoader('common_under_test',
+							      os.path.join(TORCH_DIR, 'common.py'))
+		spec = importlib.util.spec_from_loader('common_under_test', loader)
+		self.common = importlib.util.module_from_spec(spec)
+		loader.exec_module(self.common)
+
+	def backward(self):
+		for i, (t, v) in enumerate(self.saved):
+			if t.version != v:
+				raise AssertionError('checkpointed chunk %d: one of the variables needed for '
+						     'gradient computation has been modified by an inplace '
+						     'operation (version %d, saved at %d)' % (i, t.version, v))
+
+	def vgg16_features(self):
+		"""torchvision's VGG-16 `features`: 3x3 convs each followed by
+		ReLU(inplace=True), max-pools between the blocks (31 modules)."""
+		mods = []
+		for v in [64, 64, 'M', 128, 128, 'M', 256, 256, 256, 'M', 512, 512, 512, 'M',
+			  512, 512, 512, 'M']:
+			mods += [self.Module()] if v == 'M' else [self.Module(), self.ReLU(True)]
+		return mods
+
+	def resnet50_trunk(self):
+		"""train_vision.py's ResNet-50 trunk: conv1, bn1, relu (in place),
+		maxpool, layer1..4 (Sequentials of bottlenecks that start with a
+		conv)."""
+		return [self.Module(), self.Module(), self.ReLU(True), self.Module()] + \
+			[self.Sequential(self.Module(), self.ReLU(True)) for _ in range(4)]
+
+	def test_vgg16_trains_checkpointed(self):
+		mods = self.vgg16_features()
+		self.assertEqual(len(mods), 31)
+		for segments in (2, 3, 4, 6, 8):
+			self.saved.clear()
+			self.common.checkpoint_sequential(mods, segments, self.Tensor())
+			self.backward()
+			self.assertGreaterEqual(len(self.saved), 1)
+
+	def test_resnet50_trains_checkpointed(self):
+		for segments in (2, 3, 4):
+			self.saved.clear()
+			self.common.checkpoint_sequential(self.resnet50_trunk(), segments, self.Tensor())
+			self.backward()
+
+	def test_chunks_keep_every_module_in_order_and_never_start_in_place(self):
+		for mods in (self.vgg16_features(), self.resnet50_trunk()):
+			for segments in range(1, 12):
+				chunks = self.common.safe_chunks(mods, segments)
+				self.assertEqual([m for c in chunks for m in c], mods)
+				self.assertTrue(all(c for c in chunks))
+				for c in chunks[1:]:
+					self.assertFalse(self.common.starts_in_place(c[0]), (segments, c[0]))
+				self.assertLessEqual(len(chunks), segments)
+
+	def test_a_sequential_starting_in_place_counts_as_in_place(self):
+		c = self.common
+		self.assertTrue(c.starts_in_place(self.Sequential(self.ReLU(True), self.Module())))
+		self.assertFalse(c.starts_in_place(self.Sequential(self.Module(), self.ReLU(True))))
+		self.assertFalse(c.starts_in_place(self.ReLU(False)))
+
+
+class GpuSuiteTest(unittest.TestCase):
+	"""tests/gpu/test_vgg16_budget.py's checks with fakepython.py in place
+	of the GPU machine's python3: one budget run per policy asked for."""
+
+	def setUp(self):
+		import importlib.machinery
+		import importlib.util
+		path = os.path.join(HERE, '..', '..', 'gpu', 'test_vgg16_budget.py')
+		loader = importlib.machinery.SourceFileLoader('gpu_vgg16_budget', path)
+		spec = importlib.util.spec_from_loader('gpu_vgg16_budget', loader)
+		self.t = importlib.util.module_from_spec(spec)
+		loader.exec_module(self.t)
+		self.stub = os.environ.get('VMEM_TEST_STUB_LIB')
+		if not self.stub or not os.path.isfile(self.stub):
+			self.skipTest('no stub library built (VMEM_TEST_STUB_LIB)')
+		for k in ('FAKE_DIFFER', 'VMEM_STUB_UNIMPLEMENTED'):
+			os.environ.pop(k, None)
+
+	def tearDown(self):
+		for k in ('FAKE_DIFFER', 'VMEM_STUB_UNIMPLEMENTED'):
+			os.environ.pop(k, None)
+
+	def checks(self, policies):
+		import contextlib
+		import io
+		with contextlib.redirect_stdout(io.StringIO()):
+			return self.t.budget_checks(os.path.join(HERE, 'fakepython.py'), self.stub, policies, 16, 3)
+
+	def test_each_policy_runs_and_matches(self):
+		self.assertEqual(self.checks(['none', 'all', 'dyn-wd']), {'none': [], 'all': [], 'dyn-wd': []})
+
+	def test_a_differing_policy_fails_with_expected_and_got(self):
+		os.environ['FAKE_DIFFER'] = 'VMEM_POLICY=all'
+		res = self.checks(['none', 'all', 'dyn'])
+		self.assertEqual(res['none'], [])
+		self.assertEqual(res['all'], ['iteration 3 loss: expected 0x1.a666666666666p+2 (no vmem), '
+					      'got 0x1.a666666666668p+2 (vmem all)'])
+
+	def test_a_policy_the_library_lacks_is_a_failure_not_a_silent_none(self):
+		os.environ['VMEM_STUB_UNIMPLEMENTED'] = 'conv'
+		res = self.checks(['conv'])
+		self.assertEqual(len(res['conv']), 1)
+		self.assertIn('libvmem.so does not have it: vmem: warning: VMEM_POLICY=conv', res['conv'][0])
 
 
 @unittest.skipIf(torch_python() is None, 'no python3 with torch and torchvision here')

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+# Tests of scripts/vmem-bound on synthetic traces whose live-memory curve is
+# worked out by hand: a two-layer net (X -> Y -> loss, backward, SGD), a
+# workspace, a read-only constant, wrap-around of the weights.
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import tracegen  # noqa: E402
+
+SCRIPTS = os.environ.get('VMEM_SCRIPTS_DIR') or os.path.join(HERE, '..', '..', '..', 'scripts')
+VMEM_BOUND = os.path.join(SCRIPTS, 'vmem-bound')
+MiB = 1 << 20
+
+
+def run(*args):
+	p = subprocess.run([sys.executable, VMEM_BOUND] + [str(a) for a in args],
+			   stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+	return p.returncode, p.stdout, p.stderr
+
+
+def two_layer_trace(path, iters=3):
+	"""Per iteration (op index: what it does):
+	  0 copy input -> X (write X)
+	  1 fwd1: read X, W1, C (constant), ws; write Y
+	  2 fwd2: read Y, W2; write L
+	  3 bwd2: read L, Y, W2; write dY
+	  4 bwd1: read dY, X, W1, ws; write dW1
+	  5 sgd1: rw W1, read dW1
+	  6 sgd2: rw W2
+	Sizes: X 100, Y 50, L 10, dY 50, dW1 20, W1 20, W2 30, C 7, ws 40 MiB.
+	Live (MiB) at each op, by hand: values live from their write to their
+	last read; W1, W2 from their SGD write around to the next; C always
+	(never written: 'unwritten'); ws only at ops 1 and 4.
+	  op0: X100 W1 20 W2 30 C7                      = 157
+	  op1: X100 Y50 W1 20 W2 30 C7 ws40             = 247
+	  op2: X100 Y50 L10 W1 20 W2 30 C7              = 217
+	  op3: X100 Y50 L10 dY50 W1 20 W2 30 C7         = 267
+	  op4: X100 dY50 dW1 20 W1 20 W2 30 C7 ws40     = 267
+	  op5: dW1 20 W1 20 W2 30 C7                    = 77
+	  op6: W1 20 W2 30 C7                           = 57
+	"""
+	b = tracegen.TraceBuilder(path, budget=1 << 30, device='Simulated NVIDIA GeForce GTX TITAN X')
+	a = {n: b.alloc(s * MiB) for n, s in
+	     [('X', 100), ('Y', 50), ('L', 10), ('dY', 50), ('dW1', 20), ('W1', 20), ('W2', 30),
+	      ('C', 7), ('ws', 40)]}
+	for _ in range(iters):
+		b.op('memcpy', 'cudaMemcpyAsync', [(a['X'], 'w', 'dst')])
+		b.op('conv_fwd', 'cudnnConvolutionForward',
+		     [(a['X'], 'r', 'x'), (a['W1'], 'r', 'w'), (a['C'], 'r', 'b'), (a['ws'], 'w', 'ws'),
+		      (a['Y'], 'w', 'y')])
+		b.op('gemm', 'cublasSgemm_v2', [(a['Y'], 'r', 'a'), (a['W2'], 'r', 'b'), (a['L'], 'w', 'c')])
+		b.op('gemm', 'cublasSgemm_v2', [(a['L'], 'r', 'a'), (a['Y'], 'r', 'x'),
+						(a['W2'], 'r', 'b'), (a['dY'], 'w', 'c')])
+		b.op('conv_bwd_filter', 'cudnnConvolutionBackwardFilter',
+		     [(a['dY'], 'r', 'dy'), (a['X'], 'r', 'x'), (a['W1'], 'r', 'w'), (a['ws'], 'w', 'ws'),
+		      (a['dW1'], 'w', 'dw')])
+		b.op('launch', 'cudaLaunchKernel', [(a['W1'], 'rw', 'arg0'), (a['dW1'], 'rw', 'arg1')],
+		     args={'kernel': 'sgd'})
+		b.op('launch', 'cudaLaunchKernel', [(a['W2'], 'rw', 'arg0')], args={'kernel': 'sgd'})
+	b.end()
+	b.close()
+
+
+class VmemBoundTest(unittest.TestCase):
+	def setUp(self):
+		self.d = tempfile.TemporaryDirectory()
+		self.trace = os.path.join(self.d.name, 't.jsonl')
+		two_layer_trace(self.trace)
+
+	def tearDown(self):
+		self.d.cleanup()
+
+	def bound(self, *extra):
+		rc, out, err = run(self.trace, '--json', *extra)
+		self.assertEqual(rc, 0, 'vmem-bound failed: %s' % err)
+		return json.loads(out)
+
+	def test_live_curve_matches_the_hand_count(self):
+		curve = os.path.join(self.d.name, 'c.csv')
+		rc, out, err = run(self.trace, '--budget', '1G', '--compute-ms', '10', '--curve', curve)
+		self.assertEqual(rc, 0, err)
+		with open(curve) as f:
+			rows = f.read().splitlines()[1:]
+		got = [int(r.split(',')[3]) // MiB for r in rows]
+		want = [157, 247, 217, 267, 267, 77, 57]
+		self.assertEqual(got, want, 'live MiB per op: expected %s, got %s' % (want, got))
+
+	def test_no_excess_under_a_budget_above_the_peak(self):
+		r = self.bound('--budget', '267M', '--compute-ms', '10')
+		self.assertEqual((r['h2d_bytes'], r['d2h_bytes'], r['fits']), (0, 0, True))
+		self.assertEqual(r['bound_ms'], 10)
+		self.assertEqual(r['limited_by'], 'compute')
+
+	def test_excess_must_cross_the_link_both_ways_except_unwritten_bytes(self):
+		# budget 167 MiB: 100 MiB over at the peak; C (7 MiB) is never
+		# written, so its host copy stays valid: 93 MiB must leave
+		r = self.bound('--budget', '167M', '--compute-ms', '1', '--link', '1')
+		self.assertEqual(r['peak_live'], 267 * MiB)
+		self.assertEqual(r['h2d_bytes'], 100 * MiB)
+		self.assertEqual(r['d2h_bytes'], 93 * MiB)
+		self.assertAlmostEqual(r['h2d_ms'], 100 * MiB / 1e9 * 1e3)
+		self.assertEqual(r['limited_by'], 'H2D')
+		self.assertAlmostEqual(r['bound_ms'], r['h2d_ms'])
+
+	def test_link_comes_from_the_device_model_in_the_header(self):
+		r = self.bound('--budget', '167M', '--compute-ms', '1')
+		self.assertEqual((r['h2d_gbs'], r['d2h_gbs']), (16.0, 16.0))
+
+	def test_unknown_device_needs_a_link_and_says_so(self):
+		path = os.path.join(self.d.name, 'u.jsonl')
+		b = tracegen.TraceBuilder(path, device='Some GPU')
+		x = b.alloc(MiB)
+		for _ in range(3):
+			for k in range(5):
+				b.op('launch', 'cudaLaunchKernel', [(x, 'rw', 'arg0')], args={'kernel': 'k%d' % k})
+		b.end()
+		b.close()
+		rc, out, err = run(path, '--budget', '1G', '--compute-ms', '1')
+		self.assertEqual(rc, 2)
+		self.assertIn("'Some GPU', not a known model", err)
+		self.assertIn('--link', err)
+
+
+if __name__ == '__main__':
+	unittest.main()
