@@ -303,6 +303,7 @@ void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const 
 	c->nrefs = 0;
 	c->cap = VMEM_INLINE_REFS;
 	c->refs_lost = false;
+	c->unseen = false;
 	c->refs = c->refs_inline;
 	c->resolved = c->resolved_inline;
 	c->seq = 0;
@@ -467,6 +468,8 @@ void hook_call_finish(hook_call_t *c)
 	if (call_prepared)
 		runtime_complete(c->resolved, c->nrefs, (cudaStream_t)c->stream);
 	call_prepared = false;
+	if (c->unseen)
+		runtime_unseen_write((cudaStream_t)c->stream);
 	if (c->seq == 0)
 		c->seq = trace_next_seq();
 	if (trace_enabled())

@@ -50,6 +50,8 @@ typedef struct {
 	const void *stream;
 	int nrefs, cap;
 	bool refs_lost;           /* a ref could not be held: the call is refused */
+	bool unseen;              /* may write vmem memory it does not name
+				     (hook_call_finish tells the pool) */
 	vmem_ref_t *refs;         /* refs_inline, or a heap array past VMEM_INLINE_REFS */
 	trace_ref_t *resolved;    /* likewise */
 	vmem_ref_t refs_inline[VMEM_INLINE_REFS];

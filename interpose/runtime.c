@@ -535,11 +535,14 @@ static int resolve_driver(void)
  * later, so run first, it takes the trace lock, which a thread inside
  * the pool takes while it holds the pool lock), and would make fork wait
  * out a host wait on the eviction path. */
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void atfork_child(void)
 {
 	__atomic_store_n(&g_active, false, __ATOMIC_RELEASE);
-	/* a thread that no longer exists may have held it */
+	/* a thread that no longer exists may have held them */
 	pthread_mutex_init(&streams_lock, NULL);
+	pthread_mutex_init(&vmm_lock, NULL);
 }
 
 int runtime_init(void)
@@ -577,7 +580,7 @@ int runtime_init(void)
 			   "use a multiple of it", vmem_cfg.chunk_size, gran);
 		return -1;
 	}
-	uint64_t budget;
+	uint64_t budget, reserve = vmem_device_reserve(&vmem_cfg, total_b);
 	if (vmem_cfg.device_limit) {
 		budget = vmem_cfg.device_limit;
 		if (budget > free_b) {
@@ -586,14 +589,16 @@ int runtime_init(void)
 			budget = free_b;
 		}
 	} else {
-		budget = free_b > vmem_cfg.device_reserve ? free_b - vmem_cfg.device_reserve : 0;
+		budget = free_b > reserve ? free_b - reserve : 0;
 	}
 	budget -= budget % c.chunk_size;
 	if (budget < c.chunk_size) {
 		vmem_error("device budget %" PRIu64 " bytes is below one chunk (%" PRIu64 " bytes): "
-			   "free device memory %zu MiB, VMEM_DEVICE_RESERVE %" PRIu64 " MiB; "
+			   "free device memory %zu MiB of %zu MiB, VMEM_DEVICE_RESERVE %" PRIu64 " MiB%s; "
 			   "lower VMEM_DEVICE_RESERVE or set VMEM_DEVICE_LIMIT",
-			   budget, c.chunk_size, free_b / MiB, vmem_cfg.device_reserve / MiB);
+			   budget, c.chunk_size, free_b / MiB, total_b / MiB, reserve / MiB,
+			   vmem_cfg.device_reserve == VMEM_SIZE_AUTO ?
+			   " (auto: 1/8 of the device, 32 MiB to 1 GiB)" : "");
 		return -1;
 	}
 	c.budget = budget;
@@ -602,9 +607,11 @@ int runtime_init(void)
 		vmem_cfg.small_threshold : c.chunk_size / 2;
 	uint64_t va = vmem_cfg.va_size;
 	if (!va) {
-		/* room for the whole device four times over: ranges are never
-		 * reused before their free fence, and freed ranges are cached */
-		va = 4 * (uint64_t)total_b;
+		/* room for the whole device sixteen times over: ranges are
+		 * never reused before their free fence, freed ranges are
+		 * cached, and PyTorch's expandable segments reserve 1.125x the
+		 * device each (one per stream and pool) from it */
+		va = 16 * (uint64_t)total_b;
 		if (va < 64 * GiB)
 			va = 64 * GiB;
 	}
@@ -637,10 +644,11 @@ int runtime_init(void)
 	g_va_size = c.va_size;
 	g_budget = c.budget;
 	pthread_atfork(NULL, NULL, atfork_child);
-	vmem_info("pool: budget %" PRIu64 " MiB of %zu MiB free (%zu MiB total), chunk %" PRIu64
-		  " KiB, small below %" PRIu64 " KiB, virtual range %" PRIu64 " GiB at 0x%" PRIxPTR
-		  ", host limit %s%" PRIu64 " MiB",
-		  c.budget / MiB, free_b / MiB, total_b / MiB, c.chunk_size / 1024,
+	vmem_info("pool: budget %" PRIu64 " MiB of %zu MiB free (%zu MiB total, reserve %" PRIu64
+		  " MiB), chunk %" PRIu64 " KiB, small below %" PRIu64 " KiB, virtual range %" PRIu64
+		  " GiB at 0x%" PRIxPTR ", host limit %s%" PRIu64 " MiB",
+		  c.budget / MiB, free_b / MiB, total_b / MiB,
+		  vmem_cfg.device_limit ? 0 : reserve / MiB, c.chunk_size / 1024,
 		  c.small_threshold / 1024, c.va_size / GiB, g_base,
 		  c.host_limit ? "" : "unlimited/", c.host_limit / MiB);
 	__atomic_store_n(&g_active, true, __ATOMIC_RELEASE);
@@ -779,9 +787,25 @@ void runtime_budget_free(uint64_t *budget, uint64_t *free_bytes, uint64_t *chunk
 		*chunk = runtime_active() ? pool_config(g_pool)->chunk_size : 0;
 }
 
+int runtime_device(void)
+{
+	return g_device;
+}
+
 void runtime_stream_destroyed(cudaStream_t stream)
 {
 	stream_forget(stream);
+	/* the pool fences a stream's uses only when something waits for
+	 * them, which it cannot do once the stream is gone */
+	if (runtime_active())
+		pool_stream_destroyed(g_pool, stream);
+}
+
+void runtime_unseen_write(cudaStream_t stream)
+{
+	stats_add(STATS_UNSEEN_WRITES, 1);
+	if (runtime_active())
+		pool_note_unseen_write(g_pool, stream);
 }
 
 void runtime_va(uintptr_t *base, uint64_t *size)
@@ -862,6 +886,17 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 	stream_seen(stream);
 	tl_dev_err = cudaSuccess;
 	pool_status_t st = pool_acquire(g_pool, pr, n, stream, sp);
+	if (st == POOL_ELOST) {
+		/* issue 11: never compute on bytes a liveness plan dropped */
+		for (int i = 0; i < n; i++)
+			if (sp[i].lost)
+				vmem_error("a call reads bytes that vmem dropped as dead: allocation %" PRIu64
+					   ", offset %" PRIu64 ", %" PRIu64 " bytes (at %p); the liveness "
+					   "plan was wrong for this program - set VMEM_LIVENESS=off",
+					   sp[i].alloc_id, sp[i].offset, sp[i].bytes, (void *)refs[i].ptr);
+		ref_buf_free(&b);
+		return cudaErrorIllegalAddress;
+	}
 	if (st != POOL_OK) {
 		uint64_t total = 0;
 		for (int i = 0; i < n; i++)
@@ -911,3 +946,273 @@ void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream)
 	pool_release(g_pool, pr, sp, n, stream);
 	ref_buf_free(&b);
 }
+
+/* ---- the application's own virtual memory (expandable segments) ----
+ *
+ * A handle vmem creates is a record here: its size, and where it is
+ * mapped.  Its value has the top bit set, which no driver handle (a
+ * user-space pointer) has, so the two never meet.  Contents live in the
+ * pool's allocation while mapped; an unmapped handle holds nothing, so
+ * mapping it again is refused (CUDA would give back its bytes). */
+
+typedef struct {
+	uint64_t handle;
+	uint64_t size;
+	uintptr_t at;        /* where it is mapped, 0 when not */
+	bool was_mapped;     /* unmapped since: its contents are gone */
+	bool released;       /* cuMemRelease came while mapped */
+} vmm_handle_t;
+
+static vmm_handle_t *g_vh;
+static int g_nvh, g_capvh;
+static uint64_t g_vh_next;
+
+#define VMM_HANDLE_TAG (1ull << 63)
+
+static vmm_handle_t *vh_find(uint64_t h)
+{
+	if (!(h & VMM_HANDLE_TAG))
+		return NULL;
+	for (int i = 0; i < g_nvh; i++)
+		if (g_vh[i].handle == h)
+			return &g_vh[i];
+	return NULL;
+}
+
+static void vh_remove(vmm_handle_t *v)
+{
+	*v = g_vh[--g_nvh];
+}
+
+static CUresult vmm_refuse(const char *api, const char *why)
+{
+	vmem_error("%s: refused: %s. vmem serves this process's device memory (it moves it between "
+		   "device and host); run with VMEM_DISABLE=1 to use %s this way", api, why, api);
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult vmm_status(pool_status_t st)
+{
+	switch (st) {
+	case POOL_OK: return CUDA_SUCCESS;
+	case POOL_ENOMEM: case POOL_EHOST: case POOL_EVA: return CUDA_ERROR_OUT_OF_MEMORY;
+	case POOL_EINVAL: return CUDA_ERROR_INVALID_VALUE;
+	case POOL_EDEVICE:
+		return tl_dev_err != cudaSuccess ? (CUresult)tl_dev_err : CUDA_ERROR_UNKNOWN;
+	default: return CUDA_ERROR_UNKNOWN;
+	}
+}
+
+static bool vmm_ours(CUdeviceptr p)
+{
+	return runtime_active() && runtime_owns((uintptr_t)p);
+}
+
+bool runtime_vmm_reserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
+			 unsigned long long flags, CUresult *res)
+{
+	uintptr_t a;
+	(void)addr;   /* a hint CUDA may ignore too */
+	if (!runtime_active() || flags)
+		return false;
+	if (!p || !size) {
+		*res = CUDA_ERROR_INVALID_VALUE;
+		return true;
+	}
+	tl_dev_err = cudaSuccess;
+	pool_status_t st = pool_va_reserve(g_pool, size, align, &a);
+	if (st == POOL_EVA)
+		vmem_error("cuMemAddressReserve of %zu MiB: vmem's virtual range (%" PRIu64 " GiB) has no "
+			   "room left; raise VMEM_VA_SIZE", size >> 20, g_va_size / GiB);
+	*res = vmm_status(st);
+	if (st == POOL_OK)
+		*p = (CUdeviceptr)a;
+	return true;
+}
+
+bool runtime_vmm_address_free(CUdeviceptr p, size_t size, CUresult *res)
+{
+	if (!vmm_ours(p))
+		return false;
+	tl_api = "cuMemAddressFree";
+	tl_dev_err = cudaSuccess;
+	pthread_mutex_lock(&vmm_lock);
+	pool_status_t st = pool_va_unreserve(g_pool, (uintptr_t)p, size);
+	if (st == POOL_OK)
+		for (int i = 0; i < g_nvh; i++) {
+			vmm_handle_t *v = &g_vh[i];
+			if (v->at && v->at - (uintptr_t)p < size) {
+				v->at = 0;
+				v->was_mapped = true;
+				if (v->released)
+					vh_remove(v), i--;
+			}
+		}
+	pthread_mutex_unlock(&vmm_lock);
+	tl_api = NULL;
+	*res = vmm_status(st);
+	return true;
+}
+
+bool runtime_vmm_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+			unsigned long long flags, CUresult *res)
+{
+	const pool_config_t *c;
+	if (!runtime_active() || !h || !prop || flags)
+		return false;
+	c = pool_config(g_pool);
+	/* device memory of vmem's device in whole chunks; anything else (host
+	 * or NUMA locations, compressible memory, odd sizes) stays CUDA's */
+	if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id != g_device ||
+	    prop->allocFlags.compressionType || !size || size % c->chunk_size)
+		return false;
+	pthread_mutex_lock(&vmm_lock);
+	if (g_nvh == g_capvh) {
+		int nc = g_capvh ? g_capvh * 2 : 64;
+		vmm_handle_t *n = realloc(g_vh, (size_t)nc * sizeof(*n));
+		if (!n) {
+			pthread_mutex_unlock(&vmm_lock);
+			*res = CUDA_ERROR_OUT_OF_MEMORY;
+			return true;
+		}
+		g_vh = n;
+		g_capvh = nc;
+	}
+	vmm_handle_t *v = &g_vh[g_nvh++];
+	memset(v, 0, sizeof(*v));
+	v->handle = VMM_HANDLE_TAG | ++g_vh_next;
+	v->size = size;
+	*h = (CUmemGenericAllocationHandle)v->handle;
+	pthread_mutex_unlock(&vmm_lock);
+	*res = CUDA_SUCCESS;
+	return true;
+}
+
+bool runtime_vmm_release(CUmemGenericAllocationHandle h, CUresult *res)
+{
+	if (!runtime_active())
+		return false;
+	pthread_mutex_lock(&vmm_lock);
+	vmm_handle_t *v = vh_find((uint64_t)h);
+	if (v) {
+		/* CUDA frees the memory at the last unmap: so does vmem */
+		if (v->at)
+			v->released = true;
+		else
+			vh_remove(v);
+		*res = CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&vmm_lock);
+	return v != NULL;
+}
+
+bool runtime_vmm_map(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+		     unsigned long long flags, CUresult *res)
+{
+	uint64_t id;
+	if (!runtime_active())
+		return false;
+	pthread_mutex_lock(&vmm_lock);
+	vmm_handle_t *v = vh_find((uint64_t)h);
+	if (!v) {
+		pthread_mutex_unlock(&vmm_lock);
+		if (!vmm_ours(p))
+			return false;
+		*res = vmm_refuse("cuMemMap", "a handle vmem did not create cannot be mapped into "
+				  "vmem's virtual range");
+		return true;
+	}
+	if (!vmm_ours(p)) {
+		*res = vmm_refuse("cuMemMap", "a handle vmem created can only be mapped in a range "
+				  "reserved while vmem is active");
+	} else if (offset || size != v->size || flags) {
+		*res = vmm_refuse("cuMemMap", "vmem maps whole handles only (offset 0, the handle's "
+				  "size, no flags)");
+	} else if (v->at || v->was_mapped) {
+		*res = vmm_refuse("cuMemMap", v->at ? "a handle mapped twice would alias memory vmem "
+				  "moves" : "a handle unmapped before keeps no contents under vmem");
+	} else {
+		tl_api = "cuMemMap";
+		tl_dev_err = cudaSuccess;
+		pool_status_t st = pool_map_fixed(g_pool, (uintptr_t)p, size, &id);
+		tl_api = NULL;
+		if (st == POOL_OK)
+			v->at = (uintptr_t)p;
+		else if (st == POOL_EINVAL)
+			vmem_error("cuMemMap of %zu bytes at 0x%llx: not in a reservation, or over a "
+				   "mapping", size, (unsigned long long)p);
+		*res = vmm_status(st);
+	}
+	pthread_mutex_unlock(&vmm_lock);
+	return true;
+}
+
+bool runtime_vmm_unmap(CUdeviceptr p, size_t size, CUresult *res)
+{
+	if (!vmm_ours(p))
+		return false;
+	tl_api = "cuMemUnmap";
+	tl_dev_err = cudaSuccess;
+	pthread_mutex_lock(&vmm_lock);
+	/* cuMemUnmap does not order itself after queued work (PyTorch
+	 * synchronizes first): vmem's free fence covers every stream anyway */
+	pool_status_t st = pool_unmap_fixed(g_pool, (uintptr_t)p, size, NULL, true);
+	if (st == POOL_OK)
+		for (int i = 0; i < g_nvh; i++) {
+			vmm_handle_t *v = &g_vh[i];
+			if (v->at && v->at - (uintptr_t)p < size) {
+				v->at = 0;
+				v->was_mapped = true;
+				if (v->released)
+					vh_remove(v), i--;
+			}
+		}
+	pthread_mutex_unlock(&vmm_lock);
+	tl_api = NULL;
+	*res = vmm_status(st);
+	return true;
+}
+
+bool runtime_vmm_set_access(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count,
+			    CUresult *res)
+{
+	(void)size;
+	if (!vmm_ours(p))
+		return false;
+	if (!desc || !count) {
+		*res = CUDA_ERROR_INVALID_VALUE;
+		return true;
+	}
+	/* vmem maps every chunk read-write for its device when it maps it */
+	for (size_t i = 0; i < count; i++) {
+		if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+		    desc[i].location.id != g_device) {
+			*res = vmm_refuse("cuMemSetAccess", "access from another device (peer access) to "
+					  "memory vmem moves is not supported");
+			return true;
+		}
+		if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+		    desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ) {
+			*res = vmm_refuse("cuMemSetAccess", "vmem's memory stays readable and writable "
+					  "by its device");
+			return true;
+		}
+	}
+	*res = CUDA_SUCCESS;
+	return true;
+}
+
+bool runtime_vmm_export(CUmemGenericAllocationHandle h, CUresult *res)
+{
+	if (!runtime_active())
+		return false;
+	pthread_mutex_lock(&vmm_lock);
+	bool ours = vh_find((uint64_t)h) != NULL;
+	pthread_mutex_unlock(&vmm_lock);
+	if (ours)
+		*res = vmm_refuse("cuMemExportToShareableHandle", "a handle vmem created has no "
+				  "physical memory of its own to share with another process");
+	return ours;
+}
+

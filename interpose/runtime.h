@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "interpose/trace.h"
@@ -55,6 +56,18 @@ void runtime_stream_destroyed(cudaStream_t stream);
  * conv workspace choice, interpose/conv_exec.c).  Thread-safe. */
 void runtime_budget_free(uint64_t *budget, uint64_t *free_bytes, uint64_t *chunk);
 
+/* A hooked call that vmem could not see into may have written device
+ * memory (a launch whose parameter layout is unknown or that comes while
+ * an error is pending).  Call it right after the call was issued on
+ * `stream` (hook_call_finish does, for calls marked `unseen`).  From then
+ * on no resident page counts as clean: evicting one copies it, after that
+ * call (pool_note_unseen_write).  Counted in VMEM_STATS ("possible unseen
+ * writes").  Thread-safe; only counts when vmem is not active. */
+void runtime_unseen_write(cudaStream_t stream);
+
+/* The device whose memory vmem manages (the current device at start-up). */
+int runtime_device(void);
+
 /* The reserved virtual range; *base = 0, *size = 0 when not active. */
 void runtime_va(uintptr_t *base, uint64_t *size);
 
@@ -70,5 +83,31 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 /* After the call has been issued: unlock, mark written ranges dirty and
  * record on `stream` the use that eviction must wait for. */
 void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream);
+
+/* The application's own virtual memory (issue 14: PyTorch's expandable
+ * segments reach cuMemAddressReserve/cuMemCreate/cuMemMap through the
+ * driver entry points).  While vmem is active these are served from the
+ * pool: a reservation is a sub-range of vmem's range, a handle vmem
+ * creates (device memory of vmem's device, a multiple of the chunk) is
+ * only a size until it is mapped, and a map is an allocation at that
+ * address in the budget, evicted and faulted in like any other; an unmap
+ * frees it after every stream.  Each answers true when it handled the
+ * call (*res is the answer), false when the call is not vmem's to
+ * handle: pass it through.  A real handle mapped into vmem's range, a
+ * partial, aliased or offset map, peer access and the export of vmem's
+ * handles are refused (CUDA_ERROR_NOT_SUPPORTED, one line saying why and
+ * naming VMEM_DISABLE=1).  Thread-safe. */
+bool runtime_vmm_reserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
+			 unsigned long long flags, CUresult *res);
+bool runtime_vmm_address_free(CUdeviceptr p, size_t size, CUresult *res);
+bool runtime_vmm_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+			unsigned long long flags, CUresult *res);
+bool runtime_vmm_release(CUmemGenericAllocationHandle h, CUresult *res);
+bool runtime_vmm_map(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+		     unsigned long long flags, CUresult *res);
+bool runtime_vmm_unmap(CUdeviceptr p, size_t size, CUresult *res);
+bool runtime_vmm_set_access(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count,
+			    CUresult *res);
+bool runtime_vmm_export(CUmemGenericAllocationHandle h, CUresult *res);
 
 #endif

@@ -54,6 +54,7 @@ static const char *const counter_names[STATS_COUNTER_COUNT] = {
 	[STATS_WD_VARS] = "WD variables after pruning",
 	[STATS_WD_UNPRUNED] = "WD configs before pruning",
 	[STATS_WD_OBJECTIVE_NS] = "WD objective (ns/iteration)",
+	[STATS_UNSEEN_WRITES] = "possible unseen writes",
 };
 
 static const char *const gauge_names[STATS_GAUGE_COUNT] = {

@@ -11,8 +11,15 @@
  * do not overlap (dX/dY reuse: a chain needs two), one workspace sized to
  * the largest need.  The first consumer in backward order writes a
  * gradient (beta 0), later ones accumulate (beta 1).
+ *
+ * --threads 2 runs each backward pass on a second host thread while the
+ * first waits, as PyTorch does (forward and the optimizer step on the
+ * Python thread, backward on the autograd engine's device thread), on the
+ * same stream and handles: the calls and their order are those of one
+ * thread, only the calling thread changes.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -744,6 +751,76 @@ static void setup_batch(int batch)
 	}
 }
 
+/* ---- the backward thread (--threads 2): one job at a time, the caller
+ * waits for it, so the passes stay in the order one thread would run them */
+static struct {
+	pthread_t t;
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	bool started, job, quit;
+} BT = { .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static void backward_pass(void)
+{
+	for (int j = X.N - 1; j >= 0; j--) {
+		backward(j);
+		grad_release(j);
+		release_acts(X.head_tr, X.next_tr, bwd_pos(j));
+	}
+}
+
+static void *backward_thread(void *arg)
+{
+	(void)arg;
+	CUDA_CHECK(cudaSetDevice(0));
+	pthread_mutex_lock(&BT.m);
+	for (;;) {
+		while (!BT.job && !BT.quit)
+			pthread_cond_wait(&BT.cv, &BT.m);
+		if (BT.quit)
+			break;
+		pthread_mutex_unlock(&BT.m);
+		backward_pass();
+		pthread_mutex_lock(&BT.m);
+		BT.job = false;
+		pthread_cond_broadcast(&BT.cv);
+	}
+	pthread_mutex_unlock(&BT.m);
+	return NULL;
+}
+
+static void run_backward(void)
+{
+	if (X.o->threads < 2) {
+		backward_pass();
+		return;
+	}
+	pthread_mutex_lock(&BT.m);
+	if (!BT.started) {
+		if (pthread_create(&BT.t, NULL, backward_thread, NULL))
+			mt_die("cannot start the backward thread");
+		BT.started = true;
+	}
+	BT.job = true;
+	pthread_cond_broadcast(&BT.cv);
+	while (BT.job)
+		pthread_cond_wait(&BT.cv, &BT.m);
+	pthread_mutex_unlock(&BT.m);
+}
+
+static void stop_backward_thread(void)
+{
+	if (!BT.started)
+		return;
+	pthread_mutex_lock(&BT.m);
+	BT.quit = true;
+	pthread_cond_broadcast(&BT.cv);
+	pthread_mutex_unlock(&BT.m);
+	pthread_join(BT.t, NULL);
+	BT.started = false;
+	BT.quit = false;
+}
+
 static double run_pass(bool train, int iter_base, int dataset, float *ms)
 {
 	int n = X.batch, N = X.N;
@@ -767,11 +844,7 @@ static double run_pass(bool train, int iter_base, int dataset, float *ms)
 		release_acts(train ? X.head_tr : X.head_ev, train ? X.next_tr : X.next_ev, j);
 	}
 	if (train) {
-		for (int j = N - 1; j >= 0; j--) {
-			backward(j);
-			grad_release(j);
-			release_acts(X.head_tr, X.next_tr, bwd_pos(j));
-		}
+		run_backward();
 		float lr = X.o->lr, mom = X.o->momentum, wd = X.o->weight_decay;
 		for (int p = 0; p < X.net->nparams; p++) {
 			mt_param_t *pa = &X.net->params[p];
@@ -935,6 +1008,12 @@ int mt_train(mt_net_t *net, const mt_opts_t *o)
 	size_t peak = mt_alloc_peak();
 	printf("checksum: 0x%016llx\n", (unsigned long long)sum);
 	printf("peak: %zu MiB\n", (peak + (1u << 20) - 1) >> 20);
+	if (o->alloc == MT_ALLOC_CACHING) {
+		mt_cache_reuse_t r = mt_alloc_reuse();
+
+		printf("cache reuse: %zu larger, %zu smaller, %zu same size\n", r.larger, r.smaller,
+		       r.same);
+	}
 	if (o->json) {
 		static const char *const an[] = { "per-tensor", "network", "caching" };
 
@@ -952,6 +1031,7 @@ int mt_train(mt_net_t *net, const mt_opts_t *o)
 	fflush(stdout);
 
 	/* orderly teardown */
+	stop_backward_thread();
 	if (NETWORK && X.plan_batch)
 		unplan();
 	for (int p = 0; p < net->nparams; p++) {

@@ -35,6 +35,8 @@ static void usage(FILE *f)
 		"  --algo-mode MODE           get (heuristics) | find (benchmark) (default get)\n"
 		"  --batch-change K:N         use batch N from iteration K on\n"
 		"  --eval-every K             forward-only inference pass every K iterations\n"
+		"  --threads N                1, or 2: backward on a second host thread, as\n"
+		"                             PyTorch's autograd engine runs it (default 1)\n"
 		"  --lr F                     SGD learning rate (default 0.001)\n"
 		"  --momentum F               SGD momentum (default 0.9)\n"
 		"  --weight-decay F           weight decay (default 0.0005)\n"
@@ -96,7 +98,7 @@ int main(int argc, char **argv)
 		.net = NULL, .batch = 4, .image = 32, .iters = 5, .classes = 10,
 		.seed = 1, .alloc = MT_ALLOC_PER_TENSOR, .conv_api = MT_CONV_LEGACY,
 		.algo_mode = MT_ALGO_GET, .change_iter = -1, .lr = 0.001f,
-		.momentum = 0.9f, .weight_decay = 0.0005f,
+		.momentum = 0.9f, .weight_decay = 0.0005f, .threads = 1,
 	};
 	mt_net_t net;
 	char err[256];
@@ -179,6 +181,8 @@ int main(int argc, char **argv)
 				bad(a, v, "K:N with iteration K >= 0 and batch N >= 1, e.g. 3:8");
 			o.change_iter = (int)k;
 			o.change_batch = (int)n;
+		} else if (!strcmp(a, "--threads")) {
+			o.threads = (int)parse_int(a, v, 1, 2);
 		} else if (!strcmp(a, "--eval-every")) {
 			o.eval_every = (int)parse_int(a, v, 1, 1 << 24);
 		} else if (!strcmp(a, "--lr")) {

@@ -13,7 +13,8 @@
  * Modules (prefix mt_): net.c builds layer graphs, alloc.c owns device
  * memory (the three allocation styles), conv.c chooses and runs
  * convolutions, exec.c runs forward / backward / update, main.c parses the
- * command line and prints the results.  Single-threaded throughout.
+ * command line and prints the results.  Single-threaded, except that
+ * --threads 2 runs each backward pass on a second thread (exec.c).
  */
 #ifndef MT_H
 #define MT_H
@@ -138,6 +139,13 @@ void mt_cache_free(mt_cache_t *c, void *p);
 void mt_cache_release(mt_cache_t *c);     /* frees segments that are wholly free */
 size_t mt_cache_live(const mt_cache_t *c); /* bytes in allocated blocks */
 size_t mt_cache_round(size_t bytes);      /* block size a request rounds to */
+/* Blocks handed out at an address that held a tensor before, by how the
+ * new tensor's size compares with the previous one's there. */
+typedef struct { size_t larger, smaller, same; } mt_cache_reuse_t;
+mt_cache_reuse_t mt_cache_reuse(const mt_cache_t *c);
+/* The process-wide caching allocator's reuse counts (zero in the other
+ * styles). */
+mt_cache_reuse_t mt_alloc_reuse(void);
 size_t mt_cache_segment_size(size_t rounded);
 
 /* ---- run configuration */
@@ -153,6 +161,7 @@ typedef struct {
 	mt_algo_mode_t algo_mode;
 	int change_iter, change_batch;   /* --batch-change K:N (K < 0: none) */
 	int eval_every;                  /* 0: never */
+	int threads;                     /* 2: backward on a second host thread */
 	float lr, momentum, weight_decay;
 	bool json, mem_report, print_net;
 } mt_opts_t;
