@@ -216,12 +216,26 @@ HOOK_EXPORT cudaError_t cudaMemGetInfo(size_t *f, size_t *t)
  * fault-ins on the per-thread stream (cudaStreamPerThread) where the call
  * names the default stream. */
 
+/* `whole`: the destination span is written entirely (a 1-D copy, or a 2-D
+ * one whose pitch is its width): VMEM_ACCESS_WHOLE, policy/event.h. */
 static void copy_refs(hook_call_t *c, void *d, const void *s, size_t dbytes, size_t sbytes,
-		      int k)
+		      int k, bool whole)
 {
 	hook_call_ref(c, s, sbytes, VMEM_ACCESS_R, "src");
-	hook_call_ref(c, d, dbytes, VMEM_ACCESS_W, "dst");
+	hook_call_ref(c, d, dbytes, whole ? VMEM_ACCESS_W | VMEM_ACCESS_WHOLE : VMEM_ACCESS_W, "dst");
 	hook_call_args(c, "\"bytes\":%zu,\"kind\":%d", dbytes, k);
+	c->info.type = VMEM_INFO_COPY;
+	c->info.u.copy.bytes = dbytes;
+	c->info.u.copy.kind = (uint8_t)k;
+}
+
+static void set_ref(hook_call_t *c, void *p, size_t n, int v)
+{
+	hook_call_ref(c, p, n, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "dst");
+	hook_call_args(c, "\"bytes\":%zu,\"value\":%d", n, v);
+	c->info.type = VMEM_INFO_COPY;
+	c->info.u.copy.bytes = n;
+	c->info.u.copy.kind = VMEM_COPY_SET;
 }
 
 /* Bytes a pitched 2D region spans: every row but the last at full pitch. */
@@ -257,7 +271,7 @@ static cudaError_t do_memcpy(real_cudaMemcpy_t real, const char *api, bool pt, v
 	cudaError_t st;
 
 	hook_call_init(&c, VMEM_OP_MEMCPY, api, vstream(NULL, pt));
-	copy_refs(&c, d, s, n, n, (int)k);
+	copy_refs(&c, d, s, n, n, (int)k, true);
 	RUN_CALL(&c, real(d, s, n, k));
 	return st;
 }
@@ -270,7 +284,7 @@ static cudaError_t do_memcpy_async(real_cudaMemcpyAsync_t real, const char *api,
 	cudaError_t st;
 
 	hook_call_init(&c, VMEM_OP_MEMCPY, api, vstream(strm, pt));
-	copy_refs(&c, d, s, n, n, (int)k);
+	copy_refs(&c, d, s, n, n, (int)k, true);
 	RUN_CALL(&c, real(d, s, n, k, strm));
 	return st;
 }
@@ -283,7 +297,7 @@ static cudaError_t do_memcpy_2d(real_cudaMemcpy2D_t real, const char *api, bool 
 	cudaError_t st;
 
 	hook_call_init(&c, VMEM_OP_MEMCPY, api, vstream(NULL, pt));
-	copy_refs(&c, d, s, span2d(dp, w, h), span2d(sp, w, h), (int)k);
+	copy_refs(&c, d, s, span2d(dp, w, h), span2d(sp, w, h), (int)k, dp == w);
 	RUN_CALL(&c, real(d, dp, s, sp, w, h, k));
 	return st;
 }
@@ -296,7 +310,7 @@ static cudaError_t do_memcpy_2d_async(real_cudaMemcpy2DAsync_t real, const char 
 	cudaError_t st;
 
 	hook_call_init(&c, VMEM_OP_MEMCPY, api, vstream(strm, pt));
-	copy_refs(&c, d, s, span2d(dp, w, h), span2d(sp, w, h), (int)k);
+	copy_refs(&c, d, s, span2d(dp, w, h), span2d(sp, w, h), (int)k, dp == w);
 	RUN_CALL(&c, real(d, dp, s, sp, w, h, k, strm));
 	return st;
 }
@@ -308,8 +322,7 @@ static cudaError_t do_memset(real_cudaMemset_t real, const char *api, bool pt, v
 	cudaError_t st;
 
 	hook_call_init(&c, VMEM_OP_MEMSET, api, vstream(NULL, pt));
-	hook_call_ref(&c, p, n, VMEM_ACCESS_W, "dst");
-	hook_call_args(&c, "\"bytes\":%zu,\"value\":%d", n, v);
+	set_ref(&c, p, n, v);
 	RUN_CALL(&c, real(p, v, n));
 	return st;
 }
@@ -321,8 +334,7 @@ static cudaError_t do_memset_async(real_cudaMemsetAsync_t real, const char *api,
 	cudaError_t st;
 
 	hook_call_init(&c, VMEM_OP_MEMSET, api, vstream(strm, pt));
-	hook_call_ref(&c, p, n, VMEM_ACCESS_W, "dst");
-	hook_call_args(&c, "\"bytes\":%zu,\"value\":%d", n, v);
+	set_ref(&c, p, n, v);
 	RUN_CALL(&c, real(p, v, n, strm));
 	return st;
 }
@@ -363,7 +375,7 @@ static cudaError_t do_memcpy_peer(real_cudaMemcpyPeer_t real, const char *api, v
 	cudaError_t st;
 
 	hook_call_init(&c, VMEM_OP_MEMCPY, api, NULL);
-	copy_refs(&c, d, s, n, n, (int)cudaMemcpyDeviceToDevice);
+	copy_refs(&c, d, s, n, n, (int)cudaMemcpyDeviceToDevice, true);
 	RUN_CALL(&c, real(d, dd, s, sd, n));
 	return st;
 }
@@ -375,7 +387,7 @@ static cudaError_t do_memcpy_peer_async(real_cudaMemcpyPeerAsync_t real, const c
 	cudaError_t st;
 
 	hook_call_init(&c, VMEM_OP_MEMCPY, api, strm);
-	copy_refs(&c, d, s, n, n, (int)cudaMemcpyDeviceToDevice);
+	copy_refs(&c, d, s, n, n, (int)cudaMemcpyDeviceToDevice, true);
 	RUN_CALL(&c, real(d, dd, s, sd, n, strm));
 	return st;
 }

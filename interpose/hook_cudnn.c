@@ -271,6 +271,7 @@ typedef struct {
 	uint64_t bytes;   /* extent; 0 = unknown */
 	int dtype;        /* cudnnDataType_t; -1 = unknown */
 	int nbdims;
+	bool dense;       /* no gaps between elements (hook_strided_dense) */
 	int dims[HOOK_DNN_MAX_DIMS];
 } dnn_desc_t;
 
@@ -295,6 +296,7 @@ static void tensor_info(cudnnTensorDescriptor_t d, dnn_desc_t *o)
 	o->dtype = (int)dt;
 	o->nbdims = nb;
 	o->bytes = hook_strided_extent(nb, d64, s64, hook_cudnn_dtype_bits((int)dt));
+	o->dense = hook_strided_dense(nb, d64, s64);
 }
 
 /* A filter has no strides: it is packed (NCHW or NHWC alike). */
@@ -317,6 +319,7 @@ static void filter_info(cudnnFilterDescriptor_t d, dnn_desc_t *o)
 	o->dtype = (int)dt;
 	o->nbdims = nb;
 	o->bytes = hook_packed_extent(nb, d64, hook_cudnn_dtype_bits((int)dt));
+	o->dense = true;
 }
 
 /* cuDNN's scaling factors are host pointers to a double for double
@@ -332,10 +335,17 @@ static bool scale_nonzero(const void *s, int dtype)
 	return *(const float *)s != 0.0f;
 }
 
-static uint8_t out_access(const void *beta, int dtype)
+/* An output: read too when beta != 0; a whole overwrite when beta is 0
+ * and the tensor has no gaps (policy/event.h, VMEM_ACCESS_WHOLE). */
+static uint8_t out_access(const void *beta, const dnn_desc_t *d)
 {
-	return scale_nonzero(beta, dtype) ? VMEM_ACCESS_RW : VMEM_ACCESS_W;
+	if (scale_nonzero(beta, d->dtype))
+		return VMEM_ACCESS_RW;
+	return d->dense ? VMEM_ACCESS_W | VMEM_ACCESS_WHOLE : VMEM_ACCESS_W;
 }
+
+/* A workspace is scratch handed over to the call: nothing in it survives. */
+#define WS_ACCESS (VMEM_ACCESS_W | VMEM_ACCESS_WHOLE)
 
 static cudaStream_t dnn_stream(cudnnHandle_t h)
 {
@@ -364,14 +374,34 @@ static void ref_out(hook_call_t *c, cudnnTensorDescriptor_t d, void *p, const vo
 	dnn_desc_t info;
 
 	tensor_info(d, &info);
-	hook_call_ref(c, p, info.bytes, out_access(beta, info.dtype), role);
+	hook_call_ref(c, p, info.bytes, out_access(beta, &info), role);
 }
 
 /* Trace args of a convolution: algorithm, workspace and the shape (the
- * data-side tensor n,c,h,w and the filter k,r,s). */
+ * data-side tensor n,c,h,w and the filter k,r,s); the same in the call's
+ * typed record (stride, pad and dilation are not read: 0). */
 static void conv_args(hook_call_t *c, int algo, size_t ws, const dnn_desc_t *x,
 		      const dnn_desc_t *w)
 {
+	vmem_conv_info_t *ci = &c->info.u.conv;
+
+	c->info.type = VMEM_INFO_CONV;
+	ci->dir = c->kind == VMEM_OP_CONV_BWD_DATA ? VMEM_CONV_DIR_BWD_DATA :
+		  c->kind == VMEM_OP_CONV_BWD_FILTER ? VMEM_CONV_DIR_BWD_FILTER : VMEM_CONV_DIR_FWD;
+	ci->algo = algo;
+	ci->workspace = ws;
+	ci->dtype = (uint8_t)hook_cudnn_dtype(x->dtype);
+	if (x->nbdims >= 4) {
+		ci->n = x->dims[0];
+		ci->c = x->dims[1];
+		ci->h = x->dims[2];
+		ci->w = x->dims[3];
+	}
+	if (w->nbdims >= 4) {
+		ci->k = w->dims[0];
+		ci->r = w->dims[2];
+		ci->s = w->dims[3];
+	}
 	if (algo >= 0)
 		hook_call_args(c, "\"algo\":%d", algo);
 	hook_call_args(c, "\"ws\":%zu", ws);
@@ -424,8 +454,8 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const vo
 	tensor_info(yDesc, &yi);
 	hook_call_ref(&c, x, xi.bytes, VMEM_ACCESS_R, "x");
 	hook_call_ref(&c, w, wi.bytes, VMEM_ACCESS_R, "w");
-	hook_call_ref(&c, y, yi.bytes, out_access(beta, yi.dtype), "y");
-	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws");
+	hook_call_ref(&c, y, yi.bytes, out_access(beta, &yi), "y");
+	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, WS_ACCESS, "ws");
 	conv_args(&c, (int)algo, workSpaceSizeInBytes, &xi, &wi);
 	/* prepares, runs (maybe as micro-batches, maybe another algorithm) and finishes */
 	st = conv_exec_legacy(&c, CONV_DIR_FWD, handle, alpha, xDesc, x, wDesc, w, yDesc, y,
@@ -462,8 +492,8 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, con
 	tensor_info(dxDesc, &dxi);
 	hook_call_ref(&c, w, wi.bytes, VMEM_ACCESS_R, "w");
 	hook_call_ref(&c, dy, dyi.bytes, VMEM_ACCESS_R, "dy");
-	hook_call_ref(&c, dx, dxi.bytes, out_access(beta, dxi.dtype), "dx");
-	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws");
+	hook_call_ref(&c, dx, dxi.bytes, out_access(beta, &dxi), "dx");
+	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, WS_ACCESS, "ws");
 	conv_args(&c, (int)algo, workSpaceSizeInBytes, &dxi, &wi);
 	st = conv_exec_legacy(&c, CONV_DIR_BWD_DATA, handle, alpha, dxDesc, dx, wDesc, w, dyDesc,
 			      dy, convDesc, (int)algo, workSpace, workSpaceSizeInBytes, beta);
@@ -499,8 +529,8 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, c
 	filter_info(dwDesc, &dwi);
 	hook_call_ref(&c, x, xi.bytes, VMEM_ACCESS_R, "x");
 	hook_call_ref(&c, dy, dyi.bytes, VMEM_ACCESS_R, "dy");
-	hook_call_ref(&c, dw, dwi.bytes, out_access(beta, dwi.dtype), "dw");
-	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws");
+	hook_call_ref(&c, dw, dwi.bytes, out_access(beta, &dwi), "dw");
+	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, WS_ACCESS, "ws");
 	conv_args(&c, (int)algo, workSpaceSizeInBytes, &xi, &dwi);
 	st = conv_exec_legacy(&c, CONV_DIR_BWD_FILTER, handle, alpha, xDesc, x, dwDesc, dw, dyDesc,
 			      dy, convDesc, (int)algo, workSpace, workSpaceSizeInBytes, beta);
@@ -563,8 +593,9 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionBiasActivationForward(
 	if (z && scale_nonzero(alpha2, yi.dtype))
 		ref_t(&c, zDesc, z, VMEM_ACCESS_R, "z", NULL);
 	ref_t(&c, biasDesc, bias, VMEM_ACCESS_R, "b", NULL);
-	hook_call_ref(&c, y, yi.bytes, VMEM_ACCESS_W, "y");
-	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws");
+	hook_call_ref(&c, y, yi.bytes, yi.dense ? VMEM_ACCESS_W | VMEM_ACCESS_WHOLE : VMEM_ACCESS_W,
+		      "y");
+	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, WS_ACCESS, "ws");
 	conv_args(&c, (int)algo, workSpaceSizeInBytes, &xi, &wi);
 	if (dnn_prepare(&c))
 		st = real(handle, alpha1, xDesc, x, wDesc, w, convDesc, algo, workSpace,
@@ -877,7 +908,7 @@ HOOK_EXPORT cudnnStatus_t cudnnBatchNormalizationBackward(
 	ref_t(&c, dyDesc, dy, VMEM_ACCESS_R, "dy", NULL);
 	ref_out(&c, dxDesc, dx, betaDataDiff, "dx");
 	tensor_info(dBnScaleBiasDesc, &si);
-	pacc = out_access(betaParamDiff, si.dtype);
+	pacc = out_access(betaParamDiff, &si);
 	hook_call_ref(&c, bnScale, si.bytes, VMEM_ACCESS_R, "scale");
 	hook_call_ref(&c, dBnScaleResult, si.bytes, pacc, "dscale");
 	hook_call_ref(&c, dBnBiasResult, si.bytes, pacc, "dbias");
@@ -989,7 +1020,7 @@ HOOK_EXPORT cudnnStatus_t cudnnBatchNormalizationBackwardEx(
 		ref_t(&c, dzDesc, dzData, VMEM_ACCESS_W, "dz", NULL);
 	ref_out(&c, dxDesc, dxData, betaDataDiff, "dx");
 	tensor_info(dBnScaleBiasDesc, &si);
-	pacc = out_access(betaParamDiff, si.dtype);
+	pacc = out_access(betaParamDiff, &si);
 	hook_call_ref(&c, bnScaleData, si.bytes, VMEM_ACCESS_R, "scale");
 	hook_call_ref(&c, bnBiasData, si.bytes, VMEM_ACCESS_R, "bias");
 	hook_call_ref(&c, dBnScaleData, si.bytes, pacc, "dscale");

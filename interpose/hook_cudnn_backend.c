@@ -231,6 +231,24 @@ HOOK_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle,
 			      ex.refs[i].access, ex.refs[i].role);
 	hook_call_args(&c, "\"plan\":\"%s\",\"ws\":%llu", ex.known_plan ? "known" : "unknown",
 		       (unsigned long long)ex.ws_bytes);
+	if (ex.have_conv) {
+		vmem_conv_info_t *ci = &c.info.u.conv;
+
+		c.info.type = VMEM_INFO_CONV;
+		ci->dir = ex.kind == VMEM_OP_CONV_BWD_DATA ? VMEM_CONV_DIR_BWD_DATA :
+			  ex.kind == VMEM_OP_CONV_BWD_FILTER ? VMEM_CONV_DIR_BWD_FILTER :
+							       VMEM_CONV_DIR_FWD;
+		ci->n = (int32_t)ex.conv[0];
+		ci->c = (int32_t)ex.conv[1];
+		ci->h = (int32_t)ex.conv[2];
+		ci->w = (int32_t)ex.conv[3];
+		ci->k = (int32_t)ex.conv[4];
+		ci->r = (int32_t)ex.conv[5];
+		ci->s = (int32_t)ex.conv[6];
+		ci->algo = -1;   /* the graph API has engines */
+		ci->workspace = ex.ws_bytes;
+		ci->dtype = (uint8_t)hook_cudnn_dtype(ex.conv_dtype);
+	}
 	if (ex.have_conv)
 		hook_call_args(&c, "\"n\":%lld,\"c\":%lld,\"h\":%lld,\"w\":%lld,"
 				   "\"k\":%lld,\"r\":%lld,\"s\":%lld",

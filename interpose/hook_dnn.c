@@ -148,6 +148,47 @@ uint64_t hook_packed_extent(int nbdims, const int64_t *dims, unsigned elem_bits)
 	return elems_to_bytes(n, elem_bits);
 }
 
+bool hook_strided_dense(int nbdims, const int64_t *dims, const int64_t *strides)
+{
+	uint64_t span = hook_strided_extent(nbdims, dims, strides, 8);
+
+	return span != 0 && span == hook_packed_extent(nbdims, dims, 8);
+}
+
+vmem_dtype_t hook_cudnn_dtype(int dt)
+{
+	switch (dt) {
+	case CUDNN_DATA_FLOAT: return VMEM_DTYPE_F32;
+	case CUDNN_DATA_DOUBLE: return VMEM_DTYPE_F64;
+	case CUDNN_DATA_HALF: return VMEM_DTYPE_F16;
+	case CUDNN_DATA_BFLOAT16: return VMEM_DTYPE_BF16;
+	case CUDNN_DATA_FP8_E4M3: return VMEM_DTYPE_FP8_E4M3;
+	case CUDNN_DATA_FP8_E5M2: return VMEM_DTYPE_FP8_E5M2;
+	case CUDNN_DATA_INT8: return VMEM_DTYPE_I8;
+	case CUDNN_DATA_UINT8: return VMEM_DTYPE_U8;
+	case CUDNN_DATA_INT32: return VMEM_DTYPE_I32;
+	case CUDNN_DATA_INT64: return VMEM_DTYPE_I64;
+	default: return dt < 0 ? VMEM_DTYPE_UNKNOWN : VMEM_DTYPE_OTHER;
+	}
+}
+
+vmem_dtype_t hook_cuda_dtype(int dt)
+{
+	switch (dt) {
+	case CUDA_R_32F: return VMEM_DTYPE_F32;
+	case CUDA_R_64F: return VMEM_DTYPE_F64;
+	case CUDA_R_16F: return VMEM_DTYPE_F16;
+	case CUDA_R_16BF: return VMEM_DTYPE_BF16;
+	case CUDA_R_8F_E4M3: return VMEM_DTYPE_FP8_E4M3;
+	case CUDA_R_8F_E5M2: return VMEM_DTYPE_FP8_E5M2;
+	case CUDA_R_8I: return VMEM_DTYPE_I8;
+	case CUDA_R_8U: return VMEM_DTYPE_U8;
+	case CUDA_R_32I: return VMEM_DTYPE_I32;
+	case CUDA_R_64I: return VMEM_DTYPE_I64;
+	default: return dt < 0 ? VMEM_DTYPE_UNKNOWN : VMEM_DTYPE_OTHER;
+	}
+}
+
 uint64_t hook_matrix_extent(int64_t rows, int64_t cols, int64_t ld, unsigned elem_bits)
 {
 	uint64_t e;
@@ -202,6 +243,7 @@ typedef struct {
 	uint64_t bytes;
 	const char *role;   /* static string */
 	uint8_t access;
+	bool dense;         /* strides leave no gap (a whole overwrite is possible) */
 } bdt_tensor_t;
 
 /* What an operation, a graph, or anything leading to one (heuristics,
@@ -215,6 +257,7 @@ typedef struct {
 	int ntensors;
 	bdt_tensor_t t[HOOK_BDT_MAX_TENSORS];
 	int64_t conv[7];       /* n c h w k r s */
+	int conv_dtype;        /* of the data-side tensor */
 	hook_conv_geom_t geom; /* a lone convolution in full (conv_graph.c) */
 } bdt_summary_t;
 
@@ -622,7 +665,7 @@ static attr_role_t role_of_attr(int op_type, int attr)
 
 /* Adds (or replaces, by uid) one tensor of a summary. */
 static void sum_add_tensor(hook_bdt_t *t, bdt_summary_t *s, int64_t uid, uint64_t bytes,
-			   const char *role, uint8_t access, bool merge)
+			   const char *role, uint8_t access, bool dense, bool merge)
 {
 	for (int i = 0; i < s->ntensors; i++) {
 		if (s->t[i].uid != uid)
@@ -630,10 +673,11 @@ static void sum_add_tensor(hook_bdt_t *t, bdt_summary_t *s, int64_t uid, uint64_
 		if (merge) {
 			/* the same tensor in two operations of one graph */
 			s->t[i].access |= access;
+			s->t[i].dense = s->t[i].dense && dense;
 			if (!s->t[i].bytes)
 				s->t[i].bytes = bytes;
 		} else {
-			s->t[i] = (bdt_tensor_t){ uid, bytes, role, access };
+			s->t[i] = (bdt_tensor_t){ uid, bytes, role, access, dense };
 		}
 		return;
 	}
@@ -641,7 +685,7 @@ static void sum_add_tensor(hook_bdt_t *t, bdt_summary_t *s, int64_t uid, uint64_
 		t->st.dropped++;
 		return;
 	}
-	s->t[s->ntensors++] = (bdt_tensor_t){ uid, bytes, role, access };
+	s->t[s->ntensors++] = (bdt_tensor_t){ uid, bytes, role, access, dense };
 }
 
 static bool beta_is_nonzero(int attr_type, int64_t count, const void *elems)
@@ -717,6 +761,7 @@ static void op_set(hook_bdt_t *t, bdt_entry_t *e, int attr, int attr_type,
 			s->conv[1] = td->dims[1];
 			s->conv[2] = td->dims[2];
 			s->conv[3] = td->dims[3];
+			s->conv_dtype = td->dtype;
 			s->have_x = true;
 		} else if (r.conv_side == 2 && td->nbdims >= 4) {
 			s->conv[4] = td->dims[0];
@@ -726,7 +771,10 @@ static void op_set(hook_bdt_t *t, bdt_entry_t *e, int attr, int attr_type,
 		}
 		/* a virtual tensor never has a pointer in a variant pack */
 		if (!td->is_virtual && td->has_uid)
-			sum_add_tensor(t, s, td->uid, tensor_bytes(td), r.role, r.access, false);
+			sum_add_tensor(t, s, td->uid, tensor_bytes(td), r.role, r.access,
+				       td->nbdims == td->nbstrides &&
+					       hook_strided_dense(td->nbdims, td->dims, td->strides),
+				       false);
 	}
 }
 
@@ -758,7 +806,7 @@ static void graph_set_ops(hook_bdt_t *t, bdt_entry_t *g, int64_t count, const vo
 		}
 		for (int j = 0; j < os->ntensors; j++)
 			sum_add_tensor(t, s, os->t[j].uid, os->t[j].bytes, os->t[j].role,
-				       os->t[j].access, true);
+				       os->t[j].access, os->t[j].dense, true);
 	}
 	if (count != 1)
 		s->kind = VMEM_OP_OTHER;
@@ -933,6 +981,7 @@ void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
 
 	memset(out, 0, sizeof(*out));
 	out->kind = VMEM_OP_OTHER;
+	out->conv_dtype = -1;
 	if (!t)
 		return;
 	pthread_mutex_lock(&t->lock);
@@ -945,6 +994,7 @@ void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
 		if (s->have_x && s->have_w) {
 			out->have_conv = true;
 			memcpy(out->conv, s->conv, sizeof(out->conv));
+			out->conv_dtype = s->conv_dtype;
 		}
 	}
 	if (pe)
@@ -972,14 +1022,18 @@ void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
 					r->access = s->t[j].access;
 					if ((r->access & VMEM_ACCESS_W) && s->beta_nonzero)
 						r->access = VMEM_ACCESS_RW;
+					else if (r->access == VMEM_ACCESS_W && s->t[j].dense &&
+						 r->bytes)
+						r->access |= VMEM_ACCESS_WHOLE;
 				}
 				break;
 			}
 			out->nrefs++;
 		}
 		if (vp->ws)
-			out->refs[out->nrefs++] = (vmem_ref_t){ vp->ws, out->ws_bytes,
-								VMEM_ACCESS_W, "ws" };
+			out->refs[out->nrefs++] = (vmem_ref_t){
+				vp->ws, out->ws_bytes,
+				out->ws_bytes ? VMEM_ACCESS_W | VMEM_ACCESS_WHOLE : VMEM_ACCESS_W, "ws" };
 	}
 	pthread_mutex_unlock(&t->lock);
 }

@@ -51,6 +51,15 @@ uint64_t hook_strided_extent(int nbdims, const int64_t *dims,
 			     const int64_t *strides, unsigned elem_bits);
 /* Bytes of a fully packed tensor (a cuDNN filter): product of dims. */
 uint64_t hook_packed_extent(int nbdims, const int64_t *dims, unsigned elem_bits);
+/* True when the strides leave no gap and no overlap: the span of the
+ * strided tensor is its element count (any dimension order).  A write to
+ * such a tensor with beta = 0 overwrites its whole extent
+ * (VMEM_ACCESS_WHOLE, policy/event.h); a slice of a larger tensor or a
+ * broadcast is not dense. */
+bool hook_strided_dense(int nbdims, const int64_t *dims, const int64_t *strides);
+/* cudnnDataType_t / cudaDataType_t as policy/event.h's vmem_dtype_t. */
+vmem_dtype_t hook_cudnn_dtype(int cudnn_dtype);
+vmem_dtype_t hook_cuda_dtype(int cuda_dtype);
 
 /* Bytes spanned by a column-major rows x cols matrix with leading
  * dimension ld (ld >= rows): (cols-1)*ld + rows elements.  ld < rows is
@@ -120,6 +129,7 @@ typedef struct {
 	bool refs_lost;           /* the variant pack held more than HOOK_BDT_MAX_VP */
 	bool have_conv;
 	int64_t conv[7];
+	int conv_dtype;           /* cudnnDataType_t of the data-side tensor, -1 unknown */
 	uint64_t ws_bytes;        /* plan's workspace size when known, else 0 */
 } hook_bdt_exec_t;
 
@@ -167,8 +177,10 @@ void hook_bdt_set_ws(hook_bdt_t *t, uintptr_t plan, uint64_t bytes);
  * an unknown plan gives kind "other" with every known pointer rw; an
  * unknown variant pack gives no refs.  Forward conv: x r, w r, y w;
  * backward data: w r, dy r, dx w; backward filter: x r, dy r, dw w; the
- * written tensor is rw when the operation's beta is not 0; the workspace
- * is "ws" w.  Any other graph: kind "other", every pointer rw. */
+ * written tensor is rw when the operation's beta is not 0, and a whole
+ * overwrite (w | VMEM_ACCESS_WHOLE) when beta is 0 and its strides are
+ * dense; the workspace is "ws" w (whole when its size is known).  Any
+ * other graph: kind "other", every pointer rw. */
 void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
 		      hook_bdt_exec_t *out);
 

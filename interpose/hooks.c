@@ -308,6 +308,7 @@ void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const 
 	c->resolved = c->resolved_inline;
 	c->seq = 0;
 	c->t_start = call_clock();
+	memset(&c->info, 0, sizeof(c->info));
 	c->args_len = 0;
 	c->args[0] = '\0';
 }
@@ -358,7 +359,7 @@ void hook_call_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access
 	}
 	c->refs[c->nrefs].ptr = (uintptr_t)ptr;
 	c->refs[c->nrefs].bytes = bytes;
-	c->refs[c->nrefs].access = access;
+	c->refs[c->nrefs].access = bytes ? access : (uint8_t)(access & ~VMEM_ACCESS_WHOLE);
 	c->refs[c->nrefs].role = role;
 	c->nrefs++;
 }

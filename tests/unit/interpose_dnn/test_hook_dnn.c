@@ -320,9 +320,10 @@ static void test_forward_conv_reads_x_w_writes_y(void **state)
 	assert_true(ex.known_plan);
 	EXPECT_U64("refs (x, y, w, ws)", 4, ex.nrefs);
 	expect_ref(&ex, 0xa000, "x", VMEM_ACCESS_R, XB);
-	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W, YB);
+	/* a packed output with beta 0 and a sized workspace: whole overwrites */
+	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, YB);
 	expect_ref(&ex, 0xc000, "w", VMEM_ACCESS_R, WB);
-	expect_ref(&ex, 0xd000, "ws", VMEM_ACCESS_W, 4096);
+	expect_ref(&ex, 0xd000, "ws", VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, 4096);
 	assert_true(ex.have_conv);
 	for (int i = 0; i < 7; i++)
 		EXPECT_U64("conv n,c,h,w,k,r,s", conv[i], ex.conv[i]);
@@ -338,7 +339,7 @@ static void test_backward_data_x_uid_is_grad_input_written(void **state)
 	build_conv_plan(t, BWD_DATA, 0.0f);
 	hook_bdt_execute(t, H(PLAN), H(VP), &ex);
 	expect_kind(&ex, VMEM_OP_CONV_BWD_DATA);
-	expect_ref(&ex, 0xa000, "dx", VMEM_ACCESS_W, XB);
+	expect_ref(&ex, 0xa000, "dx", VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, XB);
 	expect_ref(&ex, 0xb000, "dy", VMEM_ACCESS_R, YB);
 	expect_ref(&ex, 0xc000, "w", VMEM_ACCESS_R, WB);
 	EXPECT_U64("n from dx", 2, ex.conv[0]);
@@ -357,7 +358,7 @@ static void test_backward_filter_w_uid_is_grad_weight_written(void **state)
 	expect_kind(&ex, VMEM_OP_CONV_BWD_FILTER);
 	expect_ref(&ex, 0xa000, "x", VMEM_ACCESS_R, XB);
 	expect_ref(&ex, 0xb000, "dy", VMEM_ACCESS_R, YB);
-	expect_ref(&ex, 0xc000, "dw", VMEM_ACCESS_W, WB);
+	expect_ref(&ex, 0xc000, "dw", VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, WB);
 	hook_bdt_free(t);
 }
 
@@ -380,7 +381,7 @@ static void test_nonzero_beta_makes_output_read_write(void **state)
 	hook_bdt_set(t, H(OP), CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_DOUBLE,
 		     1, &one);
 	hook_bdt_execute(t, H(PLAN), H(VP), &ex);
-	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W, YB);
+	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, YB);
 	hook_bdt_free(t);
 }
 
@@ -400,7 +401,7 @@ static void test_plan_survives_destroyed_graph(void **state)
 	hook_bdt_execute(t, H(PLAN), H(VP), &ex);
 	expect_kind(&ex, VMEM_OP_CONV_FWD);
 	expect_ref(&ex, 0xa000, "x", VMEM_ACCESS_R, XB);
-	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W, YB);
+	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, YB);
 	hook_bdt_free(t);
 }
 
@@ -425,6 +426,52 @@ static void test_engine_built_from_graph_leads_to_conv(void **state)
 	/* the plan's workspace size was not asked for: unknown */
 	expect_ref(&ex, 0xd000, "ws", VMEM_ACCESS_W, 0);
 	hook_bdt_free(t);
+}
+
+static void test_output_with_gaps_is_not_a_whole_overwrite(void **state)
+{
+	hook_bdt_t *t = hook_bdt_new(64);
+	hook_bdt_exec_t ex;
+	/* y is a channel slice of a 2x8x6x6 tensor (a concatenation's part):
+	 * its span holds the other channels too */
+	int64_t dims[4] = { 2, 4, 6, 6 }, str[4] = { 8 * 36, 36, 6, 1 };
+
+	(void)state;
+	build_conv_plan(t, FWD, 0.0f);
+	set_i64(t, H(TY), CUDNN_ATTR_TENSOR_DIMENSIONS, 4, dims);
+	set_i64(t, H(TY), CUDNN_ATTR_TENSOR_STRIDES, 4, str);
+	set_desc(t, H(OP), CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, H(TY));
+	set_desc(t, H(GRAPH), CUDNN_ATTR_OPERATIONGRAPH_OPS, H(OP));
+	set_desc(t, H(HEUR), CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, H(GRAPH));
+	{
+		uintptr_t cfg = H(CFG);
+
+		hook_bdt_get(t, H(HEUR), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+			     1, &cfg);
+	}
+	set_desc(t, H(PLAN), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, H(CFG));
+	hook_bdt_execute(t, H(PLAN), H(VP), &ex);
+	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W, (uint64_t)((1 * 8 * 36 + 3 * 36 + 5 * 6 + 5 + 1) * 4));
+	hook_bdt_free(t);
+}
+
+static void test_dense_strides_and_dtypes(void **state)
+{
+	int64_t d[4] = { 2, 3, 4, 5 };
+	int64_t nchw[4] = { 60, 20, 5, 1 }, nhwc[4] = { 60, 1, 15, 3 };
+	int64_t slice[4] = { 120, 20, 5, 1 }, bcast[4] = { 0, 20, 5, 1 };
+
+	(void)state;
+	assert_true(hook_strided_dense(4, d, nchw));
+	assert_true(hook_strided_dense(4, d, nhwc));
+	assert_false(hook_strided_dense(4, d, slice));
+	assert_false(hook_strided_dense(4, d, bcast));
+	assert_false(hook_strided_dense(0, d, nchw));
+	assert_int_equal(hook_cudnn_dtype(CUDNN_DATA_BFLOAT16), VMEM_DTYPE_BF16);
+	assert_int_equal(hook_cudnn_dtype(CUDNN_DATA_FLOAT), VMEM_DTYPE_F32);
+	assert_int_equal(hook_cudnn_dtype(-1), VMEM_DTYPE_UNKNOWN);
+	assert_int_equal(hook_cuda_dtype(CUDA_R_16F), VMEM_DTYPE_F16);
+	assert_int_equal(hook_cuda_dtype(CUDA_R_32F), VMEM_DTYPE_F32);
 }
 
 static void test_unknown_plan_is_other_with_every_pointer_rw(void **state)
@@ -737,6 +784,8 @@ int main(void)
 		cmocka_unit_test(test_nonzero_beta_makes_output_read_write),
 		cmocka_unit_test(test_plan_survives_destroyed_graph),
 		cmocka_unit_test(test_engine_built_from_graph_leads_to_conv),
+		cmocka_unit_test(test_output_with_gaps_is_not_a_whole_overwrite),
+		cmocka_unit_test(test_dense_strides_and_dtypes),
 		cmocka_unit_test(test_unknown_plan_is_other_with_every_pointer_rw),
 		cmocka_unit_test(test_fused_graph_is_other_with_every_pointer_rw),
 		cmocka_unit_test(test_reused_handle_forgets_what_it_was),
