@@ -43,6 +43,8 @@ typedef struct {
 } cfg_var_t;
 
 static const char *const policy_names[] = { "none", "all", "conv", "dyn", NULL };
+static const char *const liveness_names[] = { "lazy", "eager", "off", NULL };
+static const char *const prefetch_names[] = { "vdnn", "timed", NULL };
 static const char *const algo_names[] = { "default", "app", "mem", "perf", "fit", NULL };
 static const char *const ws_names[] = { "off", "wr", "wd", NULL };
 static const char *const mb_names[] = { "all", "pow2", "undivided", NULL };
@@ -66,6 +68,12 @@ static const cfg_var_t cfg_vars[] = {
 	  "1: vmem stays pass-through (every hook calls the real function only)" },
 	{ "VMEM_POLICY", CFG_ENUM, "none", policy_names, 0, 0, 0, false, false, F(policy), "",
 	  "memory policy: none (pool + reactive layer), all (vDNN-all), conv (vDNN-conv), dyn (vDNN-dyn)" },
+	{ "VMEM_LIVENESS", CFG_ENUM, "lazy", liveness_names, 0, 0, 0, false, false, F(liveness), "",
+	  "dead memory of a planned iteration: lazy (dropped without a copy when memory is needed), "
+	  "eager (dropped as soon as it dies), off (kept)" },
+	{ "VMEM_PREFETCH", CFG_ENUM, "vdnn", prefetch_names, 0, 0, 0, false, false, F(prefetch), "",
+	  "prefetch of offloaded tensors: vdnn (at the next layer's backward, vDNN Fig. 10), "
+	  "timed (from measured op and copy times)" },
 	{ "VMEM_DEVICE_LIMIT", CFG_SIZE, "0", NULL, 1 * MiB, 1ull << 50, 0, true, false, F(device_limit), "bytes",
 	  "device memory vmem may map; 0: free device memory minus VMEM_DEVICE_RESERVE" },
 	{ "VMEM_DEVICE_RESERVE", CFG_SIZE, "auto", NULL, 0, 1ull << 50, 0, true, true, F(device_reserve), "bytes",

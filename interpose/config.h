@@ -21,11 +21,19 @@ typedef enum { VMEM_POLICY_NONE, VMEM_POLICY_ALL, VMEM_POLICY_CONV, VMEM_POLICY_
 typedef enum { VMEM_ALGO_DEFAULT, VMEM_ALGO_APP, VMEM_ALGO_MEM, VMEM_ALGO_PERF, VMEM_ALGO_FIT } vmem_conv_algo_t;
 typedef enum { VMEM_WS_OFF, VMEM_WS_WR, VMEM_WS_WD } vmem_ws_mode_t;
 typedef enum { VMEM_MB_ALL, VMEM_MB_POW2, VMEM_MB_UNDIVIDED } vmem_microbatch_t;
+/* VMEM_LIVENESS: dead memory is dropped without a copy when memory is
+ * needed (lazy), as soon as it dies (eager), or never (off). */
+typedef enum { VMEM_LIVENESS_LAZY, VMEM_LIVENESS_EAGER, VMEM_LIVENESS_OFF } vmem_liveness_t;
+/* VMEM_PREFETCH: where an offloaded tensor's prefetch goes: vDNN's rule
+ * (vdnn) or from measured op and copy times (timed). */
+typedef enum { VMEM_PREFETCH_VDNN, VMEM_PREFETCH_TIMED } vmem_prefetch_t;
 typedef enum { VMEM_LOG_ERROR, VMEM_LOG_WARN, VMEM_LOG_INFO, VMEM_LOG_DEBUG } vmem_log_level_t;
 
 typedef struct {
 	bool enabled;              /* false: pass-through (VMEM_DISABLE=1 or a bad value) */
 	vmem_policy_t policy;      /* VMEM_POLICY */
+	vmem_liveness_t liveness;  /* VMEM_LIVENESS */
+	vmem_prefetch_t prefetch;  /* VMEM_PREFETCH */
 	uint64_t device_limit;     /* VMEM_DEVICE_LIMIT bytes; 0 = default (free - reserve) */
 	uint64_t device_reserve;   /* VMEM_DEVICE_RESERVE bytes kept for context/libraries;
 				      VMEM_SIZE_AUTO = vmem_default_reserve(device total) */

@@ -532,7 +532,7 @@ static void op_record(void *ctx, const pool_event_t *ev)
 		[POOL_EV_ALLOC] = TRACE_MEM_ALLOC, [POOL_EV_FREE] = TRACE_MEM_FREE,
 		[POOL_EV_OFFLOAD] = TRACE_MEM_OFFLOAD, [POOL_EV_PREFETCH] = TRACE_MEM_PREFETCH,
 		[POOL_EV_FAULT_IN] = TRACE_MEM_FAULT_IN, [POOL_EV_EVICT] = TRACE_MEM_EVICT,
-		[POOL_EV_OOM] = TRACE_MEM_OOM,
+		[POOL_EV_OOM] = TRACE_MEM_OOM, [POOL_EV_DROP] = TRACE_MEM_DROP,
 	};
 	(void)ctx;
 	switch (ev->kind) {
@@ -543,6 +543,7 @@ static void op_record(void *ctx, const pool_event_t *ev)
 		stats_gauge_add(STATS_ALLOCATED, -(int64_t)ev->bytes);
 		break;
 	case POOL_EV_FAULT_IN:
+		runtime_policy_note_fault();
 		stats_add(STATS_MISSES, 1);
 		stats_add(STATS_BYTES_FAULTED_IN, ev->mapped);
 		break;
@@ -561,6 +562,8 @@ static void op_record(void *ctx, const pool_event_t *ev)
 	case POOL_EV_OOM:
 		stats_add(STATS_OOM, 1);
 		break;
+	case POOL_EV_DROP:
+		break;   /* counted by the pool ("pages dropped as dead") */
 	}
 	stats_gauge_set(STATS_RESIDENT, ev->resident);
 	stats_gauge_set(STATS_MAPPED, ev->resident);
@@ -735,6 +738,7 @@ int runtime_init(void)
 	g_va_size = c.va_size;
 	g_budget = c.budget;
 	pthread_atfork(NULL, NULL, atfork_child);
+	runtime_policy_init(g_pool, c.budget, c.chunk_size);
 	vmem_info("pool: budget %" PRIu64 " MiB of %zu MiB free (%zu MiB total, reserve %" PRIu64
 		  " MiB), chunk %" PRIu64 " KiB, small below %" PRIu64 " KiB, virtual range %" PRIu64
 		  " GiB at 0x%" PRIxPTR ", host limit %s%" PRIu64 " MiB",
@@ -761,6 +765,7 @@ void runtime_shutdown(void)
 		pool_get_stats(g_pool, &s);
 		pool_stats_print(&s, print_line, NULL);
 	}
+	runtime_policy_shutdown();
 	/* The application's memory stays mapped: CUDA tears the context down
 	 * after this, and a late cudaFree from another atexit handler must
 	 * not touch an unmapped range. */
@@ -824,6 +829,7 @@ cudaError_t runtime_malloc(void **ptr, size_t bytes, cudaStream_t stream, const 
 	tl_api = NULL;
 	if (st != POOL_OK)
 		return pool_error(st, bytes, "allocating");
+	runtime_policy_allocated(id, bytes);
 	*ptr = (void *)a;
 	return cudaSuccess;
 }
@@ -837,6 +843,14 @@ cudaError_t runtime_free(void *ptr, cudaStream_t stream, bool async, const char 
 	if (async && captures_active() && stream_capturing(stream) &&
 	    capture_defer_free(ptr, stream))
 		return cudaSuccess;
+	if (runtime_policy_on()) {
+		pool_ref_t r = { .ptr = (uintptr_t)ptr, .bytes = 1 };
+		pool_span_t sp;
+
+		pool_resolve(g_pool, &r, 1, &sp);
+		if (sp.offset == 0)
+			runtime_policy_freed(sp.alloc_id);
+	}
 	stream_seen(stream);
 	tl_api = api;
 	tl_dev_err = cudaSuccess;
@@ -982,6 +996,7 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 		pr[i].ptr = refs[i].ptr;
 		pr[i].bytes = refs[i].bytes;
 		pr[i].write = refs[i].access & VMEM_ACCESS_W;
+		pr[i].whole = (refs[i].access & VMEM_ACCESS_WHOLE) && pr[i].write;
 	}
 	stream_seen(stream);
 	tl_dev_err = cudaSuccess;
@@ -990,12 +1005,20 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 	relax_end(mode);
 	if (st == POOL_ELOST) {
 		/* issue 11: never compute on bytes a liveness plan dropped */
-		for (int i = 0; i < n; i++)
-			if (sp[i].lost)
+		for (int i = 0; i < n; i++) {
+			char why[768];
+
+			if (!sp[i].lost)
+				continue;
+			if (runtime_policy_explain_loss(sp[i].alloc_id, sp[i].offset, sp[i].bytes,
+							why, sizeof(why)))
+				vmem_error("%s", why);
+			else
 				vmem_error("a call reads bytes that vmem dropped as dead: allocation %" PRIu64
 					   ", offset %" PRIu64 ", %" PRIu64 " bytes (at %p); the liveness "
 					   "plan was wrong for this program - set VMEM_LIVENESS=off",
 					   sp[i].alloc_id, sp[i].offset, sp[i].bytes, (void *)refs[i].ptr);
+		}
 		ref_buf_free(&b);
 		return cudaErrorIllegalAddress;
 	}
@@ -1041,6 +1064,7 @@ void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream)
 		pr[i].ptr = refs[i].ptr;
 		pr[i].bytes = refs[i].bytes;
 		pr[i].write = refs[i].access & VMEM_ACCESS_W;
+		pr[i].whole = (refs[i].access & VMEM_ACCESS_WHOLE) && pr[i].write;
 		sp[i].alloc_id = refs[i].alloc_id;
 		sp[i].offset = refs[i].offset;
 		sp[i].bytes = refs[i].bytes;
@@ -1338,6 +1362,7 @@ typedef struct {
 	uintptr_t at;        /* where it is mapped, 0 when not */
 	bool was_mapped;     /* unmapped since: its contents are gone */
 	bool released;       /* cuMemRelease came while mapped */
+	uint64_t policy_id;  /* the pool's allocation id while mapped */
 } vmm_handle_t;
 
 static vmm_handle_t *g_vh;
@@ -1514,9 +1539,11 @@ bool runtime_vmm_map(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllo
 		tl_dev_err = cudaSuccess;
 		pool_status_t st = pool_map_fixed(g_pool, (uintptr_t)p, size, &id);
 		tl_api = NULL;
-		if (st == POOL_OK)
+		if (st == POOL_OK) {
 			v->at = (uintptr_t)p;
-		else if (st == POOL_EINVAL)
+			v->policy_id = id;
+			runtime_policy_allocated(id, size);
+		} else if (st == POOL_EINVAL)
 			vmem_error("cuMemMap of %zu bytes at 0x%llx: not in a reservation, or over a "
 				   "mapping", size, (unsigned long long)p);
 		*res = vmm_status(st);
@@ -1539,6 +1566,7 @@ bool runtime_vmm_unmap(CUdeviceptr p, size_t size, CUresult *res)
 		for (int i = 0; i < g_nvh; i++) {
 			vmm_handle_t *v = &g_vh[i];
 			if (v->at && v->at - (uintptr_t)p < size) {
+				runtime_policy_freed(v->policy_id);
 				v->at = 0;
 				v->was_mapped = true;
 				if (v->released)

@@ -138,4 +138,44 @@ bool runtime_vmm_set_access(CUdeviceptr p, size_t size, const CUmemAccessDesc *d
 			    CUresult *res);
 bool runtime_vmm_export(CUmemGenericAllocationHandle h, CUresult *res);
 
+/* ---- the proactive layer (interpose/runtime_policy.c, policy/README.md) ----
+ *
+ * A hooked call as the policy sees it.  The hooks fill it (hooks.c); refs
+ * are the call's touched ranges before resolution. */
+typedef struct {
+	vmem_op_kind_t kind;
+	const char *api;
+	const void *stream;
+	const vmem_ref_t *refs;
+	int nrefs;
+	const vmem_op_info_t *info;   /* the typed record, or NULL */
+	uint64_t seq;                 /* the trace seq; 0 before the call is issued */
+	uint64_t t_ns;                /* host time the call was entered */
+	uint64_t dur_ns;              /* measured device time; 0 = unknown */
+} runtime_call_t;
+
+/* Creates the policy beside the pool (from runtime_init): none when
+ * VMEM_POLICY=none and VMEM_LIVENESS=off.  0, or -1 (the reactive layer
+ * alone then). */
+struct pool;
+int runtime_policy_init(struct pool *pool, uint64_t budget, uint64_t chunk);
+/* Prints the policy's VMEM_STATS lines. */
+void runtime_policy_shutdown(void);
+bool runtime_policy_on(void);
+void runtime_policy_allocated(uint64_t alloc_id, uint64_t bytes);
+void runtime_policy_freed(uint64_t alloc_id);
+/* The pool faulted a page in for the calling thread's call. */
+void runtime_policy_note_fault(void);
+/* Before the call is made resident: resolves its ranges, asks the policy,
+ * carries out prefetches and revivals.  cudaSuccess, or the error that
+ * refuses the call (it would read bytes the plan dropped: one line said
+ * why).  Once per call, on the calling thread. */
+cudaError_t runtime_policy_before(const runtime_call_t *c);
+/* After the call was issued (or refused): drops and offloads. */
+void runtime_policy_after(const runtime_call_t *c);
+/* The plan's description of dropped bytes in this range, for the line that
+ * refuses a call pool_acquire found reading them.  False when unknown. */
+bool runtime_policy_explain_loss(uint64_t alloc_id, uint64_t offset, uint64_t bytes, char *buf,
+				 size_t len);
+
 #endif

@@ -185,6 +185,8 @@ void pool_page_dropped(pool_t *p, struct page *pg)
 	bool was_full = page_full(p, pg), was_dropped = pg->flags & PF_DROPPED;
 	p->st.pages_dropped++;
 	p->st.bytes_dropped += dead_bytes(pg->dead);
+	pool_emit(p, POOL_EV_DROP, pg->a, (uint64_t)pg->idx * chunk_sz(p),
+		  page_bytes(p, pg->a, pg->idx), 0, NULL);
 	pg->flags |= PF_DROPPED;
 	pg->flags &= ~(PF_WRITTEN | PF_HOST_VALID | PF_DROP);
 	dead_account(p, pg, was_full, was_dropped);

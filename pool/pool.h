@@ -116,6 +116,7 @@ typedef struct {
 typedef enum {
 	POOL_EV_ALLOC, POOL_EV_FREE, POOL_EV_OFFLOAD, POOL_EV_PREFETCH,
 	POOL_EV_FAULT_IN, POOL_EV_EVICT, POOL_EV_OOM,
+	POOL_EV_DROP,       /* a page whose every byte was dead, dropped without a copy */
 } pool_event_kind_t;
 
 /* One memory event; totals are after the event. */
@@ -150,6 +151,8 @@ typedef struct {
 	uint64_t allocs, frees, small_allocs;
 	uint64_t misses;              /* pages faulted in */
 	uint64_t bytes_faulted_in;    /* bytes copied back by fault-ins */
+	uint64_t overwrites_skipped;  /* pages faulted in without their copy: the call
+	                                 rewrites them whole */
 	uint64_t evictions;           /* pages evicted by the LRU */
 	uint64_t evictions_clean;     /* of which dropped without a copy */
 	uint64_t bytes_evicted;       /* bytes copied out by evictions */

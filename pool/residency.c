@@ -481,7 +481,25 @@ static void unlock_page(pool_t *p, struct page *pg)
  * busy mark becomes the copies' position on the H2D stream.  *nfault:
  * pages faulted.  A failed map or copy is returned; pages mapped before
  * it stay resident, and a page whose copy failed goes back to host. */
-static pool_status_t fault_in(pool_t *p, const struct rref *rr, int n,
+/* True when a ref of the call overwrites every byte of page pg without
+ * reading any (a whole write covering the page's part of the allocation):
+ * its old bytes need not come back. */
+static bool page_overwritten(const pool_t *p, const pool_ref_t *refs, const struct rref *rr,
+			     int n, const struct page *pg)
+{
+	uint64_t lo = (uint64_t)pg->idx * chunk_sz(p), hi = lo + page_bytes(p, pg->a, pg->idx);
+
+	if (!refs)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (rr[i].a == pg->a && refs[rr[i].ref].write && refs[rr[i].ref].whole &&
+		    rr[i].lo <= lo && rr[i].hi >= hi)
+			return true;
+	return false;
+}
+
+/* refs: the call's refs (NULL for a prefetch, which never overwrites). */
+static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rref *rr, int n,
 			      pool_event_kind_t kind, uint32_t *nfault)
 {
 	uint32_t need = 0, ncopy = 0;
@@ -534,6 +552,13 @@ static pool_status_t fault_in(pool_t *p, const struct rref *rr, int n,
 				continue;
 			if ((st = pool_page_map(p, pg)))
 				continue;
+			if ((pg->flags & PF_HOST_VALID) && page_overwritten(p, refs, rr, n, pg)) {
+				/* the call rewrites it all: its old bytes are not needed */
+				pool_slot_release(p, pg->host, pg->busy);
+				pg->host = NULL;
+				pg->flags &= ~PF_HOST_VALID;
+				p->st.overwrites_skipped++;
+			}
 			uint64_t nb = page_bytes(p, pg->a, pg->idx), moved = 0;
 			int rc = 0;
 			if ((pg->flags & PF_HOST_VALID) &&
@@ -653,7 +678,7 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 	for (int j = 0; j < nrr; j++)
 		for (uint32_t k = rr[j].first; k <= rr[j].last; k++)
 			lock_page(p, &rr[j].a->pages[k]);
-	st = fault_in(p, rr, nrr, POOL_EV_FAULT_IN, &nfault);
+	st = fault_in(p, refs, rr, nrr, POOL_EV_FAULT_IN, &nfault);
 	p->st.misses += nfault;
 	/* Order the call after the copies and after earlier work on other
 	 * streams (a prefetch, a cancelled offload, another stream's use).
