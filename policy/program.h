@@ -321,6 +321,9 @@ typedef struct {
 				    ones, less a YOUNG allocation's bytes before its first
 				    and after its last access (for dumps and benchmarks) */
 	int peak_op;
+	uint64_t *live_after;    /* nops: the bytes live after op k (peak_live is the most) */
+	uint64_t *dead_after;    /* nops: the bytes of `dead` ranges after op k: what the DEAD
+				    steps free (live_after + dead_after without them) */
 } policy_live_t;
 
 int policy_liveness(const policy_graph_t *g, policy_live_t *out);
