@@ -283,45 +283,62 @@ out:
 	return rc;
 }
 
-static void peak(const policy_graph_t *g, policy_live_t *l, const dvec_t *idle, uint64_t touched)
+/* Live bytes after each op (and the dead ranges' share of the rest):
+ * touched bytes less the dead and idle intervals covering "after op k". */
+static int peak(const policy_graph_t *g, policy_live_t *l, const dvec_t *idle, uint64_t touched)
 {
 	int p = g->nops;
 	int64_t *diff = calloc((size_t)p + 1, sizeof(*diff));
-	int64_t dead = 0;
+	int64_t *ddiff = calloc((size_t)p + 1, sizeof(*ddiff));
+	int64_t dead = 0, dl = 0;
 
 	l->peak_live = touched;
 	l->peak_op = 0;
-	if (!diff || p == 0) {
+	if (p == 0) {
 		free(diff);
-		return;
+		free(ddiff);
+		return 0;
+	}
+	l->live_after = malloc((size_t)p * sizeof(*l->live_after));
+	l->dead_after = malloc((size_t)p * sizeof(*l->dead_after));
+	if (!diff || !ddiff || !l->live_after || !l->dead_after) {
+		free(diff);
+		free(ddiff);
+		return -1;
 	}
 	/* dead over positions "after op k" for k in [after, until) cyclically */
 	for (int i = 0; i < l->ndead + idle->n; i++) {
 		const policy_dead_t *d = i < l->ndead ? &l->dead[i] : &idle->v[i - l->ndead];
+		int64_t *df = i < l->ndead ? ddiff : diff;
 		int a = d->after_op, b = d->until_op;
 
 		if (!d->wraps) {
-			diff[a] += (int64_t)d->bytes;
-			diff[b] -= (int64_t)d->bytes;
+			df[a] += (int64_t)d->bytes;
+			df[b] -= (int64_t)d->bytes;
 		} else {
-			diff[a] += (int64_t)d->bytes;
-			diff[p] -= (int64_t)d->bytes;
-			diff[0] += (int64_t)d->bytes;
-			diff[b] -= (int64_t)d->bytes;
+			df[a] += (int64_t)d->bytes;
+			df[p] -= (int64_t)d->bytes;
+			df[0] += (int64_t)d->bytes;
+			df[b] -= (int64_t)d->bytes;
 		}
 	}
 	l->peak_live = 0;
 	for (int k = 0; k < p; k++) {
 		uint64_t live;
 
-		dead += diff[k];
+		dl += ddiff[k];
+		dead += diff[k] + ddiff[k];
 		live = touched > (uint64_t)dead ? touched - (uint64_t)dead : 0;
+		l->live_after[k] = live;
+		l->dead_after[k] = (uint64_t)dl;
 		if (live > l->peak_live) {
 			l->peak_live = live;
 			l->peak_op = k;
 		}
 	}
 	free(diff);
+	free(ddiff);
+	return 0;
 }
 
 int policy_liveness(const policy_graph_t *g, policy_live_t *out)
@@ -389,7 +406,11 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 		qsort(d.v, (size_t)d.n, sizeof(*d.v), cmp_dead_out);
 	out->dead = d.v;
 	out->ndead = d.n;
-	peak(g, out, &idle, touched);
+	if (peak(g, out, &idle, touched) < 0) {
+		free(idle.v);
+		policy_live_free(out);
+		return -1;
+	}
 	free(idle.v);
 	return 0;
 }
@@ -397,6 +418,8 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 void policy_live_free(policy_live_t *l)
 {
 	free(l->dead);
+	free(l->live_after);
+	free(l->dead_after);
 	memset(l, 0, sizeof(*l));
 }
 

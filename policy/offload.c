@@ -60,7 +60,8 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 			  uint64_t min_bytes, policy_offloads_t *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (mode == POLICY_OFFLOAD_NONE || g->boundary >= g->nops)
+	/* NONE, and DYN (dyn.c resolves it to a static mode first) */
+	if ((mode != POLICY_OFFLOAD_ALL && mode != POLICY_OFFLOAD_CONV) || g->boundary >= g->nops)
 		return 0;
 	out->v = calloc((size_t)(g->ntensors ? g->ntensors : 1), sizeof(*out->v));
 	if (!out->v)
@@ -91,6 +92,17 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 	if (out->n > 1)
 		qsort(out->v, (size_t)out->n, sizeof(*out->v), cmp_off);
 	return 0;
+}
+
+const char *policy_offload_name(policy_offload_mode_t m)
+{
+	switch (m) {
+	case POLICY_OFFLOAD_NONE: return "none";
+	case POLICY_OFFLOAD_ALL: return "all";
+	case POLICY_OFFLOAD_CONV: return "conv";
+	case POLICY_OFFLOAD_DYN: return "dyn";
+	}
+	return "?";
 }
 
 void policy_offloads_free(policy_offloads_t *o)

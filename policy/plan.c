@@ -6,6 +6,7 @@
  *   graph.c      ops, uses, tensors, boundary
  *   liveness.c   DEAD     after the last access, until the next whole write
  *   offload.c    OFFLOAD  after the last forward read (vDNN all / conv)
+ *   dyn.c        dyn: none, conv or all, the first whose peak fits the budget
  *   prefetch.c   PREFETCH before the op prefetch.c chose
  *   (solver)     ALGO     before each convolution (a placeholder today)
  *   evict.c      the next-use index the pool ranks pages with
@@ -173,9 +174,38 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		return -1;
 	if (cfg->liveness && policy_liveness(&plan->g, &plan->live) < 0)
 		goto fail;
-	if (policy_offload_choose(&plan->g, cfg->offload, cfg->offload_min_bytes, &plan->off) < 0 ||
-	    policy_prefetch_place(&plan->g, cfg->prefetch, &cfg->timing, &plan->off) < 0)
-		goto fail;
+	if (cfg->offload == POLICY_OFFLOAD_DYN) {
+		policy_dyn_config_t dc = { 0 };
+		policy_live_t tmp;
+		const policy_live_t *l = &plan->live;
+		int mode;
+
+		dc.budget = cfg->budget;
+		dc.headroom = cfg->headroom;
+		dc.liveness = cfg->liveness;
+		dc.offload_min_bytes = cfg->offload_min_bytes;
+		dc.prefetch = cfg->prefetch;
+		dc.timing = cfg->timing;
+		/* without DEAD steps the dead bytes stay: the peak still needs
+		 * the live curve, not the steps */
+		if (!cfg->liveness) {
+			if (policy_liveness(&plan->g, &tmp) < 0)
+				goto fail;
+			l = &tmp;
+		}
+		mode = policy_dyn_choose(&plan->g, l, &dc, &plan->dyn, &plan->off);
+		if (!cfg->liveness)
+			policy_live_free(&tmp);
+		if (mode < 0)
+			goto fail;
+		plan->offload = (uint8_t)mode;
+	} else {
+		plan->offload = (uint8_t)cfg->offload;
+		if (policy_offload_choose(&plan->g, cfg->offload, cfg->offload_min_bytes,
+					  &plan->off) < 0 ||
+		    policy_prefetch_place(&plan->g, cfg->prefetch, &cfg->timing, &plan->off) < 0)
+			goto fail;
+	}
 	if (policy_evict_build(&plan->g, cfg->page_size, &plan->evict) < 0)
 		goto fail;
 	if (assemble(plan, cfg) < 0)
@@ -211,9 +241,10 @@ void policy_plan_dump(const policy_plan_t *plan, policy_print_fn out, void *ctx)
 		counts[plan->steps[i].kind]++;
 	policy_printf(out, ctx,
 		      "plan %u: period %u ops, first steady op seq %" PRIu64
-		      ", %d steps (%d dead, %d offload, %d prefetch, %d algo)",
+		      ", %d steps (%d dead, %d offload, %d prefetch, %d algo), offload %s",
 		      plan->id, plan->period, plan->steady_seq, plan->nsteps, counts[0], counts[1],
-		      counts[2], counts[3]);
+		      counts[2], counts[3], policy_offload_name((policy_offload_mode_t)plan->offload));
+	policy_dyn_dump(&plan->dyn, out, ctx);
 	for (int i = 0; i < plan->nsteps; i++) {
 		const policy_step_t *x = &plan->steps[i];
 		char lab[96];

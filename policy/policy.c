@@ -47,6 +47,8 @@ void policy_config_default(policy_config_t *c)
 	memset(c, 0, sizeof(*c));
 	c->liveness = POLICY_LIVENESS_LAZY;
 	c->offload = POLICY_OFFLOAD_NONE;
+	c->budget = 0;
+	c->dyn_headroom = POLICY_HEADROOM_DEFAULT;
 	c->prefetch = POLICY_PREFETCH_VDNN;
 	c->page_size = (uint64_t)2 << 20;
 	c->offload_min_bytes = (uint64_t)1 << 20;
@@ -110,6 +112,10 @@ static void note(policy_t *p, policy_actions_t *out, policy_note_t n, int expect
 	x->until_op = -1;
 	x->expected_op = expected;
 	x->steady_seq = p->plan.steady_seq;
+	if (n == POLICY_NOTE_MADE) {
+		x->offload_mode = p->plan.offload;
+		x->dyn = p->plan.dyn;
+	}
 }
 
 /* ---- creation ---- */
@@ -199,6 +205,7 @@ static void abandon(policy_t *p, policy_actions_t *out)
 	drop_plan(p);
 	p->st.plans_abandoned++;
 	p->st.period = 0;
+	p->st.offload_mode = POLICY_OFFLOAD_NONE;
 	p->state = POLICY_LEARNING;
 }
 
@@ -215,6 +222,8 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 	pc.timing.h2d_bytes_per_s = p->cfg.h2d_bytes_per_s;
 	pc.timing.budget = p->cfg.prefetch_budget;
 	pc.offload_min_bytes = p->cfg.offload_min_bytes;
+	pc.budget = p->cfg.budget;
+	pc.headroom = p->cfg.dyn_headroom;
 	pc.page_size = p->cfg.page_size;
 	pc.algo_steps = p->cfg.algo_steps;
 	policy_period_reset(&p->det);
@@ -232,6 +241,16 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 	p->state = POLICY_PLANNED;
 	p->st.plans_made++;
 	p->st.period = f->period;
+	p->st.offload_mode = p->plan.offload;
+	if (p->plan.dyn.decided) {
+		p->st.dyn_decisions++;
+		p->st.dyn_mode = p->plan.dyn.chosen;
+		p->st.dyn_fits = p->plan.dyn.fits;
+		p->st.peak_none = p->plan.dyn.peak_none;
+		p->st.peak_conv = p->plan.dyn.peak_conv;
+		p->st.peak_all = p->plan.dyn.peak_all;
+		p->st.dyn_budget = p->plan.dyn.budget;
+	}
 	note(p, out, POLICY_NOTE_MADE, -1);
 	/* the call that confirmed the period is the window's last op: its
 	 * after-steps are due in policy_after */
@@ -636,6 +655,20 @@ void policy_stats_print(const policy_stats_t *s, policy_print_fn out, void *ctx)
 		      s->prefetch_bytes);
 	policy_printf(out, ctx, "policy: misses in planned iterations %10" PRIu64 "  elsewhere %10"
 		      PRIu64, s->misses_planned, s->misses_other);
+	if (s->dyn_decisions) {
+		policy_dyn_t d = { 0 };
+		char line[256];
+
+		d.decided = 1;
+		d.chosen = s->dyn_mode;
+		d.fits = s->dyn_fits;
+		d.peak_none = s->peak_none;
+		d.peak_conv = s->peak_conv;
+		d.peak_all = s->peak_all;
+		d.budget = s->dyn_budget;
+		policy_dyn_format(&d, line, sizeof(line));
+		policy_printf(out, ctx, "policy: %s", line);
+	}
 }
 
 void policy_dump(policy_t *p, policy_print_fn out, void *ctx)

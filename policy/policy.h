@@ -56,7 +56,11 @@ typedef enum {
 
 typedef struct {
 	policy_liveness_t liveness;
-	policy_offload_mode_t offload;     /* VMEM_POLICY=all|conv; none for none/dyn today */
+	policy_offload_mode_t offload;     /* VMEM_POLICY=none|all|conv|dyn */
+	uint64_t budget;                   /* device bytes vmem may map (DYN decides from it);
+					      0 = unknown: DYN offloads nothing */
+	uint64_t dyn_headroom;             /* DYN: bytes kept free for workspaces and small
+					      allocations; POLICY_HEADROOM_DEFAULT = budget / 16 */
 	policy_prefetch_mode_t prefetch;   /* VMEM_PREFETCH=vdnn|timed */
 	uint64_t page_size;                /* the pool's chunk size (eviction keys) */
 	uint64_t h2d_bytes_per_s;          /* link bandwidth for timed prefetch; 0 = 25 GB/s */
@@ -72,7 +76,8 @@ typedef struct {
 	void *log_ctx;
 } policy_config_t;
 
-/* Defaults: lazy liveness, no offload, vDNN prefetch, 2 MiB pages, periods
+/* Defaults: lazy liveness, no offload, no budget (headroom budget / 16),
+ * vDNN prefetch, 2 MiB pages, periods
  * of 4 .. 16384 significant calls confirmed by 3 repetitions with at most
  * 25% soft positions, abandon after 4 periods. */
 void policy_config_default(policy_config_t *c);
@@ -142,6 +147,12 @@ typedef struct {
 	int expected_op;       /* NOTE SUSPENDED: the op the call was compared with (-1: its
 				  lane is not in the plan) */
 	uint64_t steady_seq;   /* NOTE MADE: seq of the first op of the first steady iteration */
+	uint8_t offload_mode;  /* NOTE MADE: policy_offload_mode_t the plan runs (NONE, ALL or
+				  CONV; under DYN the one chosen) */
+	policy_dyn_t dyn;      /* NOTE MADE: dyn.decided = 1 when DYN chose offload_mode; then
+				  dyn.peak_none/conv/all, dyn.budget, dyn.headroom, dyn.fits,
+				  dyn.op_bytes for the trace's plan record
+				  (policy_dyn_format gives the log line) */
 	policy_loss_t loss;    /* REVIVE */
 } policy_action_t;
 
@@ -169,6 +180,12 @@ typedef struct {
 	uint64_t misses_planned, misses_other;   /* reported by the runtime */
 	uint32_t period;                 /* of the current plan, 0 none */
 	uint8_t state;                   /* policy_state_t */
+	uint8_t offload_mode;            /* policy_offload_mode_t of the current plan (NONE when none) */
+	uint64_t dyn_decisions;          /* plans whose offload mode DYN chose */
+	uint8_t dyn_mode;                /* the last DYN decision: mode chosen, */
+	uint8_t dyn_fits;                /* whether it fit, */
+	uint64_t peak_none, peak_conv, peak_all;   /* peak resident bytes under each, */
+	uint64_t dyn_budget;             /* and the budget it was judged against */
 } policy_stats_t;
 
 typedef struct policy policy_t;

@@ -15,6 +15,7 @@
  *   liveness.c  dead byte ranges over the cyclic iteration (SuperNeurons §3.2)
  *   evict.c     next-use index: Belady's MIN eviction order from the plan
  *   offload.c   vDNN's offload choice, all / conv (vDNN §III-C)
+ *   dyn.c       vDNN-dyn: none, conv or all, the first whose peak fits the budget
  *   prefetch.c  prefetch placement: vDNN Fig. 10, or from measured times
  *   plan.c      the actions at each op, from the passes above
  *   match.c     executing a plan: matching calls to it, per thread/stream
@@ -321,6 +322,9 @@ typedef struct {
 				    ones, less a YOUNG allocation's bytes before its first
 				    and after its last access (for dumps and benchmarks) */
 	int peak_op;
+	uint64_t *live_after;    /* nops: the bytes live after op k (peak_live is the most) */
+	uint64_t *dead_after;    /* nops: the bytes of `dead` ranges after op k: what the DEAD
+				    steps free (live_after + dead_after without them) */
 } policy_live_t;
 
 int policy_liveness(const policy_graph_t *g, policy_live_t *out);
@@ -373,7 +377,12 @@ typedef enum {
 	POLICY_OFFLOAD_NONE = 0,
 	POLICY_OFFLOAD_ALL,      /* vDNN-all: every tensor live across the boundary */
 	POLICY_OFFLOAD_CONV,     /* vDNN-conv: only the inputs of forward convolutions */
+	POLICY_OFFLOAD_DYN,      /* vDNN-dyn: NONE, CONV or ALL, the first whose peak resident
+				    bytes fit the budget (dyn.c); a plan never holds DYN itself */
 } policy_offload_mode_t;
+
+/* "none", "all", "conv", "dyn". */
+const char *policy_offload_name(policy_offload_mode_t m);
 
 typedef enum {
 	POLICY_PREFETCH_VDNN = 0,  /* vDNN Fig. 10: at the backward op of the next layer,
@@ -427,6 +436,61 @@ void policy_offloads_dump(const policy_graph_t *g, const policy_offloads_t *o,
 			  policy_print_fn out, void *ctx);
 
 /* ====================================================================
+ * dyn.c - vDNN-dyn's choice among none, conv and all (vDNN §III-C).
+ * ==================================================================== */
+
+/* The headroom default: budget / 16, kept free for workspaces and the
+ * small allocations the plan does not see. */
+#define POLICY_HEADROOM_DEFAULT UINT64_MAX
+
+typedef struct {
+	uint64_t budget;            /* device bytes vmem may map; 0 = unknown: NONE */
+	uint64_t headroom;          /* bytes kept free; POLICY_HEADROOM_DEFAULT = budget / 16 */
+	bool liveness;              /* dead ranges are dropped (else they stay resident) */
+	uint64_t offload_min_bytes; /* as policy_offload_choose */
+	policy_prefetch_mode_t prefetch;
+	policy_timing_t timing;     /* as policy_prefetch_place */
+} policy_dyn_config_t;
+
+/* One decision, for the dump, the stats and the trace's plan record. */
+typedef struct {
+	uint8_t decided;            /* 1: dyn chose `chosen` (0: a static mode, nothing below set) */
+	uint8_t chosen;             /* policy_offload_mode_t: NONE, CONV or ALL */
+	uint8_t fits;               /* the chosen mode fits (0: nothing fits and ALL was taken,
+				       or the budget is unknown) */
+	uint64_t budget, headroom;  /* headroom resolved (budget / 16 by default) */
+	uint64_t peak_none, peak_conv, peak_all;   /* peak resident bytes under each */
+	int peak_op_none, peak_op_conv, peak_op_all;
+	uint64_t op_bytes;          /* the largest single op's own bytes (what one call holds) */
+	int op_bytes_op;
+} policy_dyn_t;
+
+/* Bytes op `op` touches in vmem memory (its uses' union per allocation;
+ * foreign memory not counted): what must be resident while it runs. */
+uint64_t policy_op_bytes(const policy_graph_t *g, int op);
+/* The most bytes resident after any op under the offload set `o` (NULL:
+ * none): liveness's live bytes after each op (l->live_after), plus the
+ * bytes UNSTABLE allocations touch (no dead range applies to them: held
+ * all iteration), less each offloaded tensor's bytes from its offload
+ * (after op o->after_op) until its prefetch (before o->prefetch_op, or
+ * o->need_op when none was placed).  *peak_op (may be NULL): the first op
+ * after which it is reached. */
+uint64_t policy_peak_resident(const policy_graph_t *g, const policy_live_t *l,
+			      const policy_offloads_t *o, int *peak_op);
+/* vDNN-dyn: tries NONE, CONV, ALL in that order (least offload traffic
+ * first) and takes the first whose peak resident bytes and largest op
+ * each fit in budget - headroom; ALL when none fits; NONE when the budget
+ * is 0.  `l` must come from policy_liveness (with c->liveness false its
+ * dead ranges count as resident).  Fills *out, and *chosen (may be NULL)
+ * with the chosen mode's offloads, prefetches placed.  Returns the mode,
+ * or -1 when out of memory. */
+int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
+		      const policy_dyn_config_t *c, policy_dyn_t *out, policy_offloads_t *chosen);
+/* One line: "dyn: chose conv (peaks: none 9.1 GiB, conv 5.2 GiB, all 3.9 GiB; budget 6.0 GiB)". */
+size_t policy_dyn_format(const policy_dyn_t *d, char *buf, size_t len);
+void policy_dyn_dump(const policy_dyn_t *d, policy_print_fn out, void *ctx);
+
+/* ====================================================================
  * plan.c - the actions of each op.
  * ==================================================================== */
 
@@ -454,10 +518,12 @@ typedef struct {
 
 typedef struct {
 	bool liveness;           /* DEAD steps */
-	policy_offload_mode_t offload;
+	policy_offload_mode_t offload;   /* DYN: chosen by dyn.c (plan.dyn) */
 	policy_prefetch_mode_t prefetch;
 	policy_timing_t timing;
 	uint64_t offload_min_bytes;
+	uint64_t budget;         /* DYN: device bytes vmem may map (0 unknown) */
+	uint64_t headroom;       /* DYN: POLICY_HEADROOM_DEFAULT = budget / 16 */
 	uint64_t page_size;
 	bool algo_steps;         /* ALGO steps at every convolution (the app's own choice
 				    today; the workspace solver replaces them) */
@@ -467,6 +533,8 @@ typedef struct {
 	policy_graph_t g;
 	policy_live_t live;
 	policy_offloads_t off;
+	uint8_t offload;         /* policy_offload_mode_t in effect: NONE, ALL or CONV */
+	policy_dyn_t dyn;        /* the decision when the plan was asked for DYN */
 	policy_evict_t evict;
 	int nsteps;
 	policy_step_t *steps;    /* sorted by (op, when) */

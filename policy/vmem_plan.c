@@ -26,9 +26,9 @@ static void print_line(void *ctx, const char *line)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: vmem-plan [-a] [-d] [--offload none|all|conv] [--prefetch vdnn|timed]\n"
+	fprintf(f, "usage: vmem-plan [-a] [-d] [--offload none|all|conv|dyn] [--prefetch vdnn|timed]\n"
 		   "                 [--liveness off|lazy|eager] [--page BYTES] [--h2d BYTES_PER_S]\n"
-		   "                 [--offload-min BYTES] [--reps N]\n"
+		   "                 [--offload-min BYTES] [--reps N] [--budget BYTES] [--headroom BYTES]\n"
 		   "                 [FILE]\n"
 		   "Replays calls (vmem-trace events FILE) through the planner; FILE or stdin.\n"
 		   "  -a  print every action    -d  print the final plan (every pass)\n");
@@ -50,6 +50,14 @@ static void print_action(const policy_action_t *a, uint64_t seq)
 		       a->plan_id, policy_note_name((policy_note_t)a->note), a->period, a->steady_seq);
 		if (a->note == POLICY_NOTE_SUSPENDED)
 			printf(", expected plan op #%d", a->expected_op);
+		if (a->note == POLICY_NOTE_MADE && a->dyn.decided) {
+			char d[256];
+
+			policy_dyn_format(&a->dyn, d, sizeof(d));
+			printf(", %s", d);
+		} else if (a->note == POLICY_NOTE_MADE && a->offload_mode != POLICY_OFFLOAD_NONE) {
+			printf(", offload %s", policy_offload_name((policy_offload_mode_t)a->offload_mode));
+		}
 		printf("\n");
 		return;
 	}
@@ -64,7 +72,7 @@ static void print_action(const policy_action_t *a, uint64_t seq)
 
 int main(int argc, char **argv)
 {
-	static const char *const offl[] = { "none", "all", "conv" };
+	static const char *const offl[] = { "none", "all", "conv", "dyn" };
 	static const char *const pref[] = { "vdnn", "timed" };
 	static const char *const live[] = { "off", "lazy", "eager" };
 	policy_config_t cfg;
@@ -91,7 +99,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		} else if (i + 1 < argc && strcmp(a, "--offload") == 0) {
-			cfg.offload = (policy_offload_mode_t)pick(argv[++i], offl, 3, a);
+			cfg.offload = (policy_offload_mode_t)pick(argv[++i], offl, 4, a);
 		} else if (i + 1 < argc && strcmp(a, "--prefetch") == 0) {
 			cfg.prefetch = (policy_prefetch_mode_t)pick(argv[++i], pref, 2, a);
 		} else if (i + 1 < argc && strcmp(a, "--liveness") == 0) {
@@ -102,6 +110,10 @@ int main(int argc, char **argv)
 			cfg.reps = (uint32_t)strtoul(argv[++i], NULL, 0);
 		} else if (i + 1 < argc && strcmp(a, "--offload-min") == 0) {
 			cfg.offload_min_bytes = strtoull(argv[++i], NULL, 0);
+		} else if (i + 1 < argc && strcmp(a, "--budget") == 0) {
+			cfg.budget = strtoull(argv[++i], NULL, 0);
+		} else if (i + 1 < argc && strcmp(a, "--headroom") == 0) {
+			cfg.dyn_headroom = strtoull(argv[++i], NULL, 0);
 		} else if (i + 1 < argc && strcmp(a, "--h2d") == 0) {
 			cfg.h2d_bytes_per_s = strtoull(argv[++i], NULL, 0);
 		} else if (a[0] == '-' && a[1]) {

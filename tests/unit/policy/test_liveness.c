@@ -206,6 +206,44 @@ static void test_peak_live_counts_fresh_tensors_only_while_used(void **state)
 	done(&x);
 }
 
+static void test_live_and_dead_bytes_after_each_op(void **state)
+{
+	/* the graph of test_dead_from_last_read_to_whole_write, all STABLE:
+	 * touched a1 64 + a2 4096 + a3 4096 + a4 64 + a5 64 = 8384.  Dead:
+	 * a2 after #1..#2 and after #4 (4-0w), a3 after #2,#3,#4,#0 (2-1w),
+	 * a4 after #3,#4,#0,#1 (3-2w), a5 (written, never read) after every op.
+	 *   after #0: a1 + a2(y)     = 64 + 4096 = 4160 live, dead a3+a4+a5 = 4224
+	 *   after #1: a1 + a3        = 4160,                dead a2+a4+a5 = 4224
+	 *   after #2: a1 + a4        =  128,                dead a2+a3+a5 = 8256
+	 *   after #3: a1 + a2        = 4160,                dead a3+a4+a5 = 4224
+	 *   after #4: a1             =   64,             dead a2+a3+a4+a5 = 8320 */
+	const pop_t ops[] = {
+		{ VMEM_OP_CONV_FWD, 0, 2, { RG(1, 0, 64, ACC_R, "x"), RG(2, 0, 4096, ACC_WW, "y") } },
+		{ VMEM_OP_ACT_FWD, 0, 2, { RG(2, 0, 4096, ACC_R, "x"), RG(3, 0, 4096, ACC_WW, "y") } },
+		{ VMEM_OP_ACT_FWD, 0, 2, { RG(3, 0, 4096, ACC_R, "x"), RG(4, 0, 64, ACC_WW, "y") } },
+		{ VMEM_OP_CONV_FWD, 0, 2, { RG(4, 0, 64, ACC_R, "x"), RG(2, 0, 4096, ACC_WW, "y") } },
+		{ VMEM_OP_ACT_FWD, 0, 2, { RG(2, 0, 4096, ACC_R, "x"), RG(5, 0, 64, ACC_WW, "y") } },
+	};
+	static const uint64_t live[] = { 4160, 4160, 128, 4160, 64 };
+	static const uint64_t dead[] = { 4224, 4224, 8256, 4224, 8320 };
+	lv_t x;
+
+	(void)state;
+	build(&x, ops, 5, 2, 0);
+	assert_non_null(x.l.live_after);
+	assert_non_null(x.l.dead_after);
+	for (int k = 0; k < 5; k++) {
+		if (x.l.live_after[k] != live[k] || x.l.dead_after[k] != dead[k])
+			fail_msg("after #%d: expected live %llu dead %llu, got live %llu dead %llu", k,
+				 (unsigned long long)live[k], (unsigned long long)dead[k],
+				 (unsigned long long)x.l.live_after[k],
+				 (unsigned long long)x.l.dead_after[k]);
+	}
+	assert_int_equal(x.l.peak_live, 4160);
+	assert_int_equal(x.l.peak_op, 0);
+	done(&x);
+}
+
 static void test_moving_allocation_gets_no_dead_range(void **state)
 {
 	/* the caching allocator puts this iteration's tensor elsewhere in
@@ -284,6 +322,7 @@ int main(void)
 		cmocka_unit_test(test_partial_page_gives_byte_ranges),
 		cmocka_unit_test(test_young_allocation_does_not_wrap),
 		cmocka_unit_test(test_peak_live_counts_fresh_tensors_only_while_used),
+		cmocka_unit_test(test_live_and_dead_bytes_after_each_op),
 		cmocka_unit_test(test_moving_allocation_gets_no_dead_range),
 		cmocka_unit_test(test_dead_range_resolves_through_last_access),
 	};
