@@ -147,21 +147,41 @@ static void note(const policy_action_t *a)
 	static const char *const what[] = { "made", "suspended", "resumed", "abandoned" };
 	const char *ev = a->note < 4 ? what[a->note] : "?";
 
+	char dyn[256] = "";
+
+	if (a->note == POLICY_NOTE_MADE && a->dyn.decided) {
+		char d[200];
+
+		policy_dyn_format(&a->dyn, d, sizeof(d));
+		snprintf(dyn, sizeof(dyn), "; %s", d);
+	}
 	if (a->note == POLICY_NOTE_MADE)
-		vmem_info("plan %u made: %u calls per iteration, first steady call %" PRIu64,
-			  a->plan_id, a->period, a->steady_seq);
+		vmem_info("plan %u made: %u calls per iteration, first steady call %" PRIu64
+			  ", offload %s%s", a->plan_id, a->period, a->steady_seq,
+			  policy_offload_name(a->offload_mode), dyn);
 	else if (a->note == POLICY_NOTE_ABANDONED)
 		vmem_info("plan %u abandoned", a->plan_id);
 	else
 		vmem_debug("plan %u %s (expected op %d)", a->plan_id, ev, a->expected_op);
 	if (trace_enabled()) {
-		char line[320];
-		int n = snprintf(line, sizeof(line),
-				 "{\"type\":\"plan\",\"seq\":%" PRIu64 ",\"t\":%" PRIu64
-				 ",\"tid\":%ld,\"event\":\"%s\",\"plan\":%u,\"period\":%u"
-				 ",\"steady_seq\":%" PRIu64 ",\"expected_op\":%d}\n",
-				 trace_next_seq(), trace_now_ns(), tid(), ev, a->plan_id, a->period,
-				 a->steady_seq, a->expected_op);
+		char line[640], extra[320] = "";
+		int n;
+
+		if (a->note == POLICY_NOTE_MADE && a->dyn.decided)
+			snprintf(extra, sizeof(extra),
+				 ",\"dyn\":{\"budget\":%" PRIu64 ",\"headroom\":%" PRIu64
+				 ",\"fits\":%s,\"peak_none\":%" PRIu64 ",\"peak_conv\":%" PRIu64
+				 ",\"peak_all\":%" PRIu64 ",\"op_bytes\":%" PRIu64 "}",
+				 a->dyn.budget, a->dyn.headroom, a->dyn.fits ? "true" : "false",
+				 a->dyn.peak_none, a->dyn.peak_conv, a->dyn.peak_all,
+				 a->dyn.op_bytes);
+		n = snprintf(line, sizeof(line),
+			     "{\"type\":\"plan\",\"seq\":%" PRIu64 ",\"t\":%" PRIu64
+			     ",\"tid\":%ld,\"event\":\"%s\",\"plan\":%u,\"period\":%u"
+			     ",\"steady_seq\":%" PRIu64 ",\"expected_op\":%d,\"offload\":\"%s\"%s}\n",
+			     trace_next_seq(), trace_now_ns(), tid(), ev, a->plan_id, a->period,
+			     a->steady_seq, a->expected_op, policy_offload_name(a->offload_mode),
+			     extra);
 		if (n > 0 && (size_t)n < sizeof(line))
 			trace_append(line, (size_t)n);
 	}
@@ -176,6 +196,8 @@ static policy_offload_mode_t offload_mode(vmem_policy_t p)
 		return POLICY_OFFLOAD_ALL;
 	case VMEM_POLICY_CONV:
 		return POLICY_OFFLOAD_CONV;
+	case VMEM_POLICY_DYN:
+		return POLICY_OFFLOAD_DYN;
 	default:
 		return POLICY_OFFLOAD_NONE;
 	}
@@ -196,7 +218,7 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 		     POLICY_PREFETCH_VDNN;
 	c.page_size = chunk;
 	c.offload_min_bytes = chunk;   /* smaller tensors share pages: never worth a copy */
-	(void)budget;
+	c.budget = budget;
 	if (vmem_log_enabled(VMEM_LOG_DEBUG))
 		c.log = log_line;
 	if (policy_create(&c, &g_pol)) {
