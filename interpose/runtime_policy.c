@@ -47,6 +47,10 @@
 
 static policy_t *g_pol;
 static pool_t *g_rp_pool;
+/* Eager drops and offloads finish once the device is past the range's
+ * last use: the pool is polled after every call (a lock and a fence
+ * query per page still waiting) when the policy issues them. */
+static bool g_poll;
 
 /* Per thread: the ranges of the call in flight (resolved before, reused
  * after), the actions list, the fault-ins counted by the pool's observer. */
@@ -228,6 +232,7 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 		return -1;
 	}
 	g_rp_pool = pool;
+	g_poll = c.liveness == POLICY_LIVENESS_EAGER || c.offload != POLICY_OFFLOAD_NONE;
 	pool_set_order(pool, evict_order, g_pol, 1024);
 	return 0;
 }
@@ -399,6 +404,8 @@ void runtime_policy_after(const runtime_call_t *c)
 	fill_event(&ev, c, t);
 	policy_after(g_pol, &ev, &t->acts);
 	run_actions(t, &ev);
+	if (g_poll)
+		pool_poll(g_rp_pool);
 }
 
 bool runtime_policy_explain_loss(uint64_t alloc_id, uint64_t offset, uint64_t bytes, char *buf,

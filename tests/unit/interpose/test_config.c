@@ -260,8 +260,8 @@ static void test_settings_json_lists_every_variable(void **state)
 	assert_non_null(strstr(buf, "\"device_reserve\":\"auto\""));
 	while (vmem_config_value(&cfg, n, &name, val, sizeof(val)) == 0)
 		n++;
-	assert_int_equal(n, 16);
-	assert_int_equal(vmem_config_value(&cfg, 2, &name, val, sizeof(val)), 0);
+	assert_int_equal(n, 18);
+	assert_int_equal(vmem_config_value(&cfg, 4, &name, val, sizeof(val)), 0);
 	assert_string_equal(name, "VMEM_DEVICE_LIMIT");
 	assert_string_equal(val, "1G");
 }
@@ -312,7 +312,7 @@ static void test_default_reserve_is_proportional_with_floor_and_cap(void **state
 	}
 	assert_int_equal(parse(&cfg, &errs, kv_auto), 0);
 	assert_int_equal(vmem_device_reserve(&cfg, 4ull << 30), 512ull << 20);
-	assert_int_equal(vmem_config_value(&cfg, 3, &name, val, sizeof(val)), 0);
+	assert_int_equal(vmem_config_value(&cfg, 5, &name, val, sizeof(val)), 0);
 	assert_string_equal(name, "VMEM_DEVICE_RESERVE");
 	assert_string_equal(val, "auto");
 	assert_int_equal(parse(&cfg, &errs, kv_word), 0);
