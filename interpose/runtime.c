@@ -997,6 +997,7 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 		pr[i].bytes = refs[i].bytes;
 		pr[i].write = refs[i].access & VMEM_ACCESS_W;
 		pr[i].whole = (refs[i].access & VMEM_ACCESS_WHOLE) && pr[i].write;
+		pr[i].maybe = refs[i].bytes == 0;
 	}
 	stream_seen(stream);
 	tl_dev_err = cudaSuccess;
@@ -1065,6 +1066,7 @@ void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream)
 		pr[i].bytes = refs[i].bytes;
 		pr[i].write = refs[i].access & VMEM_ACCESS_W;
 		pr[i].whole = (refs[i].access & VMEM_ACCESS_WHOLE) && pr[i].write;
+		pr[i].maybe = refs[i].bytes == 0;
 		sp[i].alloc_id = refs[i].alloc_id;
 		sp[i].offset = refs[i].offset;
 		sp[i].bytes = refs[i].bytes;

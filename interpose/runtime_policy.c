@@ -51,6 +51,7 @@ static pool_t *g_rp_pool;
  * last use: the pool is polled after every call (a lock and a fence
  * query per page still waiting) when the policy issues them. */
 static bool g_poll;
+static bool g_warned_maybe;
 
 /* Per thread: the ranges of the call in flight (resolved before, reused
  * after), the actions list, the fault-ins counted by the pool's observer. */
@@ -299,9 +300,18 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 			char line[768];
 
 			policy_loss_format(&a->loss, ev, line, sizeof(line));
-			vmem_error("%s%s", line, a->certain ? "" :
-				   " (the kernel may only write this range: vmem cannot tell a "
-				   "scanned kernel argument's reads from its writes)");
+			if (!a->certain) {
+				/* a scanned kernel argument: vmem knows neither its
+				 * extent nor whether it reads (a fill kernel on a block
+				 * a caching allocator handed out again only writes) */
+				if (!__atomic_exchange_n(&g_warned_maybe, true, __ATOMIC_RELAXED))
+					vmem_warn("%s; the call is a kernel whose argument's extent and "
+						  "access vmem cannot see, so it runs, assuming it only "
+						  "writes there (said once; counted as 'unknown extents "
+						  "over them')", line);
+				break;
+			}
+			vmem_error("%s", line);
 			return cudaErrorIllegalAddress;
 		}
 		break;
@@ -368,6 +378,7 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 		t->refs[i].bytes = c->refs[i].bytes;
 		t->refs[i].write = c->refs[i].access & VMEM_ACCESS_W;
 		t->refs[i].whole = (c->refs[i].access & VMEM_ACCESS_WHOLE) && t->refs[i].write;
+		t->refs[i].maybe = c->refs[i].bytes == 0;
 	}
 	if (c->nrefs)
 		pool_resolve(g_rp_pool, t->refs, c->nrefs, t->spans);

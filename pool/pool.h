@@ -164,6 +164,7 @@ typedef struct {
 	uint64_t pages_dropped;       /* pages dropped as dead (no copy) */
 	uint64_t bytes_dropped;       /* their bytes */
 	uint64_t lost_reads;          /* refs refused with POOL_ELOST (and pool_undead's) */
+	uint64_t lost_maybe;          /* refs with `maybe` over dropped bytes, let through */
 	uint64_t evictions_planned;   /* evictions chosen by the plan's order */
 	uint64_t stalls, stall_ns;    /* host waits on fences */
 	uint64_t oom;                 /* requests refused for lack of device memory */
@@ -227,6 +228,9 @@ typedef struct {
 	uint64_t bytes;
 	bool write;
 	bool whole;
+	bool maybe;     /* the call may touch only part of the range (an unknown
+			   extent taken to the end of the allocation): dropped bytes
+			   in it are not refused, only counted (lost_maybe) */
 } pool_ref_t;
 
 /* A resolved range: alloc_id 0 when not pool memory (left alone). */

@@ -640,6 +640,10 @@ static bool refs_lost(pool_t *p, const pool_ref_t *refs, const struct rref *rr, 
 			uint64_t lo, hi;
 			ref_part(p, &rr[j], k, &lo, &hi);
 			if (pool_page_lost(&rr[j].a->pages[k], lo, hi)) {
+				if (refs[i].maybe) {
+					p->st.lost_maybe++;
+					break;
+				}
 				out[i].lost = true;
 				lost = true;
 				p->st.lost_reads++;
