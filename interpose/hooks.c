@@ -462,6 +462,11 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 			st = runtime_prepare(c->refs, c->nrefs, (cudaStream_t)c->stream, c->resolved);
 			call_prepared = st == cudaSuccess;
 		}
+		if (call_prepared && c->policy_seen) {
+			runtime_call_t rc = policy_call(c);
+
+			runtime_policy_started(&rc);
+		}
 	}
 	if (!call_prepared) {
 		for (int i = 0; i < c->nrefs; i++) {

@@ -171,6 +171,9 @@ void runtime_policy_note_fault(void);
  * refuses the call (it would read bytes the plan dropped: one line said
  * why).  Once per call, on the calling thread. */
 cudaError_t runtime_policy_before(const runtime_call_t *c);
+/* The call's memory is resident and the real call comes next: while the
+ * policy learns, a compute call's start event is recorded here. */
+void runtime_policy_started(const runtime_call_t *c);
 /* After the call was issued (or refused): drops and offloads. */
 void runtime_policy_after(const runtime_call_t *c);
 /* The plan's description of dropped bytes in this range, for the line that

@@ -24,6 +24,13 @@
  * and the op that should have rewritten it (policy_loss_format), and
  * VMEM_LIVENESS=off as the way out.
  *
+ * Durations: while the policy learns the iteration, each compute call is
+ * bracketed by two CUDA events on its stream (after its fault-ins, around
+ * the real call); when they complete, the elapsed time goes to the policy
+ * (policy_duration), so the plan's prefetch timing and eviction distances
+ * are in device time.  On the simulator the events give virtual time.
+ * Once a plan runs no more events are recorded (no cost in steady state).
+ *
  * Locks: the policy has its own mutex; it is never called with the pool's
  * lock held except through policy_evict_order, which the pool calls (lock
  * order pool -> policy), so nothing here holds the pool's lock while it
@@ -40,6 +47,7 @@
 #include <unistd.h>
 
 #include "interpose/config.h"
+#include "interpose/hooks.h"
 #include "interpose/log.h"
 #include "interpose/trace.h"
 #include "policy/policy.h"
@@ -121,6 +129,140 @@ static bool tl_reserve(tl_policy_t *t, int n)
 		return false;
 	t->cap = cap;
 	return true;
+}
+
+/* ---- op durations (CUDA events while learning) ---- */
+
+typedef cudaError_t (*ev_create_fn)(cudaEvent_t *, unsigned int);
+typedef cudaError_t (*ev_record_fn)(cudaEvent_t, cudaStream_t);
+typedef cudaError_t (*ev_fn)(cudaEvent_t);
+typedef cudaError_t (*ev_elapsed_fn)(float *, cudaEvent_t, cudaEvent_t);
+
+static struct {
+	ev_create_fn create;
+	ev_record_fn record;
+	ev_fn query, destroy;
+	ev_elapsed_fn elapsed;
+} E;
+
+#define TIMED_MAX 4096   /* calls measured and not yet completed */
+
+typedef struct {
+	uint64_t seq;
+	cudaEvent_t ev[2];
+} timed_t;
+
+static pthread_mutex_t timed_lock = PTHREAD_MUTEX_INITIALIZER;
+static timed_t g_timed[TIMED_MAX];            /* a ring: oldest at g_thead */
+static int g_thead, g_tn;
+static cudaEvent_t g_evfree[2 * TIMED_MAX];   /* events to reuse */
+static int g_nevfree;
+static bool g_timing;                         /* the event functions were found */
+static __thread cudaEvent_t tl_ev0;           /* the call in flight's start event */
+
+static void timing_init(void)
+{
+	*(void **)&E.create = hook_real_load("cudaEventCreateWithFlags");
+	*(void **)&E.record = hook_real_load("cudaEventRecord");
+	*(void **)&E.query = hook_real_load("cudaEventQuery");
+	*(void **)&E.destroy = hook_real_load("cudaEventDestroy");
+	*(void **)&E.elapsed = hook_real_load("cudaEventElapsedTime");
+	g_timing = E.create && E.record && E.query && E.destroy && E.elapsed;
+}
+
+/* An event to record, or NULL; timed_lock held. */
+static cudaEvent_t ev_get(void)
+{
+	cudaEvent_t e = NULL;
+
+	if (g_nevfree)
+		return g_evfree[--g_nevfree];
+	if (E.create(&e, cudaEventDefault) != cudaSuccess)
+		return NULL;
+	return e;
+}
+
+/* timed_lock held. */
+static void ev_put(cudaEvent_t e)
+{
+	if (!e)
+		return;
+	if (g_nevfree < 2 * TIMED_MAX)
+		g_evfree[g_nevfree++] = e;
+	else
+		E.destroy(e);
+}
+
+/* Hands the completed measurements to the policy, oldest first, and
+ * stops at the first one still running (a stream runs in order; across
+ * streams a later one waits for the next poll). */
+static void timing_poll(void)
+{
+	pthread_mutex_lock(&timed_lock);
+	while (g_tn) {
+		timed_t *t = &g_timed[g_thead];
+		float ms = 0;
+		cudaError_t e = E.query(t->ev[1]);
+
+		if (e == cudaErrorNotReady)
+			break;
+		if (e == cudaSuccess && E.elapsed(&ms, t->ev[0], t->ev[1]) == cudaSuccess && ms > 0)
+			policy_duration(g_pol, t->seq, (uint64_t)((double)ms * 1e6));
+		ev_put(t->ev[0]);
+		ev_put(t->ev[1]);
+		g_thead = (g_thead + 1) % TIMED_MAX;
+		g_tn--;
+	}
+	pthread_mutex_unlock(&timed_lock);
+}
+
+static bool timing_wanted(vmem_op_kind_t kind)
+{
+	return g_timing && vmem_op_is_compute(kind) && policy_state(g_pol) == POLICY_LEARNING;
+}
+
+void runtime_policy_started(const runtime_call_t *c)
+{
+	if (tl_ev0)
+		return;   /* prepared again (the conv hooks retry): timed from the first */
+	if (!g_pol || !timing_wanted(c->kind))
+		return;
+	pthread_mutex_lock(&timed_lock);
+	cudaEvent_t e = g_tn < TIMED_MAX ? ev_get() : NULL;
+	pthread_mutex_unlock(&timed_lock);
+	if (e && E.record(e, (cudaStream_t)c->stream) != cudaSuccess) {
+		pthread_mutex_lock(&timed_lock);
+		ev_put(e);
+		pthread_mutex_unlock(&timed_lock);
+		e = NULL;
+	}
+	tl_ev0 = e;
+}
+
+/* After the real call: the end event, queued for timing_poll. */
+static void timing_end(const runtime_call_t *c)
+{
+	cudaEvent_t e0 = tl_ev0, e1;
+
+	tl_ev0 = NULL;
+	if (!e0)
+		return;
+	pthread_mutex_lock(&timed_lock);
+	e1 = ev_get();
+	pthread_mutex_unlock(&timed_lock);
+	bool ok = e1 && E.record(e1, (cudaStream_t)c->stream) == cudaSuccess;
+	pthread_mutex_lock(&timed_lock);
+	if (ok && g_tn < TIMED_MAX) {
+		timed_t *t = &g_timed[(g_thead + g_tn) % TIMED_MAX];
+		t->seq = c->seq;
+		t->ev[0] = e0;
+		t->ev[1] = e1;
+		g_tn++;
+	} else {
+		ev_put(e0);
+		ev_put(e1);
+	}
+	pthread_mutex_unlock(&timed_lock);
 }
 
 /* ---- logging and the trace ---- */
@@ -233,6 +375,7 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 		return -1;
 	}
 	g_rp_pool = pool;
+	timing_init();
 	g_poll = c.liveness == POLICY_LIVENESS_EAGER || c.offload != POLICY_OFFLOAD_NONE;
 	pool_set_order(pool, evict_order, g_pol, 1024);
 	return 0;
@@ -412,6 +555,9 @@ void runtime_policy_after(const runtime_call_t *c)
 		policy_note_miss(g_pol, t->misses);
 		t->misses = 0;
 	}
+	timing_end(c);
+	if (__atomic_load_n(&g_tn, __ATOMIC_RELAXED))
+		timing_poll();
 	fill_event(&ev, c, t);
 	policy_after(g_pol, &ev, &t->acts);
 	run_actions(t, &ev);
