@@ -229,6 +229,16 @@ static void relax_end(int old)
 		R.exchange_mode(&m);
 }
 
+int runtime_relax_begin(void)
+{
+	return relax_begin();
+}
+
+void runtime_relax_end(int mode)
+{
+	relax_end(mode);
+}
+
 static bool stream_capturing(cudaStream_t s)
 {
 	bool failed;

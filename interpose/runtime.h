@@ -68,6 +68,13 @@ void runtime_unseen_write(cudaStream_t stream);
 /* The device whose memory vmem manages (the current device at start-up). */
 int runtime_device(void);
 
+/* Around vmem's own CUDA calls made outside the pool's entry points above
+ * (the policy's actions and timing events): while an application capture
+ * is active they run in relaxed capture mode, so they cannot invalidate
+ * it.  Returns the mode to hand back to runtime_relax_end. */
+int runtime_relax_begin(void);
+void runtime_relax_end(int mode);
+
 /* The reserved virtual range; *base = 0, *size = 0 when not active. */
 void runtime_va(uintptr_t *base, uint64_t *size);
 

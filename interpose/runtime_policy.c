@@ -198,6 +198,8 @@ static void ev_put(cudaEvent_t e)
  * streams a later one waits for the next poll). */
 static void timing_poll(void)
 {
+	int mode = runtime_relax_begin();
+
 	pthread_mutex_lock(&timed_lock);
 	while (g_tn) {
 		timed_t *t = &g_timed[g_thead];
@@ -214,6 +216,7 @@ static void timing_poll(void)
 		g_tn--;
 	}
 	pthread_mutex_unlock(&timed_lock);
+	runtime_relax_end(mode);
 }
 
 static bool timing_wanted(vmem_op_kind_t kind)
@@ -225,12 +228,17 @@ void runtime_policy_started(const runtime_call_t *c)
 {
 	if (tl_ev0)
 		return;   /* prepared again (the conv hooks retry): timed from the first */
-	if (!g_pol || !timing_wanted(c->kind))
+	/* a call with no vmem memory may be on a capturing stream (the hooks
+	 * ask only when a call has refs): an event there would join the graph */
+	if (!g_pol || !c->nrefs || !timing_wanted(c->kind))
 		return;
+	int mode = runtime_relax_begin();
 	pthread_mutex_lock(&timed_lock);
 	cudaEvent_t e = g_tn < TIMED_MAX ? ev_get() : NULL;
 	pthread_mutex_unlock(&timed_lock);
-	if (e && E.record(e, (cudaStream_t)c->stream) != cudaSuccess) {
+	bool bad = e && E.record(e, (cudaStream_t)c->stream) != cudaSuccess;
+	runtime_relax_end(mode);
+	if (bad) {
 		pthread_mutex_lock(&timed_lock);
 		ev_put(e);
 		pthread_mutex_unlock(&timed_lock);
@@ -247,10 +255,12 @@ static void timing_end(const runtime_call_t *c)
 	tl_ev0 = NULL;
 	if (!e0)
 		return;
+	int mode = runtime_relax_begin();
 	pthread_mutex_lock(&timed_lock);
 	e1 = ev_get();
 	pthread_mutex_unlock(&timed_lock);
 	bool ok = e1 && E.record(e1, (cudaStream_t)c->stream) == cudaSuccess;
+	runtime_relax_end(mode);
 	pthread_mutex_lock(&timed_lock);
 	if (ok && g_tn < TIMED_MAX) {
 		timed_t *t = &g_timed[(g_thead + g_tn) % TIMED_MAX];
@@ -477,6 +487,7 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 static cudaError_t run_actions(tl_policy_t *t, const vmem_event_t *ev)
 {
 	cudaError_t err = cudaSuccess;
+	int mode = t->acts.n ? runtime_relax_begin() : -1;
 
 	for (int i = 0; i < t->acts.n; i++) {
 		cudaError_t e = act(&t->acts.v[i], ev);
@@ -484,6 +495,8 @@ static cudaError_t run_actions(tl_policy_t *t, const vmem_event_t *ev)
 		if (e != cudaSuccess && err == cudaSuccess)
 			err = e;
 	}
+	if (mode >= 0)
+		runtime_relax_end(mode);
 	if (t->acts.lost)
 		vmem_warn("policy: actions lost (out of host memory); the reactive layer covers them");
 	policy_actions_clear(&t->acts);
@@ -561,8 +574,12 @@ void runtime_policy_after(const runtime_call_t *c)
 	fill_event(&ev, c, t);
 	policy_after(g_pol, &ev, &t->acts);
 	run_actions(t, &ev);
-	if (g_poll)
+	if (g_poll) {
+		int mode = runtime_relax_begin();
+
 		pool_poll(g_rp_pool);
+		runtime_relax_end(mode);
+	}
 }
 
 bool runtime_policy_explain_loss(uint64_t alloc_id, uint64_t offset, uint64_t bytes, char *buf,

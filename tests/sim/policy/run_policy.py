@@ -204,7 +204,7 @@ def t_minitrain_styles(args):
     """Each allocation style learns its iteration; liveness makes the
     planned iterations faster than the reactive layer alone, with the
     same weights as the unlimited run."""
-    common = ["--batch", "4", "--image", "32", "--iters", "8"]
+    common = ["--batch", "4", "--image", "32", "--iters", "6"]
     for style in ("per-tensor", "network", "caching"):
         extra = common + ["--alloc", style]
         base = mt(args, "vgg16", extra, {"SIMGPU_MEM": "4G"}, preload=False)
@@ -225,10 +225,16 @@ def t_minitrain_styles(args):
         if "made" not in events or not planned:
             fail("vgg16 %s: expected a plan made and planned iterations, got plan events %s, "
                  "%s planned\n%s" % (style, events, planned, show(p)))
+        t_on, t_off = iter_times(p)[-1], None
+        if style == "per-tensor":
+            # nothing is dead between a per-tensor allocation's uses
+            print("ok: vgg16 per-tensor at %3d MiB: plan events %s, %d planned, last iteration "
+                  "%.2f ms, checksum as unlimited" % (limit // MiB, events, planned, t_on))
+            continue
         off = mt(args, "vgg16", extra, dict(env, VMEM_LIVENESS="off"))
         must_pass(off, "vgg16 %s, liveness off" % style)
-        t_on, t_off = iter_times(p)[-1], iter_times(off)[-1]
-        if style != "per-tensor" and not t_on < t_off:
+        t_off = iter_times(off)[-1]
+        if not t_on < t_off:
             fail("vgg16 %s: the last (planned) iteration took %.3f ms with liveness and %.3f ms "
                  "without; expected liveness to be faster (dead pages dropped, not copied)"
                  % (style, t_on, t_off))
@@ -244,7 +250,7 @@ def t_minitrain_policies_half(args):
     fuzz = os.path.join(os.path.dirname(args.vmem_trace), "vmem-fuzz")
     cmd = [sys.executable, fuzz, "--minitrain", args.minitrain, "--lib", args.vmem,
            "--simgpu", os.environ.get("LD_LIBRARY_PATH", "").split(":")[0],
-           "101", "2027", "--nets", "resnet18", "--batch", "8", "--image", "32", "--iters", "7",
+           "101", "--nets", "resnet18", "--batch", "8", "--image", "32", "--iters", "6",
            "--styles", "per-tensor,network,caching", "--apis", "legacy", "--threads", "2",
            "--fractions", "2", "--policies", "all,conv,dyn", "--liveness", "eager"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=580)
@@ -254,8 +260,8 @@ def t_minitrain_policies_half(args):
     rows = [ln for ln in p.stdout.splitlines() if " 1/2 " in ln]
     bad = [ln for ln in rows if " same " not in ln]
     planned = [ln for ln in rows if re.search(r"planned [1-9]", ln)]
-    if bad or len(rows) != 27:
-        fail("expected 27 runs (3 nets x 3 styles x 3 policies) all 'same', got %d rows, "
+    if bad or len(rows) != 18:
+        fail("expected 18 runs (2 nets x 3 styles x 3 policies) all 'same', got %d rows, "
              "others: %s" % (len(rows), bad))
     if len(planned) < len(rows) * 2 // 3:
         fail("expected most runs to reach planned iterations, got %d of %d" %
