@@ -65,9 +65,12 @@ class EnvironmentTest(VmemRunCase):
 		env = self.env_of(['--lib', self.stub, '--policy', 'all', '--device-limit', '2G',
 				   '--host-limit', '512M', '--trace', 'run.jsonl', '--stats',
 				   '--log', 'info', '--conv-algo', 'perf', '--workspace', 'wd',
-				   '--workspace-limit', '64M', '--microbatch', 'pow2', '--cache', 'c.txt'])
+				   '--workspace-limit', '64M', '--microbatch', 'pow2', '--cache', 'c.txt',
+				   '--liveness', 'eager', '--prefetch', 'timed'])
 		want = {
 			'VMEM_POLICY': 'all',
+			'VMEM_LIVENESS': 'eager',
+			'VMEM_PREFETCH': 'timed',
 			'VMEM_DEVICE_LIMIT': str(2 << 30),
 			'VMEM_HOST_LIMIT': str(512 << 20),
 			'VMEM_TRACE': os.path.join(os.path.realpath(self.dir), 'run.jsonl'),
