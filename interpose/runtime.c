@@ -558,6 +558,7 @@ static void op_record(void *ctx, const pool_event_t *ev)
 		stats_add(STATS_BYTES_FAULTED_IN, ev->mapped);
 		break;
 	case POOL_EV_EVICT:
+		runtime_policy_note_pressure();
 		stats_add(STATS_EVICTIONS, 1);
 		stats_add(STATS_BYTES_EVICTED, ev->mapped);
 		break;
@@ -570,6 +571,7 @@ static void op_record(void *ctx, const pool_event_t *ev)
 		stats_add(STATS_BYTES_PREFETCHED, ev->mapped);
 		break;
 	case POOL_EV_OOM:
+		runtime_policy_note_pressure();
 		stats_add(STATS_OOM, 1);
 		break;
 	case POOL_EV_DROP:
@@ -853,14 +855,7 @@ cudaError_t runtime_free(void *ptr, cudaStream_t stream, bool async, const char 
 	if (async && captures_active() && stream_capturing(stream) &&
 	    capture_defer_free(ptr, stream))
 		return cudaSuccess;
-	if (runtime_policy_on()) {
-		pool_ref_t r = { .ptr = (uintptr_t)ptr, .bytes = 1 };
-		pool_span_t sp;
-
-		pool_resolve(g_pool, &r, 1, &sp);
-		if (sp.offset == 0)
-			runtime_policy_freed(sp.alloc_id);
-	}
+	runtime_policy_freed_ptr((uintptr_t)ptr);
 	stream_seen(stream);
 	tl_api = api;
 	tl_dev_err = cudaSuccess;

@@ -171,6 +171,11 @@ void runtime_policy_shutdown(void);
 bool runtime_policy_on(void);
 void runtime_policy_allocated(uint64_t alloc_id, uint64_t bytes);
 void runtime_policy_freed(uint64_t alloc_id);
+/* The application frees the allocation at `ptr` (before the pool does). */
+void runtime_policy_freed_ptr(uintptr_t ptr);
+/* The budget was reached (an eviction, an out-of-memory): under lazy
+ * liveness and VMEM_POLICY=none, calls go to the policy from now on. */
+void runtime_policy_note_pressure(void);
 /* The pool faulted a page in for the calling thread's call. */
 void runtime_policy_note_fault(void);
 /* Before the call is made resident: resolves its ranges, asks the policy,

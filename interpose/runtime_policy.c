@@ -60,6 +60,11 @@ static pool_t *g_rp_pool;
  * query per page still waiting) when the policy issues them. */
 static bool g_poll;
 static bool g_warned_maybe;
+/* Calls go to the policy: from the start under eager liveness or an
+ * offloading policy, else from the first time the budget is reached (a
+ * job that fits pays nothing for the proactive layer: lazy liveness and
+ * the eviction order only matter once memory is short). */
+static bool g_watching;
 
 /* Per thread: the ranges of the call in flight (resolved before, reused
  * after), the actions list, the fault-ins counted by the pool's observer. */
@@ -386,6 +391,7 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 	}
 	g_rp_pool = pool;
 	timing_init();
+	g_watching = c.liveness == POLICY_LIVENESS_EAGER || c.offload != POLICY_OFFLOAD_NONE;
 	g_poll = c.liveness == POLICY_LIVENESS_EAGER || c.offload != POLICY_OFFLOAD_NONE;
 	pool_set_order(pool, evict_order, g_pol, 1024);
 	return 0;
@@ -406,7 +412,15 @@ void runtime_policy_shutdown(void)
 
 bool runtime_policy_on(void)
 {
-	return g_pol != NULL;
+	return g_pol != NULL && __atomic_load_n(&g_watching, __ATOMIC_RELAXED);
+}
+
+void runtime_policy_note_pressure(void)
+{
+	if (g_pol && !__atomic_load_n(&g_watching, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&g_watching, true, __ATOMIC_RELAXED);
+		vmem_debug("policy: the budget is reached; learning the iteration from now on");
+	}
 }
 
 void runtime_policy_allocated(uint64_t alloc_id, uint64_t bytes)
@@ -419,6 +433,18 @@ void runtime_policy_freed(uint64_t alloc_id)
 {
 	if (g_pol && alloc_id)
 		policy_freed(g_pol, alloc_id);
+}
+
+void runtime_policy_freed_ptr(uintptr_t ptr)
+{
+	pool_ref_t r = { .ptr = ptr, .bytes = 1 };
+	pool_span_t sp;
+
+	if (!g_pol)
+		return;
+	pool_resolve(g_rp_pool, &r, 1, &sp);
+	if (sp.offset == 0)
+		runtime_policy_freed(sp.alloc_id);
 }
 
 void runtime_policy_note_fault(void)

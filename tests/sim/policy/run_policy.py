@@ -157,7 +157,13 @@ def t_plan_reread(args):
     must_pass(p, "planprog reread, lazy with room")
     if checksum(p, "planprog reread, lazy") != want:
         fail("planprog reread, lazy: checksum %s, expected %s" % (checksum(p, ""), want))
-    print("ok: reread with lazy liveness and room: nothing was dropped, the read is served")
+    planned = policy_line(p.stderr, "iterations planned")
+    if planned != 0:
+        fail("a job that fits its budget under the defaults: expected the policy to see no call "
+             "(it watches from the first eviction on), got %s planned iterations\n%s"
+             % (planned, show(p)))
+    print("ok: reread with lazy liveness and room: nothing was dropped, the read is served, "
+          "and the policy never ran (the job fits)")
     # dropped at once: the read must be refused loudly, never served garbage
     p = plan_run(args, "reread", 12, 7, {"VMEM_DEVICE_LIMIT": "32M", "VMEM_LIVENESS": "eager"})
     if p.returncode != 1 or "copy a -> host failed" not in p.stderr:
