@@ -1035,12 +1035,43 @@ static void pending_check(struct stream *st, const simgpu_epoch_t *e)
 	pend.n = 0;
 }
 
+/* SIMGPU_TIMELINE=file: one line per op put on the virtual clocks, for
+ * finding where an engine waits (what it waited for: the host, its
+ * stream, the engine).  Columns: start end engine stream op host_at_issue
+ * stream_ready engine_free (seconds of virtual time).  (lock held) */
+static FILE *sg_timeline;
+static bool sg_timeline_checked;
+
+static double clock_submit(struct stream *st, simgpu_engine_t e, double dur)
+{
+	static const char *const names[] = { "compute", "h2d", "d2h", "d2d" };
+	double host = sg_clk.host, ready = st->t, floor = stream_floor(st);
+	double free_at = sg_clk.engine[simgpu_clock_engine(&sg_clk, e)];
+	double end = simgpu_clock_submit(&sg_clk, &st->t, floor, e, dur);
+
+	if (!sg_timeline_checked) {
+		const char *path = getenv("SIMGPU_TIMELINE");
+
+		sg_timeline_checked = true;
+		if (path && *path && !(sg_timeline = fopen(path, "w")))
+			fprintf(stderr, "simgpu: SIMGPU_TIMELINE=%s: cannot write\n", path);
+	}
+	if (sg_timeline) {
+		const char *op = simgpu_op_current();
+
+		fprintf(sg_timeline, "%.9f %.9f %s %p %s %.9f %.9f %.9f\n", end - (dur > 0 ? dur : 0),
+			end, (unsigned)e < 4 ? names[e] : "?", (void *)st, op ? op : "?", host,
+			ready > floor ? ready : floor, free_at);
+	}
+	return end;
+}
+
 /* (lock held) */
 static double submit_locked(struct stream *st, simgpu_engine_t e, double s)
 {
 	if (e == SIMGPU_ENGINE_COMPUTE)
 		sg_n_compute++;
-	return simgpu_clock_submit(&sg_clk, &st->t, stream_floor(st), e, s);
+	return clock_submit(st, e, s);
 }
 
 double simgpu_submit(void *stream, simgpu_engine_t engine, double seconds)
@@ -1249,7 +1280,7 @@ static simgpu_status_t copy_run(const struct copy_args *c, void *stream,
 	pending_check(st, &ep);         /* nothing declared; clears */
 	check_access(&ep, &st->vc, c->src, sn, SIMGPU_ACC_R);
 	check_access(&ep, &st->vc, c->dst, dn, SIMGPU_ACC_W);
-	end = simgpu_clock_submit(&sg_clk, &st->t, stream_floor(st), e, dur);
+	end = clock_submit(st, e, dur);
 	if (pin) {
 		pin_add(pin, (uintptr_t)host, hn,
 			kind == SIMGPU_COPY_D2H ? PROT_NONE : PROT_READ, &ep);
