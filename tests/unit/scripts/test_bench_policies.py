@@ -184,7 +184,7 @@ class EveryRow(Case):
 
 	def test_every_row_is_filled(self):
 		rc = self.bench(self.CFG, '--tables', 't1,t1p,t3,check', '--nets', 'vgg19,vgg16',
-				'--t3-models', 'titanx', '--t3-batch', '32')
+				'--t3-models', 'h100', '--t3-batch', '32')
 		self.assertEqual(rc, 0, self.stderr)
 		bad = [r for r in self.js['rows'] if r['status'] not in ('ok', 'oom')]
 		self.assertEqual(bad, [], 'rows without numbers')
@@ -324,7 +324,7 @@ class Failures(Case):
 
 class Search(Case):
 	# resnet50: 100 MiB per image (per-tensor), 150 MiB network.
-	CFG = {'vars': ALL_VARS, 'not_implemented': ['VMEM_POLICY=conv'],
+	CFG = {'vars': ALL_VARS, 'not_implemented': ['VMEM_POLICY=conv', 'VMEM_POLICY=all'],
 	       'per_image': {'resnet50': 100 * MiB}, 'ms_per_image': {'resnet50': 1.0}}
 
 	def test_the_largest_batch_is_found_exactly_and_its_limit_named(self):
@@ -359,7 +359,7 @@ class Search(Case):
 
 
 class Deterministic(Case):
-	CFG = {'vars': ALL_VARS, 'not_implemented': ['VMEM_POLICY=dyn'],
+	CFG = {'vars': ALL_VARS, 'not_implemented': ['VMEM_POLICY=dyn', 'VMEM_POLICY=conv'],
 	       'per_image': {'alexnet': 128 * MiB, 'resnet50': 100 * MiB}}
 
 	def test_the_tables_do_not_depend_on_the_number_of_jobs(self):
@@ -368,7 +368,7 @@ class Deterministic(Case):
 			for r in js['rows']:
 				out.append({k: v for k, v in r.items() if k not in ('wall_s', 'trace')})
 			return out
-		args = ('--tables', 't1,t2', '--nets', 'alexnet,resnet50')
+		args = ('--tables', 't1,t2', '--nets', 'alexnet,resnet50', '--search-precision', '0.1')
 		self.assertEqual(self.bench(self.CFG, '-j', '1', *args), 0, self.stderr)
 		one = strip(self.js)
 		md1 = self.md
@@ -376,6 +376,19 @@ class Deterministic(Case):
 		self.assertEqual(strip(self.js), one)
 		cut = lambda md: [l for l in md.splitlines() if l.startswith('|')]
 		self.assertEqual(cut(self.md), cut(md1))
+
+	def test_render_rewrites_the_same_summary_from_the_json(self):
+		self.assertEqual(self.bench(self.CFG, '--tables', 't1', '--nets', 'alexnet'), 0, self.stderr)
+		md = os.path.join(self.out, 'summary.md')
+		with open(md) as f:
+			before = f.read()
+		os.unlink(md)
+		p = subprocess.run([sys.executable, BENCH, '--render', self.out], stdout=subprocess.PIPE,
+				   stderr=subprocess.PIPE, universal_newlines=True)
+		self.assertEqual(p.returncode, 0, p.stderr)
+		with open(md) as f:
+			self.assertEqual(f.read(), before)
+		self.assertFalse([f for f in os.listdir(os.path.join(self.out, 'logs')) if f.startswith('render')])
 
 
 class Units(unittest.TestCase):
