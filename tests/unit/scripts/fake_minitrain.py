@@ -12,8 +12,9 @@
 #     (with vmem and VMEM_LIVENESS=eager: the per-tensor style's need);
 #   the largest call's tensors = need / 8;
 #   without vmem: out of memory (cudaMalloc) when need > SIMGPU_MEM;
-#   with vmem: out of memory when the largest call > SIMGPU_MEM, or
-#     "pinned host memory exhausted" when need - SIMGPU_MEM > VMEM_HOST_LIMIT;
+#   with vmem (budget: SIMGPU_MEM, or VMEM_DEVICE_LIMIT when smaller): out
+#     of memory when the largest call > budget, or "pinned host memory
+#     exhausted" when need - budget > VMEM_HOST_LIMIT;
 #   time per iteration = batch * ms_per_image[net], times
 #     1 + slow[policy or eviction] * (need - mem) / mem under pressure;
 #     the first iteration is first_factor times slower.
@@ -157,6 +158,8 @@ def main():
 		write_report(model, mem, dry, min(held, mem), 0, 0, 0.0)
 		sys.exit(3)
 
+	if vmem and env.get('VMEM_DEVICE_LIMIT'):
+		mem = min(mem, parse_size(env['VMEM_DEVICE_LIMIT']))
 	if not vmem:
 		if need > mem:
 			oom('cudaMalloc', 256 * MiB, mem - 128 * MiB)

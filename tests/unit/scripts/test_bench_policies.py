@@ -138,6 +138,11 @@ class TodayRows(Case):
 	def test_lower_bound_is_vmem_bound_on_the_unlimited_per_tensor_trace(self):
 		rc = self.bench(self.CFG, '--tables', 't1', '--nets', 'alexnet')
 		self.assertEqual(rc, 0, self.stderr)
+		# the traced run: vmem with room for 1.25x the need + 1 GiB, not the whole 1 TiB
+		self.assertEqual(16 * GiB * 5 // 4 + GiB, 21 * GiB)
+		with open(os.path.join(self.out, 'logs', 'titanx-alexnet-b128-i224-per-tensor-1t-n6-vmem-'
+				       'device-limit-21g-trace.cmd')) as f:
+			self.assertIn('VMEM_DEVICE_LIMIT=21G', f.read())
 		b = self.one(table='t1', row='lower bound')
 		self.assertEqual(b['status'], 'ok', b)
 		# live = need + 1 MiB = 16 GiB + 1 MiB at a 12 GiB budget on a 16 GB/s link;
