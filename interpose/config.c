@@ -36,13 +36,16 @@ typedef struct {
 	uint64_t min, max;        /* CFG_SIZE: range of non-zero values */
 	uint64_t multiple;        /* CFG_SIZE: non-zero values must be a multiple */
 	bool zero_ok;             /* CFG_SIZE: 0 has a meaning (see help) */
+	bool auto_ok;             /* CFG_SIZE: "auto" is accepted (VMEM_SIZE_AUTO) */
 	size_t off;               /* field in vmem_config_t */
 	const char *unit;
 	const char *help;
 } cfg_var_t;
 
 static const char *const policy_names[] = { "none", "all", "conv", "dyn", NULL };
-static const char *const algo_names[] = { "default", "mem", "perf", NULL };
+static const char *const liveness_names[] = { "lazy", "eager", "off", NULL };
+static const char *const prefetch_names[] = { "vdnn", "timed", NULL };
+static const char *const algo_names[] = { "default", "app", "mem", "perf", "fit", NULL };
 static const char *const ws_names[] = { "off", "wr", "wd", NULL };
 static const char *const mb_names[] = { "all", "pow2", "undivided", NULL };
 static const char *const log_names[] = { "error", "warn", "info", "debug", NULL };
@@ -61,37 +64,44 @@ const char *vmem_workspace_name(vmem_ws_mode_t w)
 #define F(field) offsetof(vmem_config_t, field)
 
 static const cfg_var_t cfg_vars[] = {
-	{ "VMEM_DISABLE", CFG_BOOL, "0", NULL, 0, 0, 0, false, F(enabled), "",
+	{ "VMEM_DISABLE", CFG_BOOL, "0", NULL, 0, 0, 0, false, false, F(enabled), "",
 	  "1: vmem stays pass-through (every hook calls the real function only)" },
-	{ "VMEM_POLICY", CFG_ENUM, "none", policy_names, 0, 0, 0, false, F(policy), "",
+	{ "VMEM_POLICY", CFG_ENUM, "none", policy_names, 0, 0, 0, false, false, F(policy), "",
 	  "memory policy: none (pool + reactive layer), all (vDNN-all), conv (vDNN-conv), dyn (vDNN-dyn)" },
-	{ "VMEM_DEVICE_LIMIT", CFG_SIZE, "0", NULL, 1 * MiB, 1ull << 50, 0, true, F(device_limit), "bytes",
+	{ "VMEM_LIVENESS", CFG_ENUM, "lazy", liveness_names, 0, 0, 0, false, false, F(liveness), "",
+	  "dead memory of a planned iteration: lazy (dropped without a copy when memory is needed), "
+	  "eager (dropped as soon as it dies), off (kept)" },
+	{ "VMEM_PREFETCH", CFG_ENUM, "vdnn", prefetch_names, 0, 0, 0, false, false, F(prefetch), "",
+	  "prefetch of offloaded tensors: vdnn (at the next layer's backward, vDNN Fig. 10), "
+	  "timed (from measured op and copy times)" },
+	{ "VMEM_DEVICE_LIMIT", CFG_SIZE, "0", NULL, 1 * MiB, 1ull << 50, 0, true, false, F(device_limit), "bytes",
 	  "device memory vmem may map; 0: free device memory minus VMEM_DEVICE_RESERVE" },
-	{ "VMEM_DEVICE_RESERVE", CFG_SIZE, "512M", NULL, 0, 1ull << 50, 0, true, F(device_reserve), "bytes",
-	  "device memory left to the CUDA context and libraries when VMEM_DEVICE_LIMIT is 0" },
-	{ "VMEM_HOST_LIMIT", CFG_SIZE, "0", NULL, 1 * MiB, 1ull << 50, 0, true, F(host_limit), "bytes",
+	{ "VMEM_DEVICE_RESERVE", CFG_SIZE, "auto", NULL, 0, 1ull << 50, 0, true, true, F(device_reserve), "bytes",
+	  "device memory left to the CUDA context and libraries when VMEM_DEVICE_LIMIT is 0; "
+	  "auto: 1/8 of the device's memory, at least 32 MiB, at most 1 GiB" },
+	{ "VMEM_HOST_LIMIT", CFG_SIZE, "0", NULL, 1 * MiB, 1ull << 50, 0, true, false, F(host_limit), "bytes",
 	  "pinned host memory for offloaded data; 0: unlimited" },
-	{ "VMEM_CHUNK_SIZE", CFG_SIZE, "0", NULL, 2 * MiB, 1 * GiB, 2 * MiB, true, F(chunk_size), "bytes",
+	{ "VMEM_CHUNK_SIZE", CFG_SIZE, "0", NULL, 2 * MiB, 1 * GiB, 2 * MiB, true, false, F(chunk_size), "bytes",
 	  "physical chunk size, a multiple of 2 MiB; 0: the device's allocation granularity" },
-	{ "VMEM_SMALL_THRESHOLD", CFG_SIZE, "1M", NULL, 0, 1 * GiB, 0, true, F(small_threshold), "bytes",
+	{ "VMEM_SMALL_THRESHOLD", CFG_SIZE, "1M", NULL, 0, 1 * GiB, 0, true, false, F(small_threshold), "bytes",
 	  "allocations below this share chunks and are never offloaded" },
-	{ "VMEM_VA_SIZE", CFG_SIZE, "0", NULL, 1 * GiB, 1ull << 47, 2 * MiB, true, F(va_size), "bytes",
+	{ "VMEM_VA_SIZE", CFG_SIZE, "0", NULL, 1 * GiB, 1ull << 47, 2 * MiB, true, false, F(va_size), "bytes",
 	  "virtual range reserved at start-up, a multiple of 2 MiB; 0: chosen from device and host memory" },
-	{ "VMEM_CONV_ALGO", CFG_ENUM, "default", algo_names, 0, 0, 0, false, F(conv_algo), "",
-	  "conv algorithms under static policies: default (the application's), mem (memory-optimal), perf (fastest)" },
-	{ "VMEM_WORKSPACE", CFG_ENUM, "off", ws_names, 0, 0, 0, false, F(workspace), "",
+	{ "VMEM_CONV_ALGO", CFG_ENUM, "default", algo_names, 0, 0, 0, false, false, F(conv_algo), "",
+	  "conv algorithm answers: app (the application's), mem (memory-optimal), perf (fastest), fit (fastest that fits the budget); default: fit under a policy, app under none" },
+	{ "VMEM_WORKSPACE", CFG_ENUM, "off", ws_names, 0, 0, 0, false, false, F(workspace), "",
 	  "conv workspace optimisation: off, wr (per-layer DP), wd (network-wide ILP)" },
-	{ "VMEM_WORKSPACE_LIMIT", CFG_SIZE, "0", NULL, 1, 1ull << 50, 0, true, F(workspace_limit), "bytes",
+	{ "VMEM_WORKSPACE_LIMIT", CFG_SIZE, "0", NULL, 1, 1ull << 50, 0, true, false, F(workspace_limit), "bytes",
 	  "workspace limit per layer (wr) or in total (wd); 0: none" },
-	{ "VMEM_MICROBATCH", CFG_ENUM, "all", mb_names, 0, 0, 0, false, F(microbatch), "",
+	{ "VMEM_MICROBATCH", CFG_ENUM, "all", mb_names, 0, 0, 0, false, false, F(microbatch), "",
 	  "micro-batch sizes tried: all, pow2 (powers of two), undivided (whole batch only)" },
-	{ "VMEM_TRACE", CFG_PATH, "", NULL, 0, 0, 0, false, F(trace_path), "path",
+	{ "VMEM_TRACE", CFG_PATH, "", NULL, 0, 0, 0, false, false, F(trace_path), "path",
 	  "write the JSON Lines trace to this file; empty: off" },
-	{ "VMEM_CACHE", CFG_PATH, "", NULL, 0, 0, 0, false, F(cache_path), "path",
+	{ "VMEM_CACHE", CFG_PATH, "", NULL, 0, 0, 0, false, false, F(cache_path), "path",
 	  "solver result cache file; empty: off" },
-	{ "VMEM_LOG", CFG_ENUM, "warn", log_names, 0, 0, 0, false, F(log_level), "",
+	{ "VMEM_LOG", CFG_ENUM, "warn", log_names, 0, 0, 0, false, false, F(log_level), "",
 	  "message level: error, warn, info (prints every setting at start), debug" },
-	{ "VMEM_STATS", CFG_BOOL, "0", NULL, 0, 0, 0, false, F(stats), "",
+	{ "VMEM_STATS", CFG_BOOL, "0", NULL, 0, 0, 0, false, false, F(stats), "",
 	  "1: print a summary table on stderr at exit" },
 };
 
@@ -262,9 +272,15 @@ static void apply(vmem_config_t *cfg, const cfg_var_t *v, const char *value, cfg
 		cfg_bad(e, v, value, "unknown value", accepted);
 		return;
 	case CFG_SIZE:
+		if (v->auto_ok && strcasecmp(value, "auto") == 0) {
+			*(uint64_t *)field = VMEM_SIZE_AUTO;
+			return;
+		}
 		rc = vmem_parse_size(value, &size);
 		if (rc == -1) {
 			cfg_bad(e, v, value, "not a size",
+				v->auto_ok ?
+				"accepted: auto, or bytes with an optional binary suffix K, M, G, T (KiB, MB, ...), e.g. 8G, 1.5G, 512MiB" :
 				"accepted: bytes with an optional binary suffix K, M, G, T (KiB, MB, ...), e.g. 8G, 1.5G, 512MiB");
 			return;
 		}
@@ -304,6 +320,23 @@ static void apply(vmem_config_t *cfg, const cfg_var_t *v, const char *value, cfg
 		strcpy(field, value);
 		return;
 	}
+}
+
+uint64_t vmem_default_reserve(uint64_t total)
+{
+	uint64_t r = total / 8;
+
+	if (r < VMEM_RESERVE_FLOOR)
+		r = VMEM_RESERVE_FLOOR;
+	if (r > VMEM_RESERVE_CAP)
+		r = VMEM_RESERVE_CAP;
+	return r;
+}
+
+uint64_t vmem_device_reserve(const vmem_config_t *cfg, uint64_t total)
+{
+	return cfg->device_reserve == VMEM_SIZE_AUTO ? vmem_default_reserve(total) :
+		cfg->device_reserve;
 }
 
 static const char *null_get(const char *name, void *ctx)
@@ -361,7 +394,10 @@ int vmem_config_value(const vmem_config_t *cfg, int i, const char **name,
 		snprintf(buf, len, "%s", v->names[*(const int *)field]);
 		break;
 	case CFG_SIZE:
-		size_str(*(const uint64_t *)field, buf, len);
+		if (*(const uint64_t *)field == VMEM_SIZE_AUTO)
+			snprintf(buf, len, "auto");
+		else
+			size_str(*(const uint64_t *)field, buf, len);
 		break;
 	case CFG_PATH:
 		snprintf(buf, len, "%s", field);
@@ -414,7 +450,11 @@ size_t vmem_config_json(const vmem_config_t *cfg, char *buf, size_t len)
 			n += (size_t)snprintf(buf + n, len - n, "\"%s\"", v->names[*(const int *)field]);
 			break;
 		case CFG_SIZE:
-			n += (size_t)snprintf(buf + n, len - n, "%" PRIu64, *(const uint64_t *)field);
+			if (*(const uint64_t *)field == VMEM_SIZE_AUTO)
+				n += (size_t)snprintf(buf + n, len - n, "\"auto\"");
+			else
+				n += (size_t)snprintf(buf + n, len - n, "%" PRIu64,
+						      *(const uint64_t *)field);
 			break;
 		case CFG_PATH:
 			n += vmem_json_escape(field, buf + n, len - n);

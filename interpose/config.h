@@ -14,16 +14,29 @@
 #include <stdint.h>
 
 typedef enum { VMEM_POLICY_NONE, VMEM_POLICY_ALL, VMEM_POLICY_CONV, VMEM_POLICY_DYN } vmem_policy_t;
-typedef enum { VMEM_ALGO_DEFAULT, VMEM_ALGO_MEM, VMEM_ALGO_PERF } vmem_conv_algo_t;
+/* VMEM_CONV_ALGO: default = fit under a vDNN policy (all, conv, dyn), app
+ * under none; app = the application's own choice; mem = memory-optimal;
+ * perf = fastest; fit = fastest whose workspace fits beside the layer's
+ * tensors in the budget (interpose/conv_exec.c). */
+typedef enum { VMEM_ALGO_DEFAULT, VMEM_ALGO_APP, VMEM_ALGO_MEM, VMEM_ALGO_PERF, VMEM_ALGO_FIT } vmem_conv_algo_t;
 typedef enum { VMEM_WS_OFF, VMEM_WS_WR, VMEM_WS_WD } vmem_ws_mode_t;
 typedef enum { VMEM_MB_ALL, VMEM_MB_POW2, VMEM_MB_UNDIVIDED } vmem_microbatch_t;
+/* VMEM_LIVENESS: dead memory is dropped without a copy when memory is
+ * needed (lazy), as soon as it dies (eager), or never (off). */
+typedef enum { VMEM_LIVENESS_LAZY, VMEM_LIVENESS_EAGER, VMEM_LIVENESS_OFF } vmem_liveness_t;
+/* VMEM_PREFETCH: where an offloaded tensor's prefetch goes: vDNN's rule
+ * (vdnn) or from measured op and copy times (timed). */
+typedef enum { VMEM_PREFETCH_VDNN, VMEM_PREFETCH_TIMED } vmem_prefetch_t;
 typedef enum { VMEM_LOG_ERROR, VMEM_LOG_WARN, VMEM_LOG_INFO, VMEM_LOG_DEBUG } vmem_log_level_t;
 
 typedef struct {
 	bool enabled;              /* false: pass-through (VMEM_DISABLE=1 or a bad value) */
 	vmem_policy_t policy;      /* VMEM_POLICY */
+	vmem_liveness_t liveness;  /* VMEM_LIVENESS */
+	vmem_prefetch_t prefetch;  /* VMEM_PREFETCH */
 	uint64_t device_limit;     /* VMEM_DEVICE_LIMIT bytes; 0 = default (free - reserve) */
-	uint64_t device_reserve;   /* VMEM_DEVICE_RESERVE bytes kept for context/libraries */
+	uint64_t device_reserve;   /* VMEM_DEVICE_RESERVE bytes kept for context/libraries;
+				      VMEM_SIZE_AUTO = vmem_default_reserve(device total) */
 	uint64_t host_limit;       /* VMEM_HOST_LIMIT bytes of pinned host memory; 0 = unlimited */
 	uint64_t chunk_size;       /* VMEM_CHUNK_SIZE: physical chunk, multiple of the granularity; 0 = granularity */
 	uint64_t small_threshold;  /* VMEM_SMALL_THRESHOLD: below it, allocations share chunks and stay resident */
@@ -37,6 +50,23 @@ typedef struct {
 	vmem_log_level_t log_level;      /* VMEM_LOG */
 	bool stats;                      /* VMEM_STATS */
 } vmem_config_t;
+
+/* A size variable set to "auto" (only VMEM_DEVICE_RESERVE accepts it). */
+#define VMEM_SIZE_AUTO UINT64_MAX
+
+/* The default device reserve: what the CUDA context, cuDNN and cuBLAS
+ * need outside vmem's pool grows with the device (per-SM local memory,
+ * lazily loaded kernels), and a fixed 512 MiB left no budget at all on a
+ * device with less free memory.  So the reserve is 1/8 of the device's
+ * total memory, at least VMEM_RESERVE_FLOOR and at most VMEM_RESERVE_CAP
+ * (a real H100 PyTorch process used about 500 MiB outside the pool:
+ * context, cuDNN and cuBLAS handles; the cap leaves twice that).  Pure. */
+#define VMEM_RESERVE_FLOOR (32ull << 20)
+#define VMEM_RESERVE_CAP (1ull << 30)
+uint64_t vmem_default_reserve(uint64_t total);
+/* The reserve in effect for a device of `total` bytes: the configured
+ * one, or vmem_default_reserve(total) when VMEM_DEVICE_RESERVE is auto. */
+uint64_t vmem_device_reserve(const vmem_config_t *cfg, uint64_t total);
 
 /* Returns the value of a variable or NULL when unset (getenv in production). */
 typedef const char *(*vmem_getenv_fn)(const char *name, void *ctx);

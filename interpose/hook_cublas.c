@@ -291,8 +291,21 @@ static void gemm_refs(hook_call_t *c, cublasHandle_t handle, int ta, int tb, int
 	}
 	hook_call_ref(c, A, e.a, VMEM_ACCESS_R, "a");
 	hook_call_ref(c, B, e.b, VMEM_ACCESS_R, "b");
-	hook_call_ref(c, C, e.c, c_read ? VMEM_ACCESS_RW : VMEM_ACCESS_W, "c");
+	/* with beta = 0, C is overwritten whole when its columns (and its
+	 * batches) follow each other without a gap */
+	hook_call_ref(c, C, e.c,
+		      c_read ? VMEM_ACCESS_RW :
+		      ldc == m && (batch == 1 || sc == (long long)ldc * n) ?
+			       VMEM_ACCESS_W | VMEM_ACCESS_WHOLE : VMEM_ACCESS_W,
+		      "c");
 	ws_ref(c, handle);
+	c->info.type = VMEM_INFO_GEMM;
+	c->info.u.gemm.m = m;
+	c->info.u.gemm.n = n;
+	c->info.u.gemm.k = k;
+	c->info.u.gemm.batch = batch;
+	c->info.u.gemm.transa = (uint8_t)ta;
+	c->info.u.gemm.transb = (uint8_t)tb;
 	hook_call_args(c, "\"m\":%d,\"n\":%d,\"k\":%d,\"ta\":%d,\"tb\":%d", m, n, k, ta, tb);
 	if (batch != 1)
 		hook_call_args(c, "\"batch\":%d", batch);
@@ -348,6 +361,8 @@ HOOK_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t
 		  beta_nonzero(beta, host_pointer_mode(handle), sbits, is_int));
 	hook_call_args(&c, "\"atype\":%d,\"ctype\":%d,\"compute\":%d", (int)Atype, (int)Ctype,
 		       (int)computeType);
+	c.info.u.gemm.atype = (uint8_t)hook_cuda_dtype((int)Atype);
+	c.info.u.gemm.ctype = (uint8_t)hook_cuda_dtype((int)Ctype);
 	if (blas_prepare(&c))
 		st = real(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb,
 			  beta, C, Ctype, ldc, computeType, algo);
@@ -652,6 +667,13 @@ HOOK_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle,
 	hook_call_args(&c, "\"m\":%llu,\"n\":%llu,\"k\":%llu", (unsigned long long)d.rows,
 		       (unsigned long long)d.cols,
 		       (unsigned long long)(ta == CUBLAS_OP_N ? a.cols : a.rows));
+	c.info.type = VMEM_INFO_GEMM;
+	c.info.u.gemm.m = (int64_t)d.rows;
+	c.info.u.gemm.n = (int64_t)d.cols;
+	c.info.u.gemm.k = (int64_t)(ta == CUBLAS_OP_N ? a.cols : a.rows);
+	c.info.u.gemm.batch = 1;
+	c.info.u.gemm.transa = (uint8_t)ta;
+	c.info.u.gemm.ctype = (uint8_t)hook_cuda_dtype((int)dtype);
 	if (blas_prepare(&c))
 		st = real(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D,
 			  Ddesc, algo, workspace, workspaceSizeInBytes, stream);

@@ -10,15 +10,16 @@
  * "ws" (written).  The stream is the handle's, from the real
  * cudnnGetStream.
  *
- * Today every hook traces and delegates.  The µ-cuDNN policy (DESIGN.md
- * point 6) will answer the algorithm and workspace queries itself and
- * split convolutions into micro-batches; the places are marked with
- * TODO(workspace issue).
+ * The three convolutions, their algorithm queries and their workspace
+ * queries go through interpose/conv_exec.c, which decides what runs
+ * (VMEM_CONV_ALGO, VMEM_WORKSPACE: the application's algorithm, one that
+ * fits the budget, or µ-cuDNN micro-batches) and what the queries answer.
  */
 #include <string.h>
 
 #include <cudnn.h>
 
+#include "interpose/conv_exec.h"
 #include "interpose/hook_dnn.h"
 #include "interpose/hooks.h"
 
@@ -270,6 +271,7 @@ typedef struct {
 	uint64_t bytes;   /* extent; 0 = unknown */
 	int dtype;        /* cudnnDataType_t; -1 = unknown */
 	int nbdims;
+	bool dense;       /* no gaps between elements (hook_strided_dense) */
 	int dims[HOOK_DNN_MAX_DIMS];
 } dnn_desc_t;
 
@@ -294,6 +296,7 @@ static void tensor_info(cudnnTensorDescriptor_t d, dnn_desc_t *o)
 	o->dtype = (int)dt;
 	o->nbdims = nb;
 	o->bytes = hook_strided_extent(nb, d64, s64, hook_cudnn_dtype_bits((int)dt));
+	o->dense = hook_strided_dense(nb, d64, s64);
 }
 
 /* A filter has no strides: it is packed (NCHW or NHWC alike). */
@@ -316,6 +319,7 @@ static void filter_info(cudnnFilterDescriptor_t d, dnn_desc_t *o)
 	o->dtype = (int)dt;
 	o->nbdims = nb;
 	o->bytes = hook_packed_extent(nb, d64, hook_cudnn_dtype_bits((int)dt));
+	o->dense = true;
 }
 
 /* cuDNN's scaling factors are host pointers to a double for double
@@ -331,10 +335,17 @@ static bool scale_nonzero(const void *s, int dtype)
 	return *(const float *)s != 0.0f;
 }
 
-static uint8_t out_access(const void *beta, int dtype)
+/* An output: read too when beta != 0; a whole overwrite when beta is 0
+ * and the tensor has no gaps (policy/event.h, VMEM_ACCESS_WHOLE). */
+static uint8_t out_access(const void *beta, const dnn_desc_t *d)
 {
-	return scale_nonzero(beta, dtype) ? VMEM_ACCESS_RW : VMEM_ACCESS_W;
+	if (scale_nonzero(beta, d->dtype))
+		return VMEM_ACCESS_RW;
+	return d->dense ? VMEM_ACCESS_W | VMEM_ACCESS_WHOLE : VMEM_ACCESS_W;
 }
+
+/* A workspace is scratch handed over to the call: nothing in it survives. */
+#define WS_ACCESS (VMEM_ACCESS_W | VMEM_ACCESS_WHOLE)
 
 static cudaStream_t dnn_stream(cudnnHandle_t h)
 {
@@ -363,14 +374,34 @@ static void ref_out(hook_call_t *c, cudnnTensorDescriptor_t d, void *p, const vo
 	dnn_desc_t info;
 
 	tensor_info(d, &info);
-	hook_call_ref(c, p, info.bytes, out_access(beta, info.dtype), role);
+	hook_call_ref(c, p, info.bytes, out_access(beta, &info), role);
 }
 
 /* Trace args of a convolution: algorithm, workspace and the shape (the
- * data-side tensor n,c,h,w and the filter k,r,s). */
+ * data-side tensor n,c,h,w and the filter k,r,s); the same in the call's
+ * typed record (stride, pad and dilation are not read: 0). */
 static void conv_args(hook_call_t *c, int algo, size_t ws, const dnn_desc_t *x,
 		      const dnn_desc_t *w)
 {
+	vmem_conv_info_t *ci = &c->info.u.conv;
+
+	c->info.type = VMEM_INFO_CONV;
+	ci->dir = c->kind == VMEM_OP_CONV_BWD_DATA ? VMEM_CONV_DIR_BWD_DATA :
+		  c->kind == VMEM_OP_CONV_BWD_FILTER ? VMEM_CONV_DIR_BWD_FILTER : VMEM_CONV_DIR_FWD;
+	ci->algo = algo;
+	ci->workspace = ws;
+	ci->dtype = (uint8_t)hook_cudnn_dtype(x->dtype);
+	if (x->nbdims >= 4) {
+		ci->n = x->dims[0];
+		ci->c = x->dims[1];
+		ci->h = x->dims[2];
+		ci->w = x->dims[3];
+	}
+	if (w->nbdims >= 4) {
+		ci->k = w->dims[0];
+		ci->r = w->dims[2];
+		ci->s = w->dims[3];
+	}
 	if (algo >= 0)
 		hook_call_args(c, "\"algo\":%d", algo);
 	hook_call_args(c, "\"ws\":%zu", ws);
@@ -417,21 +448,20 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const vo
 	if (!hook_begin())
 		return real(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace,
 			    workSpaceSizeInBytes, beta, yDesc, y);
-	/* TODO(workspace issue): under VMEM_WORKSPACE=wr|wd run the
-	 * micro-batch configuration the solver chose, in vmem's workspace. */
 	hook_call_init(&c, VMEM_OP_CONV_FWD, "cudnnConvolutionForward", dnn_stream(handle));
 	tensor_info(xDesc, &xi);
 	filter_info(wDesc, &wi);
 	tensor_info(yDesc, &yi);
 	hook_call_ref(&c, x, xi.bytes, VMEM_ACCESS_R, "x");
 	hook_call_ref(&c, w, wi.bytes, VMEM_ACCESS_R, "w");
-	hook_call_ref(&c, y, yi.bytes, out_access(beta, yi.dtype), "y");
-	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws");
+	hook_call_ref(&c, y, yi.bytes, out_access(beta, &yi), "y");
+	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, WS_ACCESS, "ws");
 	conv_args(&c, (int)algo, workSpaceSizeInBytes, &xi, &wi);
-	if (dnn_prepare(&c))
-		st = real(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace,
-			  workSpaceSizeInBytes, beta, yDesc, y);
-	return dnn_done(&c, st);
+	/* prepares, runs (maybe as micro-batches, maybe another algorithm) and finishes */
+	st = conv_exec_legacy(&c, CONV_DIR_FWD, handle, alpha, xDesc, x, wDesc, w, yDesc, y,
+			      convDesc, (int)algo, workSpace, workSpaceSizeInBytes, beta);
+	hook_end();
+	return st;
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha,
@@ -455,7 +485,6 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, con
 	if (!hook_begin())
 		return real(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace,
 			    workSpaceSizeInBytes, beta, dxDesc, dx);
-	/* TODO(workspace issue): micro-batches along N, as for forward. */
 	hook_call_init(&c, VMEM_OP_CONV_BWD_DATA, "cudnnConvolutionBackwardData",
 		       dnn_stream(handle));
 	filter_info(wDesc, &wi);
@@ -463,13 +492,13 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, con
 	tensor_info(dxDesc, &dxi);
 	hook_call_ref(&c, w, wi.bytes, VMEM_ACCESS_R, "w");
 	hook_call_ref(&c, dy, dyi.bytes, VMEM_ACCESS_R, "dy");
-	hook_call_ref(&c, dx, dxi.bytes, out_access(beta, dxi.dtype), "dx");
-	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws");
+	hook_call_ref(&c, dx, dxi.bytes, out_access(beta, &dxi), "dx");
+	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, WS_ACCESS, "ws");
 	conv_args(&c, (int)algo, workSpaceSizeInBytes, &dxi, &wi);
-	if (dnn_prepare(&c))
-		st = real(handle, alpha, wDesc, w, dyDesc, dy, convDesc, algo, workSpace,
-			  workSpaceSizeInBytes, beta, dxDesc, dx);
-	return dnn_done(&c, st);
+	st = conv_exec_legacy(&c, CONV_DIR_BWD_DATA, handle, alpha, dxDesc, dx, wDesc, w, dyDesc,
+			      dy, convDesc, (int)algo, workSpace, workSpaceSizeInBytes, beta);
+	hook_end();
+	return st;
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha,
@@ -493,7 +522,6 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, c
 	if (!hook_begin())
 		return real(handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace,
 			    workSpaceSizeInBytes, beta, dwDesc, dw);
-	/* TODO(workspace issue): micro-batches accumulate with beta = 1. */
 	hook_call_init(&c, VMEM_OP_CONV_BWD_FILTER, "cudnnConvolutionBackwardFilter",
 		       dnn_stream(handle));
 	tensor_info(xDesc, &xi);
@@ -501,13 +529,13 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, c
 	filter_info(dwDesc, &dwi);
 	hook_call_ref(&c, x, xi.bytes, VMEM_ACCESS_R, "x");
 	hook_call_ref(&c, dy, dyi.bytes, VMEM_ACCESS_R, "dy");
-	hook_call_ref(&c, dw, dwi.bytes, out_access(beta, dwi.dtype), "dw");
-	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws");
+	hook_call_ref(&c, dw, dwi.bytes, out_access(beta, &dwi), "dw");
+	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, WS_ACCESS, "ws");
 	conv_args(&c, (int)algo, workSpaceSizeInBytes, &xi, &dwi);
-	if (dnn_prepare(&c))
-		st = real(handle, alpha, xDesc, x, dyDesc, dy, convDesc, algo, workSpace,
-			  workSpaceSizeInBytes, beta, dwDesc, dw);
-	return dnn_done(&c, st);
+	st = conv_exec_legacy(&c, CONV_DIR_BWD_FILTER, handle, alpha, xDesc, x, dwDesc, dw, dyDesc,
+			      dy, convDesc, (int)algo, workSpace, workSpaceSizeInBytes, beta);
+	hook_end();
+	return st;
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t handle, const void *alpha,
@@ -565,8 +593,9 @@ HOOK_EXPORT cudnnStatus_t cudnnConvolutionBiasActivationForward(
 	if (z && scale_nonzero(alpha2, yi.dtype))
 		ref_t(&c, zDesc, z, VMEM_ACCESS_R, "z", NULL);
 	ref_t(&c, biasDesc, bias, VMEM_ACCESS_R, "b", NULL);
-	hook_call_ref(&c, y, yi.bytes, VMEM_ACCESS_W, "y");
-	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws");
+	hook_call_ref(&c, y, yi.bytes, yi.dense ? VMEM_ACCESS_W | VMEM_ACCESS_WHOLE : VMEM_ACCESS_W,
+		      "y");
+	hook_call_ref(&c, workSpace, workSpaceSizeInBytes, WS_ACCESS, "ws");
 	conv_args(&c, (int)algo, workSpaceSizeInBytes, &xi, &wi);
 	if (dnn_prepare(&c))
 		st = real(handle, alpha1, xDesc, x, wDesc, w, convDesc, algo, workSpace,
@@ -879,7 +908,7 @@ HOOK_EXPORT cudnnStatus_t cudnnBatchNormalizationBackward(
 	ref_t(&c, dyDesc, dy, VMEM_ACCESS_R, "dy", NULL);
 	ref_out(&c, dxDesc, dx, betaDataDiff, "dx");
 	tensor_info(dBnScaleBiasDesc, &si);
-	pacc = out_access(betaParamDiff, si.dtype);
+	pacc = out_access(betaParamDiff, &si);
 	hook_call_ref(&c, bnScale, si.bytes, VMEM_ACCESS_R, "scale");
 	hook_call_ref(&c, dBnScaleResult, si.bytes, pacc, "dscale");
 	hook_call_ref(&c, dBnBiasResult, si.bytes, pacc, "dbias");
@@ -991,7 +1020,7 @@ HOOK_EXPORT cudnnStatus_t cudnnBatchNormalizationBackwardEx(
 		ref_t(&c, dzDesc, dzData, VMEM_ACCESS_W, "dz", NULL);
 	ref_out(&c, dxDesc, dxData, betaDataDiff, "dx");
 	tensor_info(dBnScaleBiasDesc, &si);
-	pacc = out_access(betaParamDiff, si.dtype);
+	pacc = out_access(betaParamDiff, &si);
 	hook_call_ref(&c, bnScaleData, si.bytes, VMEM_ACCESS_R, "scale");
 	hook_call_ref(&c, bnBiasData, si.bytes, VMEM_ACCESS_R, "bias");
 	hook_call_ref(&c, dBnScaleData, si.bytes, pacc, "dscale");
@@ -1070,12 +1099,11 @@ HOOK_EXPORT cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
 /* ------------------------------------------------------------------ */
 /* Algorithm queries.  No device memory is touched (Find without Ex
  * allocates its own buffers through cudaMalloc, which is hooked).  The
- * trace records the best answer: its algorithm and workspace.
- *
- * TODO(workspace issue): VMEM_CONV_ALGO and the µ-cuDNN solver answer
- * these with the algorithm vmem will run. */
+ * answer is what vmem will run (conv_exec_answer: VMEM_CONV_ALGO, the
+ * µ-cuDNN configuration); the trace records that first answer: its
+ * algorithm and workspace. */
 
-#define ALGO_QUERY(name, kind_args, call, xdesc_info, wdesc_info)                         \
+#define ALGO_QUERY(name, kind_args, call, xdesc_info, wdesc_info, answer)                 \
 	do {                                                                              \
 		real_##name##_t real = real_##name();                                     \
 		dnn_desc_t xi, wi;                                                        \
@@ -1090,6 +1118,7 @@ HOOK_EXPORT cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
 		wdesc_info;                                                               \
 		kind_args;                                                                \
 		st = dnn_prepare(&c) ? real call : CUDNN_STATUS_ALLOC_FAILED;             \
+		answer;                                                                   \
 		algo_result(&c, st, requestedAlgoCount, returnedAlgoCount,                \
 			    perfResults ? (int)perfResults[0].algo : -1,                  \
 			    perfResults ? perfResults[0].memory : 0, &xi, &wi);           \
@@ -1114,7 +1143,9 @@ HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
 	ALGO_QUERY(cudnnGetConvolutionForwardAlgorithm_v7, (void)0,
 		   (handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount,
 		    returnedAlgoCount, perfResults),
-		   tensor_info(srcDesc, &xi), filter_info(filterDesc, &wi));
+		   tensor_info(srcDesc, &xi), filter_info(filterDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_FWD, handle, srcDesc, filterDesc, destDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
@@ -1126,7 +1157,9 @@ HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
 	ALGO_QUERY(cudnnGetConvolutionBackwardDataAlgorithm_v7, (void)0,
 		   (handle, filterDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount,
 		    returnedAlgoCount, perfResults),
-		   tensor_info(gradDesc, &xi), filter_info(filterDesc, &wi));
+		   tensor_info(gradDesc, &xi), filter_info(filterDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_BWD_DATA, handle, gradDesc, filterDesc, diffDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
@@ -1138,7 +1171,9 @@ HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
 	ALGO_QUERY(cudnnGetConvolutionBackwardFilterAlgorithm_v7, (void)0,
 		   (handle, srcDesc, diffDesc, convDesc, gradDesc, requestedAlgoCount,
 		    returnedAlgoCount, perfResults),
-		   tensor_info(srcDesc, &xi), filter_info(gradDesc, &wi));
+		   tensor_info(srcDesc, &xi), filter_info(gradDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_BWD_FILTER, handle, srcDesc, gradDesc, diffDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(
@@ -1150,7 +1185,9 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(
 	ALGO_QUERY(cudnnFindConvolutionForwardAlgorithm, (void)0,
 		   (handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount,
 		    returnedAlgoCount, perfResults),
-		   tensor_info(xDesc, &xi), filter_info(wDesc, &wi));
+		   tensor_info(xDesc, &xi), filter_info(wDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_FWD, handle, xDesc, wDesc, yDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(
@@ -1162,7 +1199,9 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(
 	ALGO_QUERY(cudnnFindConvolutionBackwardDataAlgorithm, (void)0,
 		   (handle, wDesc, dyDesc, convDesc, dxDesc, requestedAlgoCount,
 		    returnedAlgoCount, perfResults),
-		   tensor_info(dxDesc, &xi), filter_info(wDesc, &wi));
+		   tensor_info(dxDesc, &xi), filter_info(wDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_BWD_DATA, handle, dxDesc, wDesc, dyDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(
@@ -1174,7 +1213,9 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(
 	ALGO_QUERY(cudnnFindConvolutionBackwardFilterAlgorithm, (void)0,
 		   (handle, xDesc, dyDesc, convDesc, dwDesc, requestedAlgoCount,
 		    returnedAlgoCount, perfResults),
-		   tensor_info(xDesc, &xi), filter_info(dwDesc, &wi));
+		   tensor_info(xDesc, &xi), filter_info(dwDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_BWD_FILTER, handle, xDesc, dwDesc, dyDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 /* The Ex variants run every candidate on the caller's buffers: x and w
@@ -1193,7 +1234,9 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(
 		    hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws")),
 		   (handle, xDesc, x, wDesc, w, convDesc, yDesc, y, requestedAlgoCount,
 		    returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes),
-		   tensor_info(xDesc, &xi), filter_info(wDesc, &wi));
+		   tensor_info(xDesc, &xi), filter_info(wDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_FWD, handle, xDesc, wDesc, yDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
@@ -1211,7 +1254,9 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
 		    hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws")),
 		   (handle, wDesc, w, dyDesc, dy, convDesc, dxDesc, dx, requestedAlgoCount,
 		    returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes),
-		   tensor_info(dxDesc, &xi), filter_info(wDesc, &wi));
+		   tensor_info(dxDesc, &xi), filter_info(wDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_BWD_DATA, handle, dxDesc, wDesc, dyDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
@@ -1229,17 +1274,17 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
 		    hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws")),
 		   (handle, xDesc, x, dyDesc, y, convDesc, dwDesc, dw, requestedAlgoCount,
 		    returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes),
-		   tensor_info(xDesc, &xi), filter_info(dwDesc, &wi));
+		   tensor_info(xDesc, &xi), filter_info(dwDesc, &wi),
+		   conv_exec_answer(&c, CONV_DIR_BWD_FILTER, handle, xDesc, dwDesc, dyDesc, convDesc, st,
+				    requestedAlgoCount, returnedAlgoCount, perfResults));
 }
 
 /* ------------------------------------------------------------------ */
 /* Workspace-size queries: traced with the algorithm asked about and the
- * size cuDNN answered.
- *
- * TODO(workspace issue): under VMEM_WORKSPACE=wd answer 0, because vmem
- * owns the workspace the chosen configuration runs in. */
+ * size answered, which under VMEM_WORKSPACE=wr|wd is the configuration's
+ * (wd: 0, since vmem owns the workspace; conv_exec_ws_answer). */
 
-#define WS_QUERY(name, call, xdesc_info, wdesc_info)                                      \
+#define WS_QUERY(name, call, xdesc_info, wdesc_info, answer)                              \
 	do {                                                                              \
 		real_##name##_t real = real_##name();                                     \
 		dnn_desc_t xi, wi;                                                        \
@@ -1253,6 +1298,7 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
 		xdesc_info;                                                               \
 		wdesc_info;                                                               \
 		st = dnn_prepare(&c) ? real call : CUDNN_STATUS_ALLOC_FAILED;             \
+		answer;                                                                   \
 		conv_args(&c, (int)algo,                                                  \
 			  (st == CUDNN_STATUS_SUCCESS && sizeInBytes) ? *sizeInBytes : 0, \
 			  &xi, &wi);                                                      \
@@ -1266,7 +1312,9 @@ HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(
 {
 	WS_QUERY(cudnnGetConvolutionForwardWorkspaceSize,
 		 (handle, xDesc, wDesc, convDesc, yDesc, algo, sizeInBytes),
-		 tensor_info(xDesc, &xi), filter_info(wDesc, &wi));
+		 tensor_info(xDesc, &xi), filter_info(wDesc, &wi),
+		 conv_exec_ws_answer(&c, CONV_DIR_FWD, handle, xDesc, wDesc, yDesc, convDesc, st,
+				     sizeInBytes));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(
@@ -1277,7 +1325,9 @@ HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(
 {
 	WS_QUERY(cudnnGetConvolutionBackwardDataWorkspaceSize,
 		 (handle, wDesc, dyDesc, convDesc, dxDesc, algo, sizeInBytes),
-		 tensor_info(dxDesc, &xi), filter_info(wDesc, &wi));
+		 tensor_info(dxDesc, &xi), filter_info(wDesc, &wi),
+		 conv_exec_ws_answer(&c, CONV_DIR_BWD_DATA, handle, dxDesc, wDesc, dyDesc, convDesc, st,
+				     sizeInBytes));
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(
@@ -1288,7 +1338,9 @@ HOOK_EXPORT cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(
 {
 	WS_QUERY(cudnnGetConvolutionBackwardFilterWorkspaceSize,
 		 (handle, xDesc, dyDesc, convDesc, gradDesc, algo, sizeInBytes),
-		 tensor_info(xDesc, &xi), filter_info(gradDesc, &wi));
+		 tensor_info(xDesc, &xi), filter_info(gradDesc, &wi),
+		 conv_exec_ws_answer(&c, CONV_DIR_BWD_FILTER, handle, xDesc, gradDesc, dyDesc, convDesc, st,
+				     sizeInBytes));
 }
 
 /* ------------------------------------------------------------------ */

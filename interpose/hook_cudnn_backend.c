@@ -10,7 +10,11 @@
  * op kind and each pointer's role, access and extent.
  *
  * Only Execute is an event in the trace: building descriptors touches no
- * device memory.  Descriptor calls made while vmem is disabled or from
+ * device memory.  Convolutions are decided in interpose/conv_graph.c: a
+ * finalized conv plan is benchmarked under VMEM_WORKSPACE=wr|wd, its
+ * workspace size and the engine heuristics' order are answered there, and
+ * Execute may run vmem's own plans (micro-batches, or an engine whose
+ * workspace fits the budget).  Descriptor calls made while vmem is disabled or from
  * inside vmem are not followed; a plan vmem never saw built executes as
  * kind "other" with every pointer read-write, which is slow but safe.
  */
@@ -19,6 +23,7 @@
 
 #include <cudnn.h>
 
+#include "interpose/conv_exec.h"
 #include "interpose/hook_dnn.h"
 #include "interpose/hooks.h"
 #include "interpose/log.h"
@@ -162,6 +167,10 @@ HOOK_EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t cons
 		n = requestedElementCount;
 		if (elementCount && *elementCount < n)
 			n = *elementCount;
+		/* vmem's answer (plan workspace, heuristics order) first, so the
+		 * table records what the application was told */
+		conv_exec_graph_get(table(), descriptor, (int)attributeName, (int)attributeType, n,
+				    arrayOfElements);
 		hook_bdt_get(table(), (uintptr_t)descriptor, (int)attributeName,
 			     (int)attributeType, n, arrayOfElements);
 	}
@@ -189,8 +198,10 @@ HOOK_EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descript
 	    (get = real_cudnnBackendGetAttribute()) != NULL &&
 	    get(descriptor, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
 		&ws) == CUDNN_STATUS_SUCCESS &&
-	    n == 1 && ws >= 0)
+	    n == 1 && ws >= 0) {
 		hook_bdt_set_ws(table(), (uintptr_t)descriptor, (uint64_t)ws);
+		conv_exec_graph_finalized(table(), descriptor);
+	}
 	hook_end();
 	return st;
 }
@@ -213,8 +224,6 @@ HOOK_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle,
 	if (get_stream && get_stream(handle, &stream) != CUDNN_STATUS_SUCCESS)
 		stream = NULL;
 	hook_bdt_execute(table(), (uintptr_t)executionPlan, (uintptr_t)variantPack, &ex);
-	/* TODO(workspace issue): a conv plan may be replaced by the
-	 * configuration the µ-cuDNN solver chose for the same shape. */
 	hook_call_init(&c, ex.kind, "cudnnBackendExecute", stream);
 	c.refs_lost = ex.refs_lost;
 	for (int i = 0; i < ex.nrefs; i++)
@@ -222,15 +231,32 @@ HOOK_EXPORT cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle,
 			      ex.refs[i].access, ex.refs[i].role);
 	hook_call_args(&c, "\"plan\":\"%s\",\"ws\":%llu", ex.known_plan ? "known" : "unknown",
 		       (unsigned long long)ex.ws_bytes);
+	if (ex.have_conv) {
+		vmem_conv_info_t *ci = &c.info.u.conv;
+
+		c.info.type = VMEM_INFO_CONV;
+		ci->dir = ex.kind == VMEM_OP_CONV_BWD_DATA ? VMEM_CONV_DIR_BWD_DATA :
+			  ex.kind == VMEM_OP_CONV_BWD_FILTER ? VMEM_CONV_DIR_BWD_FILTER :
+							       VMEM_CONV_DIR_FWD;
+		ci->n = (int32_t)ex.conv[0];
+		ci->c = (int32_t)ex.conv[1];
+		ci->h = (int32_t)ex.conv[2];
+		ci->w = (int32_t)ex.conv[3];
+		ci->k = (int32_t)ex.conv[4];
+		ci->r = (int32_t)ex.conv[5];
+		ci->s = (int32_t)ex.conv[6];
+		ci->algo = -1;   /* the graph API has engines */
+		ci->workspace = ex.ws_bytes;
+		ci->dtype = (uint8_t)hook_cudnn_dtype(ex.conv_dtype);
+	}
 	if (ex.have_conv)
 		hook_call_args(&c, "\"n\":%lld,\"c\":%lld,\"h\":%lld,\"w\":%lld,"
 				   "\"k\":%lld,\"r\":%lld,\"s\":%lld",
 			       (long long)ex.conv[0], (long long)ex.conv[1], (long long)ex.conv[2],
 			       (long long)ex.conv[3], (long long)ex.conv[4], (long long)ex.conv[5],
 			       (long long)ex.conv[6]);
-	if (hook_call_prepare(&c) == cudaSuccess)
-		st = real(handle, executionPlan, variantPack);
-	hook_call_finish(&c);
+	/* prepares, runs (the plan, or vmem's plans for a convolution) and finishes */
+	st = conv_exec_graph(&c, table(), handle, executionPlan, variantPack, &ex);
 	hook_end();
 	return st;
 }

@@ -148,6 +148,47 @@ uint64_t hook_packed_extent(int nbdims, const int64_t *dims, unsigned elem_bits)
 	return elems_to_bytes(n, elem_bits);
 }
 
+bool hook_strided_dense(int nbdims, const int64_t *dims, const int64_t *strides)
+{
+	uint64_t span = hook_strided_extent(nbdims, dims, strides, 8);
+
+	return span != 0 && span == hook_packed_extent(nbdims, dims, 8);
+}
+
+vmem_dtype_t hook_cudnn_dtype(int dt)
+{
+	switch (dt) {
+	case CUDNN_DATA_FLOAT: return VMEM_DTYPE_F32;
+	case CUDNN_DATA_DOUBLE: return VMEM_DTYPE_F64;
+	case CUDNN_DATA_HALF: return VMEM_DTYPE_F16;
+	case CUDNN_DATA_BFLOAT16: return VMEM_DTYPE_BF16;
+	case CUDNN_DATA_FP8_E4M3: return VMEM_DTYPE_FP8_E4M3;
+	case CUDNN_DATA_FP8_E5M2: return VMEM_DTYPE_FP8_E5M2;
+	case CUDNN_DATA_INT8: return VMEM_DTYPE_I8;
+	case CUDNN_DATA_UINT8: return VMEM_DTYPE_U8;
+	case CUDNN_DATA_INT32: return VMEM_DTYPE_I32;
+	case CUDNN_DATA_INT64: return VMEM_DTYPE_I64;
+	default: return dt < 0 ? VMEM_DTYPE_UNKNOWN : VMEM_DTYPE_OTHER;
+	}
+}
+
+vmem_dtype_t hook_cuda_dtype(int dt)
+{
+	switch (dt) {
+	case CUDA_R_32F: return VMEM_DTYPE_F32;
+	case CUDA_R_64F: return VMEM_DTYPE_F64;
+	case CUDA_R_16F: return VMEM_DTYPE_F16;
+	case CUDA_R_16BF: return VMEM_DTYPE_BF16;
+	case CUDA_R_8F_E4M3: return VMEM_DTYPE_FP8_E4M3;
+	case CUDA_R_8F_E5M2: return VMEM_DTYPE_FP8_E5M2;
+	case CUDA_R_8I: return VMEM_DTYPE_I8;
+	case CUDA_R_8U: return VMEM_DTYPE_U8;
+	case CUDA_R_32I: return VMEM_DTYPE_I32;
+	case CUDA_R_64I: return VMEM_DTYPE_I64;
+	default: return dt < 0 ? VMEM_DTYPE_UNKNOWN : VMEM_DTYPE_OTHER;
+	}
+}
+
 uint64_t hook_matrix_extent(int64_t rows, int64_t cols, int64_t ld, unsigned elem_bits)
 {
 	uint64_t e;
@@ -202,6 +243,7 @@ typedef struct {
 	uint64_t bytes;
 	const char *role;   /* static string */
 	uint8_t access;
+	bool dense;         /* strides leave no gap (a whole overwrite is possible) */
 } bdt_tensor_t;
 
 /* What an operation, a graph, or anything leading to one (heuristics,
@@ -215,10 +257,21 @@ typedef struct {
 	int ntensors;
 	bdt_tensor_t t[HOOK_BDT_MAX_TENSORS];
 	int64_t conv[7];       /* n c h w k r s */
+	int conv_dtype;        /* of the data-side tensor */
+	hook_conv_geom_t geom; /* a lone convolution in full (conv_graph.c) */
 } bdt_summary_t;
+
+/* A CONVOLUTION descriptor's parameters, copied into the operation that
+ * names it. */
+typedef struct {
+	int comp_type, mode, nsp;
+	int npre, npost, nstride, ndil;
+	int64_t pre[3], post[3], stride[3], dil[3];
+} bdt_convdesc_t;
 
 typedef struct {
 	int64_t uid;
+	int64_t align;
 	int dtype;
 	int nbdims;
 	int nbstrides;
@@ -245,6 +298,7 @@ typedef struct bdt_entry {
 		bdt_tensordesc_t tensor;
 		bdt_summary_t sum;
 		bdt_vpack_t vp;
+		bdt_convdesc_t conv;
 	} u;
 } bdt_entry_t;
 
@@ -309,6 +363,7 @@ static bool type_has_summary(int type)
 static bool type_tracked(int type)
 {
 	return type == CUDNN_BACKEND_TENSOR_DESCRIPTOR ||
+	       type == CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR ||
 	       type == CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR ||
 	       type_has_summary(type);
 }
@@ -414,6 +469,8 @@ bool hook_bdt_create(hook_bdt_t *t, uintptr_t desc, int type)
 	if (type_is_operation(type)) {
 		e->u.sum.kind = op_kind_of_type(type);
 		e->u.sum.nops = 1;
+		e->u.sum.geom.optype = type;
+		e->u.sum.geom.alpha = 1.0;
 	}
 	e->next = t->bucket[bdt_hash(desc)];
 	t->bucket[bdt_hash(desc)] = e;
@@ -463,6 +520,10 @@ static void tensor_set(hook_bdt_t *t, bdt_tensordesc_t *td, int attr, int attr_t
 		if (attr_type == CUDNN_TYPE_BOOLEAN && count >= 1)
 			td->is_virtual = *(const bool *)elems;
 		break;
+	case CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT:
+		if (attr_type == CUDNN_TYPE_INT64 && count >= 1)
+			td->align = *(const int64_t *)elems;
+		break;
 	default:
 		break;
 	}
@@ -476,40 +537,109 @@ static uint64_t tensor_bytes(const bdt_tensordesc_t *td)
 				   hook_cudnn_dtype_bits(td->dtype));
 }
 
+/* ---- convolution descriptors */
+
+static void convdesc_set(bdt_convdesc_t *c, int attr, int attr_type, int64_t count,
+			 const void *elems)
+{
+	int64_t *dst = NULL;
+	int *n = NULL;
+
+	switch (attr) {
+	case CUDNN_ATTR_CONVOLUTION_COMP_TYPE:
+		if (attr_type == CUDNN_TYPE_DATA_TYPE && count >= 1)
+			c->comp_type = *(const int *)elems;
+		return;
+	case CUDNN_ATTR_CONVOLUTION_CONV_MODE:
+		if (attr_type == CUDNN_TYPE_CONVOLUTION_MODE && count >= 1)
+			c->mode = *(const int *)elems;
+		return;
+	case CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS:
+		if (attr_type == CUDNN_TYPE_INT64 && count >= 1)
+			c->nsp = (int)*(const int64_t *)elems;
+		return;
+	case CUDNN_ATTR_CONVOLUTION_DILATIONS: dst = c->dil, n = &c->ndil; break;
+	case CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES: dst = c->stride, n = &c->nstride; break;
+	case CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS: dst = c->pre, n = &c->npre; break;
+	case CUDNN_ATTR_CONVOLUTION_POST_PADDINGS: dst = c->post, n = &c->npost; break;
+	default: return;
+	}
+	if (attr_type != CUDNN_TYPE_INT64 || count < 1 || count > 3)
+		return;
+	memcpy(dst, elems, (size_t)count * sizeof(int64_t));
+	*n = (int)count;
+}
+
+/* Copies a convolution descriptor into an operation's geometry. */
+static void geom_take_conv(hook_conv_geom_t *g, const bdt_convdesc_t *c)
+{
+	int nsp = c->nsp ? c->nsp : c->npre;
+
+	if (nsp < 1 || nsp > 3 || c->npre != nsp || c->nstride != nsp || c->ndil != nsp ||
+	    (c->npost && c->npost != nsp))
+		return;
+	g->have_conv = true;
+	g->comp_type = c->comp_type;
+	g->mode = c->mode;
+	g->nsp = nsp;
+	memcpy(g->pre, c->pre, sizeof(g->pre));
+	memcpy(g->post, c->npost ? c->post : c->pre, sizeof(g->post));
+	memcpy(g->stride, c->stride, sizeof(g->stride));
+	memcpy(g->dil, c->dil, sizeof(g->dil));
+}
+
+/* Copies a tensor descriptor into an operation's geometry slot. */
+static void geom_take_tensor(hook_conv_tensor_t *gt, const bdt_tensordesc_t *td)
+{
+	memset(gt, 0, sizeof(*gt));
+	if (td->nbdims < 1 || td->nbdims > HOOK_CONV_MAX_DIMS || td->nbstrides != td->nbdims ||
+	    !td->has_uid)
+		return;
+	gt->set = true;
+	gt->is_virtual = td->is_virtual;
+	gt->dtype = td->dtype;
+	gt->nbdims = td->nbdims;
+	gt->uid = td->uid;
+	gt->align = td->align;
+	memcpy(gt->dims, td->dims, (size_t)td->nbdims * sizeof(int64_t));
+	memcpy(gt->strides, td->strides, (size_t)td->nbdims * sizeof(int64_t));
+}
+
 /* ---- operations */
 
 typedef struct {
 	const char *role;
 	uint8_t access;
 	int conv_side;   /* 1: data-side tensor (n,c,h,w), 2: filter (k,c,r,s) */
+	int slot;        /* hook_conv_geom_t.t index: 0 X/DX, 1 W/DW, 2 Y/DY; -1 none */
 } attr_role_t;
 
 static attr_role_t role_of_attr(int op_type, int attr)
 {
-	attr_role_t r = { "t", VMEM_ACCESS_RW, 0 };
+	attr_role_t r = { "t", VMEM_ACCESS_RW, 0, -1 };
 
 	switch (attr) {
 	/* forward: x = input, w = weight, y = output */
 	case CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X:
-		return (attr_role_t){ "x", VMEM_ACCESS_R, 1 };
+		return (attr_role_t){ "x", VMEM_ACCESS_R, 1, 0 };
 	case CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W:
-		return (attr_role_t){ "w", VMEM_ACCESS_R, 2 };
+		return (attr_role_t){ "w", VMEM_ACCESS_R, 2, 1 };
 	case CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y:
-		return (attr_role_t){ "y", VMEM_ACCESS_W, 0 };
+		return (attr_role_t){ "y", VMEM_ACCESS_W, 0, 2 };
 	/* backward data: dx = grad input (written), dy = grad output */
 	case CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W:
-		return (attr_role_t){ "w", VMEM_ACCESS_R, 2 };
+		return (attr_role_t){ "w", VMEM_ACCESS_R, 2, 1 };
 	case CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX:
-		return (attr_role_t){ "dx", VMEM_ACCESS_W, 1 };
+		return (attr_role_t){ "dx", VMEM_ACCESS_W, 1, 0 };
 	case CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY:
-		return (attr_role_t){ "dy", VMEM_ACCESS_R, 0 };
+		return (attr_role_t){ "dy", VMEM_ACCESS_R, 0, 2 };
 	/* backward filter: dw = grad weight (written) */
 	case CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X:
-		return (attr_role_t){ "x", VMEM_ACCESS_R, 1 };
+		return (attr_role_t){ "x", VMEM_ACCESS_R, 1, 0 };
 	case CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY:
-		return (attr_role_t){ "dy", VMEM_ACCESS_R, 0 };
+		return (attr_role_t){ "dy", VMEM_ACCESS_R, 0, 2 };
 	case CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW:
-		return (attr_role_t){ "dw", VMEM_ACCESS_W, 2 };
+		return (attr_role_t){ "dw", VMEM_ACCESS_W, 2, 1 };
 	default:
 		break;
 	}
@@ -535,7 +665,7 @@ static attr_role_t role_of_attr(int op_type, int attr)
 
 /* Adds (or replaces, by uid) one tensor of a summary. */
 static void sum_add_tensor(hook_bdt_t *t, bdt_summary_t *s, int64_t uid, uint64_t bytes,
-			   const char *role, uint8_t access, bool merge)
+			   const char *role, uint8_t access, bool dense, bool merge)
 {
 	for (int i = 0; i < s->ntensors; i++) {
 		if (s->t[i].uid != uid)
@@ -543,10 +673,11 @@ static void sum_add_tensor(hook_bdt_t *t, bdt_summary_t *s, int64_t uid, uint64_
 		if (merge) {
 			/* the same tensor in two operations of one graph */
 			s->t[i].access |= access;
+			s->t[i].dense = s->t[i].dense && dense;
 			if (!s->t[i].bytes)
 				s->t[i].bytes = bytes;
 		} else {
-			s->t[i] = (bdt_tensor_t){ uid, bytes, role, access };
+			s->t[i] = (bdt_tensor_t){ uid, bytes, role, access, dense };
 		}
 		return;
 	}
@@ -554,7 +685,7 @@ static void sum_add_tensor(hook_bdt_t *t, bdt_summary_t *s, int64_t uid, uint64_
 		t->st.dropped++;
 		return;
 	}
-	s->t[s->ntensors++] = (bdt_tensor_t){ uid, bytes, role, access };
+	s->t[s->ntensors++] = (bdt_tensor_t){ uid, bytes, role, access, dense };
 }
 
 static bool beta_is_nonzero(int attr_type, int64_t count, const void *elems)
@@ -568,6 +699,22 @@ static bool beta_is_nonzero(int attr_type, int64_t count, const void *elems)
 	return true;
 }
 
+/* alpha and beta are FLOAT or DOUBLE; the operation's type is the last
+ * one set. */
+static void scale_take(hook_conv_geom_t *g, double *dst, int attr_type, int64_t count,
+		       const void *elems)
+{
+	if (!elems || count < 1)
+		return;
+	if (attr_type == CUDNN_TYPE_FLOAT)
+		*dst = *(const float *)elems;
+	else if (attr_type == CUDNN_TYPE_DOUBLE)
+		*dst = *(const double *)elems;
+	else
+		return;
+	g->scale_type = attr_type;
+}
+
 static void op_set(hook_bdt_t *t, bdt_entry_t *e, int attr, int attr_type,
 		   int64_t count, const void *elems)
 {
@@ -577,6 +724,23 @@ static void op_set(hook_bdt_t *t, bdt_entry_t *e, int attr, int attr_type,
 	    attr == CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA ||
 	    attr == CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA) {
 		s->beta_nonzero = beta_is_nonzero(attr_type, count, elems);
+		scale_take(&s->geom, &s->geom.beta, attr_type, count, elems);
+		return;
+	}
+	if (attr == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA ||
+	    attr == CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA ||
+	    attr == CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA) {
+		scale_take(&s->geom, &s->geom.alpha, attr_type, count, elems);
+		return;
+	}
+	if ((attr == CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC ||
+	     attr == CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC ||
+	     attr == CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC) &&
+	    attr_type == CUDNN_TYPE_BACKEND_DESCRIPTOR && elems && count >= 1) {
+		bdt_entry_t *ce = bdt_find(t, *(const uintptr_t *)elems);
+
+		if (ce && ce->type == CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR)
+			geom_take_conv(&s->geom, &ce->u.conv);
 		return;
 	}
 	if (attr_type != CUDNN_TYPE_BACKEND_DESCRIPTOR || !elems)
@@ -590,11 +754,14 @@ static void op_set(hook_bdt_t *t, bdt_entry_t *e, int attr, int attr_type,
 			continue;
 		td = &te->u.tensor;
 		r = role_of_attr(e->type, (int)attr);
+		if (r.slot >= 0)
+			geom_take_tensor(&s->geom.t[r.slot], td);
 		if (r.conv_side == 1 && td->nbdims >= 4) {
 			s->conv[0] = td->dims[0];
 			s->conv[1] = td->dims[1];
 			s->conv[2] = td->dims[2];
 			s->conv[3] = td->dims[3];
+			s->conv_dtype = td->dtype;
 			s->have_x = true;
 		} else if (r.conv_side == 2 && td->nbdims >= 4) {
 			s->conv[4] = td->dims[0];
@@ -604,7 +771,10 @@ static void op_set(hook_bdt_t *t, bdt_entry_t *e, int attr, int attr_type,
 		}
 		/* a virtual tensor never has a pointer in a variant pack */
 		if (!td->is_virtual && td->has_uid)
-			sum_add_tensor(t, s, td->uid, tensor_bytes(td), r.role, r.access, false);
+			sum_add_tensor(t, s, td->uid, tensor_bytes(td), r.role, r.access,
+				       td->nbdims == td->nbstrides &&
+					       hook_strided_dense(td->nbdims, td->dims, td->strides),
+				       false);
 	}
 }
 
@@ -636,7 +806,7 @@ static void graph_set_ops(hook_bdt_t *t, bdt_entry_t *g, int64_t count, const vo
 		}
 		for (int j = 0; j < os->ntensors; j++)
 			sum_add_tensor(t, s, os->t[j].uid, os->t[j].bytes, os->t[j].role,
-				       os->t[j].access, true);
+				       os->t[j].access, os->t[j].dense, true);
 	}
 	if (count != 1)
 		s->kind = VMEM_OP_OTHER;
@@ -690,10 +860,20 @@ void hook_bdt_set(hook_bdt_t *t, uintptr_t desc, int attr, int attr_type,
 		}
 	} else if (type_is_operation(e->type)) {
 		op_set(t, e, attr, attr_type, count, elems);
+	} else if (e->type == CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR) {
+		convdesc_set(&e->u.conv, attr, attr_type, count, elems);
 	} else if (e->type == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR) {
 		if (attr == CUDNN_ATTR_OPERATIONGRAPH_OPS &&
-		    attr_type == CUDNN_TYPE_BACKEND_DESCRIPTOR)
+		    attr_type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
+			uintptr_t handle = e->u.sum.geom.handle;
+
 			graph_set_ops(t, e, count, elems);
+			if (!e->u.sum.geom.handle)
+				e->u.sum.geom.handle = handle;
+		} else if (attr == CUDNN_ATTR_OPERATIONGRAPH_HANDLE &&
+			   attr_type == CUDNN_TYPE_HANDLE) {
+			e->u.sum.geom.handle = *(const uintptr_t *)elems;
+		}
 	} else if (attr_type == CUDNN_TYPE_BACKEND_DESCRIPTOR) {
 		/* heuristics <- graph, engine <- graph, config <- engine,
 		 * plan <- config: the first element that leads somewhere */
@@ -743,6 +923,28 @@ out:
 	pthread_mutex_unlock(&t->lock);
 }
 
+bool hook_bdt_conv_geom(hook_bdt_t *t, uintptr_t desc, hook_conv_geom_t *out)
+{
+	bdt_entry_t *e;
+	bool ok = false;
+
+	if (!t)
+		return false;
+	pthread_mutex_lock(&t->lock);
+	e = bdt_find(t, desc);
+	if (leads_somewhere(e) && e->u.sum.nops == 1 && e->u.sum.kind != VMEM_OP_OTHER) {
+		const hook_conv_geom_t *g = &e->u.sum.geom;
+
+		ok = g->have_conv;
+		for (int i = 0; i < 3; i++)
+			ok &= g->t[i].set && !g->t[i].is_virtual;
+		if (ok)
+			*out = *g;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ok;
+}
+
 int hook_bdt_type(hook_bdt_t *t, uintptr_t desc)
 {
 	bdt_entry_t *e;
@@ -779,6 +981,7 @@ void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
 
 	memset(out, 0, sizeof(*out));
 	out->kind = VMEM_OP_OTHER;
+	out->conv_dtype = -1;
 	if (!t)
 		return;
 	pthread_mutex_lock(&t->lock);
@@ -791,6 +994,7 @@ void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
 		if (s->have_x && s->have_w) {
 			out->have_conv = true;
 			memcpy(out->conv, s->conv, sizeof(out->conv));
+			out->conv_dtype = s->conv_dtype;
 		}
 	}
 	if (pe)
@@ -818,14 +1022,18 @@ void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
 					r->access = s->t[j].access;
 					if ((r->access & VMEM_ACCESS_W) && s->beta_nonzero)
 						r->access = VMEM_ACCESS_RW;
+					else if (r->access == VMEM_ACCESS_W && s->t[j].dense &&
+						 r->bytes)
+						r->access |= VMEM_ACCESS_WHOLE;
 				}
 				break;
 			}
 			out->nrefs++;
 		}
 		if (vp->ws)
-			out->refs[out->nrefs++] = (vmem_ref_t){ vp->ws, out->ws_bytes,
-								VMEM_ACCESS_W, "ws" };
+			out->refs[out->nrefs++] = (vmem_ref_t){
+				vp->ws, out->ws_bytes,
+				out->ws_bytes ? VMEM_ACCESS_W | VMEM_ACCESS_WHOLE : VMEM_ACCESS_W, "ws" };
 	}
 	pthread_mutex_unlock(&t->lock);
 }

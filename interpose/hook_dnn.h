@@ -51,6 +51,15 @@ uint64_t hook_strided_extent(int nbdims, const int64_t *dims,
 			     const int64_t *strides, unsigned elem_bits);
 /* Bytes of a fully packed tensor (a cuDNN filter): product of dims. */
 uint64_t hook_packed_extent(int nbdims, const int64_t *dims, unsigned elem_bits);
+/* True when the strides leave no gap and no overlap: the span of the
+ * strided tensor is its element count (any dimension order).  A write to
+ * such a tensor with beta = 0 overwrites its whole extent
+ * (VMEM_ACCESS_WHOLE, policy/event.h); a slice of a larger tensor or a
+ * broadcast is not dense. */
+bool hook_strided_dense(int nbdims, const int64_t *dims, const int64_t *strides);
+/* cudnnDataType_t / cudaDataType_t as policy/event.h's vmem_dtype_t. */
+vmem_dtype_t hook_cudnn_dtype(int cudnn_dtype);
+vmem_dtype_t hook_cuda_dtype(int cuda_dtype);
 
 /* Bytes spanned by a column-major rows x cols matrix with leading
  * dimension ld (ld >= rows): (cols-1)*ld + rows elements.  ld < rows is
@@ -81,6 +90,33 @@ hook_gemm_extents_t hook_gemm_extents(int transa, int transb, int64_t m, int64_t
 #define HOOK_BDT_MAX_TENSORS 12
 #define HOOK_BDT_MAX_VP 64
 
+/* What a lone graph-API convolution is, in full, so vmem can build its
+ * own execution plans for slices of the batch (interpose/conv_graph.c):
+ * its three tensors in the roles of the operation, the convolution
+ * descriptor, alpha and beta, and the operation graph's handle. */
+#define HOOK_CONV_MAX_DIMS 5
+typedef struct {
+	bool set;
+	bool is_virtual;
+	int dtype;
+	int nbdims;
+	int64_t uid;
+	int64_t align;     /* CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT; 0 when not set */
+	int64_t dims[HOOK_CONV_MAX_DIMS];
+	int64_t strides[HOOK_CONV_MAX_DIMS];
+} hook_conv_tensor_t;
+
+typedef struct {
+	int optype;              /* cudnnBackendDescriptorType_t of the operation */
+	hook_conv_tensor_t t[3]; /* [0] X / DX, [1] W / DW, [2] Y / DY */
+	bool have_conv;
+	int comp_type, mode, nsp;
+	int64_t pre[3], post[3], stride[3], dil[3];
+	int scale_type;          /* CUDNN_TYPE_FLOAT or CUDNN_TYPE_DOUBLE; 0: alpha/beta unset */
+	double alpha, beta;      /* cuDNN's defaults 1 and 0 when unset */
+	uintptr_t handle;        /* CUDNN_ATTR_OPERATIONGRAPH_HANDLE */
+} hook_conv_geom_t;
+
 /* What one cudnnBackendExecute does: the op kind found from the plan, and
  * one ref per variant-pack pointer (plus the workspace).  `conv` holds
  * n, c, h, w, k, r, s when `have_conv` (from the conv's data-side tensor
@@ -93,6 +129,7 @@ typedef struct {
 	bool refs_lost;           /* the variant pack held more than HOOK_BDT_MAX_VP */
 	bool have_conv;
 	int64_t conv[7];
+	int conv_dtype;           /* cudnnDataType_t of the data-side tensor, -1 unknown */
 	uint64_t ws_bytes;        /* plan's workspace size when known, else 0 */
 } hook_bdt_exec_t;
 
@@ -140,12 +177,20 @@ void hook_bdt_set_ws(hook_bdt_t *t, uintptr_t plan, uint64_t bytes);
  * an unknown plan gives kind "other" with every known pointer rw; an
  * unknown variant pack gives no refs.  Forward conv: x r, w r, y w;
  * backward data: w r, dy r, dx w; backward filter: x r, dy r, dw w; the
- * written tensor is rw when the operation's beta is not 0; the workspace
- * is "ws" w.  Any other graph: kind "other", every pointer rw. */
+ * written tensor is rw when the operation's beta is not 0, and a whole
+ * overwrite (w | VMEM_ACCESS_WHOLE) when beta is 0 and its strides are
+ * dense; the workspace is "ws" w (whole when its size is known).  Any
+ * other graph: kind "other", every pointer rw. */
 void hook_bdt_execute(hook_bdt_t *t, uintptr_t plan, uintptr_t vpack,
 		      hook_bdt_exec_t *out);
 
 void hook_bdt_stats(hook_bdt_t *t, hook_bdt_stats_t *out);
+
+/* Copies into *out what `desc` (an operation, graph, heuristics, engine,
+ * engine config or plan) leads to, when it leads to exactly one
+ * convolution whose three tensors (not virtual) and convolution
+ * descriptor were all seen.  False otherwise. */
+bool hook_bdt_conv_geom(hook_bdt_t *t, uintptr_t desc, hook_conv_geom_t *out);
 
 /* fork (DataLoader workers fork while other threads build descriptors):
  * the owner of a table registers these with pthread_atfork.  prepare

@@ -238,7 +238,11 @@ void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extr
 			}
 			n = scan_buffer(buf, size, owns, refs, max, &missed);
 		} else if (args) {
+			/* Unknown layout, or not asked because an error of the
+			 * application is pending: the kernel may write vmem
+			 * memory that is neither made resident nor marked. */
 			stats_add(STATS_UNKNOWN_PARAMS, 1);
+			c->unseen = true;
 			vmem_warn("kernel %p: parameter layout unknown; its pointer arguments are not seen (see docs/launch-paths.md)",
 				  func);
 		}

@@ -303,10 +303,13 @@ void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const 
 	c->nrefs = 0;
 	c->cap = VMEM_INLINE_REFS;
 	c->refs_lost = false;
+	c->unseen = false;
+	c->policy_seen = false;
 	c->refs = c->refs_inline;
 	c->resolved = c->resolved_inline;
 	c->seq = 0;
 	c->t_start = call_clock();
+	memset(&c->info, 0, sizeof(c->info));
 	c->args_len = 0;
 	c->args[0] = '\0';
 }
@@ -357,7 +360,7 @@ void hook_call_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access
 	}
 	c->refs[c->nrefs].ptr = (uintptr_t)ptr;
 	c->refs[c->nrefs].bytes = bytes;
-	c->refs[c->nrefs].access = access;
+	c->refs[c->nrefs].access = bytes ? access : (uint8_t)(access & ~VMEM_ACCESS_WHOLE);
 	c->refs[c->nrefs].role = role;
 	c->nrefs++;
 }
@@ -422,6 +425,15 @@ static bool capturing(const void *stream)
 	return st != cudaStreamCaptureStatusNone;
 }
 
+/* The call as the policy sees it. */
+static runtime_call_t policy_call(const hook_call_t *c)
+{
+	return (runtime_call_t){
+		.kind = c->kind, .api = c->api, .stream = c->stream, .refs = c->refs,
+		.nrefs = c->nrefs, .info = &c->info, .seq = c->seq, .t_ns = c->t_start,
+	};
+}
+
 cudaError_t hook_call_prepare(hook_call_t *c)
 {
 	cudaError_t st = cudaSuccess;
@@ -433,12 +445,23 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 			   "not be resident", c->api, c->nrefs);
 		st = cudaErrorMemoryAllocation;
 	} else if (runtime_active() && c->nrefs > 0 && capturing(c->stream)) {
-		/* DESIGN "CUDA graphs": no mapping changes inside a capture; the
-		 * captured work replays later, when vmem cannot intervene. */
+		/* DESIGN "CUDA graphs": nothing runs now, and nothing may be
+		 * issued on the capturing stream (an event recorded there would
+		 * join the graph): the ranges are recorded into the capture and
+		 * made resident at each cudaGraphLaunch (runtime.h). */
+		runtime_capture_note((cudaStream_t)c->stream, c->refs, c->nrefs);
 		stats_add(STATS_CAPTURE_PASSTHROUGH, 1);
 	} else if (runtime_active()) {
-		st = runtime_prepare(c->refs, c->nrefs, (cudaStream_t)c->stream, c->resolved);
-		call_prepared = st == cudaSuccess;
+		if (!c->policy_seen && runtime_policy_on()) {
+			runtime_call_t rc = policy_call(c);
+
+			c->policy_seen = true;
+			st = runtime_policy_before(&rc);
+		}
+		if (st == cudaSuccess) {
+			st = runtime_prepare(c->refs, c->nrefs, (cudaStream_t)c->stream, c->resolved);
+			call_prepared = st == cudaSuccess;
+		}
 	}
 	if (!call_prepared) {
 		for (int i = 0; i < c->nrefs; i++) {
@@ -466,6 +489,15 @@ void hook_call_finish(hook_call_t *c)
 	if (call_prepared)
 		runtime_complete(c->resolved, c->nrefs, (cudaStream_t)c->stream);
 	call_prepared = false;
+	if (c->unseen)
+		runtime_unseen_write((cudaStream_t)c->stream);
+	if (c->seq == 0)
+		c->seq = trace_next_seq();
+	if (c->policy_seen) {
+		runtime_call_t rc = policy_call(c);
+
+		runtime_policy_after(&rc);
+	}
 	if (c->seq == 0)
 		c->seq = trace_next_seq();
 	if (trace_enabled())

@@ -50,18 +50,25 @@ typedef struct {
 	const void *stream;
 	int nrefs, cap;
 	bool refs_lost;           /* a ref could not be held: the call is refused */
+	bool unseen;              /* may write vmem memory it does not name
+				     (hook_call_finish tells the pool) */
+	bool policy_seen;         /* the policy saw the call (prepare may run
+				     more than once: the conv hooks retry) */
 	vmem_ref_t *refs;         /* refs_inline, or a heap array past VMEM_INLINE_REFS */
 	trace_ref_t *resolved;    /* likewise */
 	vmem_ref_t refs_inline[VMEM_INLINE_REFS];
 	trace_ref_t resolved_inline[VMEM_INLINE_REFS];
 	uint64_t seq;
 	uint64_t t_start;
+	vmem_op_info_t info;      /* the typed record (policy/event.h); zeroed by init */
 	size_t args_len;
 	char args[320];   /* JSON object body without braces; "" when none */
 } hook_call_t;
 
 void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const void *stream);
-/* Adds a touched range; NULL pointers are ignored.  Any number of refs:
+/* Adds a touched range; NULL pointers are ignored.  VMEM_ACCESS_WHOLE is
+ * dropped when bytes is 0 (an unknown extent is never a whole overwrite).
+ * Any number of refs:
  * past VMEM_INLINE_REFS they move to the heap (freed by finish).  When
  * that allocation fails the call is marked and hook_call_prepare refuses
  * it, since running it would touch a range vmem did not make resident. */

@@ -55,15 +55,6 @@ static void config_read(void)
 	vmem_log_set_level(vmem_cfg.log_level);
 	config_ok = bad == 0;
 	vmem_config_print(&vmem_cfg);
-	/* Say so rather than let a user believe a policy is acting. */
-	if (config_ok && vmem_cfg.enabled && vmem_cfg.policy != VMEM_POLICY_NONE)
-		vmem_warn("VMEM_POLICY=%s: the vDNN policies are not implemented in this version; "
-			  "running the pool and the reactive layer only (as VMEM_POLICY=none)",
-			  vmem_policy_name(vmem_cfg.policy));
-	if (config_ok && vmem_cfg.enabled && vmem_cfg.workspace != VMEM_WS_OFF)
-		vmem_warn("VMEM_WORKSPACE=%s: workspace division is not implemented in this version; "
-			  "convolutions run as the application asks (as VMEM_WORKSPACE=off)",
-			  vmem_workspace_name(vmem_cfg.workspace));
 }
 
 static void stats_line(const char *line, void *ctx)

@@ -55,6 +55,12 @@ typedef cudaError_t (*rt_host_alloc_fn)(void **, size_t, unsigned int);
 typedef cudaError_t (*rt_free_host_fn)(void *);
 typedef cudaError_t (*rt_memcpy_async_fn)(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
 typedef cudaError_t (*rt_last_error_fn)(void);
+typedef cudaError_t (*rt_is_capturing_fn)(cudaStream_t, enum cudaStreamCaptureStatus *);
+typedef cudaError_t (*rt_capture_info_fn)(cudaStream_t, enum cudaStreamCaptureStatus *,
+					  unsigned long long *, cudaGraph_t *,
+					  const cudaGraphNode_t **, const cudaGraphEdgeData **,
+					  size_t *);
+typedef cudaError_t (*rt_exchange_mode_fn)(enum cudaStreamCaptureMode *);
 
 typedef CUresult (*cu_reserve_fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
 typedef CUresult (*cu_addr_free_fn)(CUdeviceptr, size_t);
@@ -79,6 +85,9 @@ static struct {
 	rt_free_host_fn free_host;
 	rt_memcpy_async_fn memcpy_async;
 	rt_last_error_fn peek_error, get_error;   /* optional */
+	rt_is_capturing_fn is_capturing;          /* optional: graphs */
+	rt_capture_info_fn capture_info;
+	rt_exchange_mode_fn exchange_mode;
 	cu_reserve_fn reserve;
 	cu_addr_free_fn addr_free;
 	cu_create_fn create;
@@ -156,6 +165,78 @@ static void stream_forget(cudaStream_t s)
 		}
 	pthread_mutex_unlock(&streams_lock);
 }
+
+/* ---- capture awareness (the graph section below has the rest) ---- */
+
+/* Guards the graph section's entries (at the end of this file). */
+static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Captures vmem saw begin and not yet end: while non-zero, vmem's own
+ * CUDA calls run in relaxed mode and its fences avoid capturing streams. */
+static int g_captures;
+
+static bool captures_active(void)
+{
+	return __atomic_load_n(&g_captures, __ATOMIC_ACQUIRE) > 0;
+}
+
+/* cudaStreamIsCapturing for vmem's own use: false when it fails (the
+ * legacy stream while a blocking stream captures answers an error), and
+ * an error it left as the thread's last error is cleared, unless the
+ * application already had one pending (a query never hides or invents
+ * the application's errors). */
+static bool query_capturing(cudaStream_t s, bool *failed)
+{
+	enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+	cudaError_t before = R.peek_error ? R.peek_error() : cudaSuccess;
+	cudaError_t e = R.is_capturing(s, &st);
+
+	*failed = e != cudaSuccess;
+	if (*failed && before == cudaSuccess && R.get_error)
+		R.get_error();
+	return !*failed && st != cudaStreamCaptureStatusNone;
+}
+
+/* True when a fence must not be recorded on `s` now: it captures, or it
+ * is the legacy stream and recording there would join a capture (the
+ * query answers an error then). */
+static bool capture_skips(cudaStream_t s)
+{
+	bool failed;
+
+	if (!captures_active() || !R.is_capturing)
+		return false;
+	return query_capturing(s, &failed) || failed;
+}
+
+/* vmem's own calls must not break the application's capture: in global
+ * mode a capture forbids other threads (and its own) "potentially unsafe"
+ * calls such as event queries.  Returns the mode to restore, or -1. */
+static int relax_begin(void)
+{
+	enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+
+	if (!captures_active() || !R.exchange_mode || R.exchange_mode(&m) != cudaSuccess)
+		return -1;
+	return (int)m;
+}
+
+static void relax_end(int old)
+{
+	enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)old;
+
+	if (old >= 0)
+		R.exchange_mode(&m);
+}
+
+static bool stream_capturing(cudaStream_t s)
+{
+	bool failed;
+
+	return R.is_capturing && query_capturing(s, &failed);
+}
+
+static bool capture_defer_free(void *ptr, cudaStream_t stream);
 
 /* ---- events and fences (under the pool lock) ---- */
 
@@ -238,11 +319,17 @@ static int op_fence_record(void *ctx, void *stream, bool all, void **out)
 		return 0;
 	}
 	/* cudaFree: the legacy stream (which follows every blocking stream)
-	 * and every stream seen; a stream destroyed since is dropped. */
-	int rc = fence_add(f, NULL);
-	if (rc) {
-		op_fence_destroy(NULL, f);
-		return rc;
+	 * and every stream seen; a stream destroyed since is dropped.  While
+	 * a capture is active, a capturing stream is skipped (an event
+	 * recorded there would become part of the graph, and querying it
+	 * would invalidate the capture), and so is the legacy stream when a
+	 * blocking stream captures (recording there would join them). */
+	if (!capture_skips(NULL)) {
+		int rc = fence_add(f, NULL);
+		if (rc) {
+			op_fence_destroy(NULL, f);
+			return rc;
+		}
 	}
 	cudaStream_t s[RT_STREAMS];
 	pthread_mutex_lock(&streams_lock);
@@ -250,7 +337,7 @@ static int op_fence_record(void *ctx, void *stream, bool all, void **out)
 	memcpy(s, g_streams, (size_t)n * sizeof(cudaStream_t));
 	pthread_mutex_unlock(&streams_lock);
 	for (int i = 0; i < n; i++)
-		if (fence_add(f, s[i]))
+		if (!capture_skips(s[i]) && fence_add(f, s[i]))
 			stream_forget(s[i]);
 	*out = f;
 	return 0;
@@ -445,7 +532,7 @@ static void op_record(void *ctx, const pool_event_t *ev)
 		[POOL_EV_ALLOC] = TRACE_MEM_ALLOC, [POOL_EV_FREE] = TRACE_MEM_FREE,
 		[POOL_EV_OFFLOAD] = TRACE_MEM_OFFLOAD, [POOL_EV_PREFETCH] = TRACE_MEM_PREFETCH,
 		[POOL_EV_FAULT_IN] = TRACE_MEM_FAULT_IN, [POOL_EV_EVICT] = TRACE_MEM_EVICT,
-		[POOL_EV_OOM] = TRACE_MEM_OOM,
+		[POOL_EV_OOM] = TRACE_MEM_OOM, [POOL_EV_DROP] = TRACE_MEM_DROP,
 	};
 	(void)ctx;
 	switch (ev->kind) {
@@ -456,6 +543,7 @@ static void op_record(void *ctx, const pool_event_t *ev)
 		stats_gauge_add(STATS_ALLOCATED, -(int64_t)ev->bytes);
 		break;
 	case POOL_EV_FAULT_IN:
+		runtime_policy_note_fault();
 		stats_add(STATS_MISSES, 1);
 		stats_add(STATS_BYTES_FAULTED_IN, ev->mapped);
 		break;
@@ -474,6 +562,8 @@ static void op_record(void *ctx, const pool_event_t *ev)
 	case POOL_EV_OOM:
 		stats_add(STATS_OOM, 1);
 		break;
+	case POOL_EV_DROP:
+		break;   /* counted by the pool ("pages dropped as dead") */
 	}
 	stats_gauge_set(STATS_RESIDENT, ev->resident);
 	stats_gauge_set(STATS_MAPPED, ev->resident);
@@ -510,6 +600,9 @@ static int resolve_all(void)
 	RESOLVE(memcpy_async, "cudaMemcpyAsync");
 	*(void **)&R.peek_error = hook_real_load("cudaPeekAtLastError");
 	*(void **)&R.get_error = hook_real_load("cudaGetLastError");
+	*(void **)&R.is_capturing = hook_real_load("cudaStreamIsCapturing");
+	*(void **)&R.capture_info = hook_real_load("cudaStreamGetCaptureInfo");
+	*(void **)&R.exchange_mode = hook_real_load("cudaThreadExchangeStreamCaptureMode");
 	return 0;
 }
 
@@ -535,11 +628,15 @@ static int resolve_driver(void)
  * later, so run first, it takes the trace lock, which a thread inside
  * the pool takes while it holds the pool lock), and would make fork wait
  * out a host wait on the eviction path. */
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void atfork_child(void)
 {
 	__atomic_store_n(&g_active, false, __ATOMIC_RELEASE);
-	/* a thread that no longer exists may have held it */
+	/* a thread that no longer exists may have held them */
 	pthread_mutex_init(&streams_lock, NULL);
+	pthread_mutex_init(&graph_lock, NULL);
+	pthread_mutex_init(&vmm_lock, NULL);
 }
 
 int runtime_init(void)
@@ -577,7 +674,7 @@ int runtime_init(void)
 			   "use a multiple of it", vmem_cfg.chunk_size, gran);
 		return -1;
 	}
-	uint64_t budget;
+	uint64_t budget, reserve = vmem_device_reserve(&vmem_cfg, total_b);
 	if (vmem_cfg.device_limit) {
 		budget = vmem_cfg.device_limit;
 		if (budget > free_b) {
@@ -586,14 +683,16 @@ int runtime_init(void)
 			budget = free_b;
 		}
 	} else {
-		budget = free_b > vmem_cfg.device_reserve ? free_b - vmem_cfg.device_reserve : 0;
+		budget = free_b > reserve ? free_b - reserve : 0;
 	}
 	budget -= budget % c.chunk_size;
 	if (budget < c.chunk_size) {
 		vmem_error("device budget %" PRIu64 " bytes is below one chunk (%" PRIu64 " bytes): "
-			   "free device memory %zu MiB, VMEM_DEVICE_RESERVE %" PRIu64 " MiB; "
+			   "free device memory %zu MiB of %zu MiB, VMEM_DEVICE_RESERVE %" PRIu64 " MiB%s; "
 			   "lower VMEM_DEVICE_RESERVE or set VMEM_DEVICE_LIMIT",
-			   budget, c.chunk_size, free_b / MiB, vmem_cfg.device_reserve / MiB);
+			   budget, c.chunk_size, free_b / MiB, total_b / MiB, reserve / MiB,
+			   vmem_cfg.device_reserve == VMEM_SIZE_AUTO ?
+			   " (auto: 1/8 of the device, 32 MiB to 1 GiB)" : "");
 		return -1;
 	}
 	c.budget = budget;
@@ -602,9 +701,11 @@ int runtime_init(void)
 		vmem_cfg.small_threshold : c.chunk_size / 2;
 	uint64_t va = vmem_cfg.va_size;
 	if (!va) {
-		/* room for the whole device four times over: ranges are never
-		 * reused before their free fence, and freed ranges are cached */
-		va = 4 * (uint64_t)total_b;
+		/* room for the whole device sixteen times over: ranges are
+		 * never reused before their free fence, freed ranges are
+		 * cached, and PyTorch's expandable segments reserve 1.125x the
+		 * device each (one per stream and pool) from it */
+		va = 16 * (uint64_t)total_b;
 		if (va < 64 * GiB)
 			va = 64 * GiB;
 	}
@@ -637,10 +738,12 @@ int runtime_init(void)
 	g_va_size = c.va_size;
 	g_budget = c.budget;
 	pthread_atfork(NULL, NULL, atfork_child);
-	vmem_info("pool: budget %" PRIu64 " MiB of %zu MiB free (%zu MiB total), chunk %" PRIu64
-		  " KiB, small below %" PRIu64 " KiB, virtual range %" PRIu64 " GiB at 0x%" PRIxPTR
-		  ", host limit %s%" PRIu64 " MiB",
-		  c.budget / MiB, free_b / MiB, total_b / MiB, c.chunk_size / 1024,
+	runtime_policy_init(g_pool, c.budget, c.chunk_size);
+	vmem_info("pool: budget %" PRIu64 " MiB of %zu MiB free (%zu MiB total, reserve %" PRIu64
+		  " MiB), chunk %" PRIu64 " KiB, small below %" PRIu64 " KiB, virtual range %" PRIu64
+		  " GiB at 0x%" PRIxPTR ", host limit %s%" PRIu64 " MiB",
+		  c.budget / MiB, free_b / MiB, total_b / MiB,
+		  vmem_cfg.device_limit ? 0 : reserve / MiB, c.chunk_size / 1024,
 		  c.small_threshold / 1024, c.va_size / GiB, g_base,
 		  c.host_limit ? "" : "unlimited/", c.host_limit / MiB);
 	__atomic_store_n(&g_active, true, __ATOMIC_RELEASE);
@@ -662,6 +765,7 @@ void runtime_shutdown(void)
 		pool_get_stats(g_pool, &s);
 		pool_stats_print(&s, print_line, NULL);
 	}
+	runtime_policy_shutdown();
 	/* The application's memory stays mapped: CUDA tears the context down
 	 * after this, and a late cudaFree from another atexit handler must
 	 * not touch an unmapped range. */
@@ -719,10 +823,13 @@ cudaError_t runtime_malloc(void **ptr, size_t bytes, cudaStream_t stream, const 
 	stream_seen(stream);
 	tl_api = api;
 	tl_dev_err = cudaSuccess;
+	int mode = relax_begin();
 	pool_status_t st = pool_malloc(g_pool, bytes, &a, &id);
+	relax_end(mode);
 	tl_api = NULL;
 	if (st != POOL_OK)
 		return pool_error(st, bytes, "allocating");
+	runtime_policy_allocated(id, bytes);
 	*ptr = (void *)a;
 	return cudaSuccess;
 }
@@ -731,10 +838,25 @@ cudaError_t runtime_free(void *ptr, cudaStream_t stream, bool async, const char 
 {
 	if (!ptr)
 		return cudaSuccess;
+	/* CUDA frees at the graph's replay: vmem keeps the memory as long as
+	 * the graph can be replayed (no fence may go on a capturing stream) */
+	if (async && captures_active() && stream_capturing(stream) &&
+	    capture_defer_free(ptr, stream))
+		return cudaSuccess;
+	if (runtime_policy_on()) {
+		pool_ref_t r = { .ptr = (uintptr_t)ptr, .bytes = 1 };
+		pool_span_t sp;
+
+		pool_resolve(g_pool, &r, 1, &sp);
+		if (sp.offset == 0)
+			runtime_policy_freed(sp.alloc_id);
+	}
 	stream_seen(stream);
 	tl_api = api;
 	tl_dev_err = cudaSuccess;
+	int mode = relax_begin();
 	pool_status_t st = pool_free(g_pool, (uintptr_t)ptr, stream, !async);
+	relax_end(mode);
 	tl_api = NULL;
 	if (st == POOL_OK)
 		return cudaSuccess;
@@ -765,9 +887,39 @@ cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 	return cudaSuccess;
 }
 
+void runtime_budget_free(uint64_t *budget, uint64_t *free_bytes, uint64_t *chunk)
+{
+	uint64_t fr = 0, b = 0;
+
+	if (runtime_active())
+		pool_mem_info(g_pool, &fr, &b);
+	if (budget)
+		*budget = b;
+	if (free_bytes)
+		*free_bytes = fr;
+	if (chunk)
+		*chunk = runtime_active() ? pool_config(g_pool)->chunk_size : 0;
+}
+
+int runtime_device(void)
+{
+	return g_device;
+}
+
 void runtime_stream_destroyed(cudaStream_t stream)
 {
 	stream_forget(stream);
+	/* the pool fences a stream's uses only when something waits for
+	 * them, which it cannot do once the stream is gone */
+	if (runtime_active())
+		pool_stream_destroyed(g_pool, stream);
+}
+
+void runtime_unseen_write(cudaStream_t stream)
+{
+	stats_add(STATS_UNSEEN_WRITES, 1);
+	if (runtime_active())
+		pool_note_unseen_write(g_pool, stream);
 }
 
 void runtime_va(uintptr_t *base, uint64_t *size)
@@ -844,10 +996,33 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 		pr[i].ptr = refs[i].ptr;
 		pr[i].bytes = refs[i].bytes;
 		pr[i].write = refs[i].access & VMEM_ACCESS_W;
+		pr[i].whole = (refs[i].access & VMEM_ACCESS_WHOLE) && pr[i].write;
+		pr[i].maybe = refs[i].bytes == 0;
 	}
 	stream_seen(stream);
 	tl_dev_err = cudaSuccess;
+	int mode = relax_begin();
 	pool_status_t st = pool_acquire(g_pool, pr, n, stream, sp);
+	relax_end(mode);
+	if (st == POOL_ELOST) {
+		/* issue 11: never compute on bytes a liveness plan dropped */
+		for (int i = 0; i < n; i++) {
+			char why[768];
+
+			if (!sp[i].lost)
+				continue;
+			if (runtime_policy_explain_loss(sp[i].alloc_id, sp[i].offset, sp[i].bytes,
+							why, sizeof(why)))
+				vmem_error("%s", why);
+			else
+				vmem_error("a call reads bytes that vmem dropped as dead: allocation %" PRIu64
+					   ", offset %" PRIu64 ", %" PRIu64 " bytes (at %p); the liveness "
+					   "plan was wrong for this program - set VMEM_LIVENESS=off",
+					   sp[i].alloc_id, sp[i].offset, sp[i].bytes, (void *)refs[i].ptr);
+		}
+		ref_buf_free(&b);
+		return cudaErrorIllegalAddress;
+	}
 	if (st != POOL_OK) {
 		uint64_t total = 0;
 		for (int i = 0; i < n; i++)
@@ -890,10 +1065,561 @@ void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream)
 		pr[i].ptr = refs[i].ptr;
 		pr[i].bytes = refs[i].bytes;
 		pr[i].write = refs[i].access & VMEM_ACCESS_W;
+		pr[i].whole = (refs[i].access & VMEM_ACCESS_WHOLE) && pr[i].write;
+		pr[i].maybe = refs[i].bytes == 0;
 		sp[i].alloc_id = refs[i].alloc_id;
 		sp[i].offset = refs[i].offset;
 		sp[i].bytes = refs[i].bytes;
 	}
+	int mode = relax_begin();
 	pool_release(g_pool, pr, sp, n, stream);
+	relax_end(mode);
 	ref_buf_free(&b);
 }
+
+/* ---- CUDA graphs (see runtime.h) ----
+ *
+ * A set of ranges is shared by a capture, the graph it became and that
+ * graph's instantiations (users counts them).  Entries map a capture id,
+ * a cudaGraph_t or a cudaGraphExec_t to their set.  When the last user
+ * goes, the memory the capture freed with cudaFreeAsync is freed for
+ * real, with a fence on every stream (the graph may have been replayed
+ * anywhere).  One lock, never held while calling into the pool except for
+ * those deferred frees (the pool never calls back). */
+
+enum { RT_G_CAPTURE, RT_G_GRAPH, RT_G_EXEC };
+
+typedef struct {
+	uintptr_t ptr;
+	uint64_t bytes;
+	uint8_t access;
+} rt_gref_t;
+
+typedef struct {
+	int users;
+	int n, cap;
+	rt_gref_t *refs;
+	int nfree, capfree;
+	void **frees;
+} rt_gset_t;
+
+typedef struct rt_gentry {
+	uint64_t key;
+	int kind;
+	bool counted;          /* a capture vmem saw begin (counted in g_captures) */
+	rt_gset_t *set;
+	struct rt_gentry *next;
+} rt_gentry_t;
+
+static rt_gentry_t *g_gentries;
+
+/* (graph_lock) */
+static rt_gentry_t *gentry_find(int kind, uint64_t key)
+{
+	for (rt_gentry_t *e = g_gentries; e; e = e->next)
+		if (e->kind == kind && e->key == key)
+			return e;
+	return NULL;
+}
+
+/* (graph_lock) A new entry with a new set, or NULL. */
+static rt_gentry_t *gentry_new(int kind, uint64_t key, rt_gset_t *set)
+{
+	rt_gentry_t *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	if (!set && !(set = calloc(1, sizeof(*set)))) {
+		free(e);
+		return NULL;
+	}
+	set->users++;
+	e->kind = kind;
+	e->key = key;
+	e->set = set;
+	e->next = g_gentries;
+	g_gentries = e;
+	return e;
+}
+
+/* (graph_lock) Unlinks e; returns its set when e was its last user (the
+ * caller frees it outside the lock), else NULL. */
+static rt_gset_t *gentry_drop(rt_gentry_t *e)
+{
+	rt_gentry_t **pp;
+	rt_gset_t *set = e->set;
+
+	for (pp = &g_gentries; *pp && *pp != e; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = e->next;
+	if (e->counted)
+		__atomic_sub_fetch(&g_captures, 1, __ATOMIC_ACQ_REL);
+	free(e);
+	return --set->users == 0 ? set : NULL;
+}
+
+static void gset_free(rt_gset_t *set)
+{
+	if (!set)
+		return;
+	for (int i = 0; i < set->nfree; i++) {
+		vmem_debug("graph destroyed: freeing %p, freed inside its capture", set->frees[i]);
+		runtime_free(set->frees[i], NULL, false, "cudaFreeAsync (captured)");
+	}
+	free(set->refs);
+	free(set->frees);
+	free(set);
+}
+
+uint64_t runtime_capture_id(cudaStream_t stream)
+{
+	enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+	unsigned long long id = 0;
+	cudaError_t before, e;
+
+	if (!R.capture_info)
+		return 0;
+	before = R.peek_error ? R.peek_error() : cudaSuccess;
+	e = R.capture_info(stream, &st, &id, NULL, NULL, NULL, NULL);
+	if (e != cudaSuccess) {
+		if (before == cudaSuccess && R.get_error)
+			R.get_error();     /* vmem's query must not become the app's error */
+		return 0;
+	}
+	return st == cudaStreamCaptureStatusNone ? 0 : id;
+}
+
+void runtime_capture_begin(cudaStream_t stream)
+{
+	uint64_t id = runtime_capture_id(stream);
+	rt_gentry_t *e;
+
+	if (!id)
+		return;
+	pthread_mutex_lock(&graph_lock);
+	e = gentry_find(RT_G_CAPTURE, id);
+	if (!e)
+		e = gentry_new(RT_G_CAPTURE, id, NULL);
+	if (e && !e->counted) {
+		e->counted = true;
+		__atomic_add_fetch(&g_captures, 1, __ATOMIC_ACQ_REL);
+	}
+	pthread_mutex_unlock(&graph_lock);
+	if (!e)
+		vmem_error("no host memory to track a stream capture; the graph's memory will "
+			   "not be made resident when it is launched");
+}
+
+/* (graph_lock) The entry of the capture `stream` is in, made if needed. */
+static rt_gentry_t *capture_entry(cudaStream_t stream)
+{
+	uint64_t id = runtime_capture_id(stream);
+	rt_gentry_t *e;
+
+	if (!id)
+		return NULL;
+	e = gentry_find(RT_G_CAPTURE, id);
+	return e ? e : gentry_new(RT_G_CAPTURE, id, NULL);
+}
+
+void runtime_capture_note(cudaStream_t stream, const vmem_ref_t *refs, int n)
+{
+	rt_gentry_t *e;
+	bool lost = false;
+
+	pthread_mutex_lock(&graph_lock);
+	e = capture_entry(stream);
+	for (int i = 0; e && i < n; i++) {
+		rt_gset_t *set = e->set;
+		int k;
+
+		if (!runtime_owns(refs[i].ptr))
+			continue;
+		for (k = 0; k < set->n; k++)
+			if (set->refs[k].ptr == refs[i].ptr && set->refs[k].bytes == refs[i].bytes)
+				break;
+		if (k < set->n) {
+			set->refs[k].access |= refs[i].access;
+			continue;
+		}
+		if (set->n == set->cap) {
+			int cap = set->cap ? 2 * set->cap : 32;
+			rt_gref_t *r = realloc(set->refs, (size_t)cap * sizeof(*r));
+
+			if (!r) {
+				lost = true;
+				break;
+			}
+			set->refs = r;
+			set->cap = cap;
+		}
+		set->refs[set->n++] = (rt_gref_t){ refs[i].ptr, refs[i].bytes, refs[i].access };
+	}
+	pthread_mutex_unlock(&graph_lock);
+	if (!e || lost)
+		vmem_error("no host memory to record a captured call's tensors; the graph may "
+			   "run on memory that is not resident");
+}
+
+static bool capture_defer_free(void *ptr, cudaStream_t stream)
+{
+	rt_gentry_t *e;
+	bool ok = false;
+
+	pthread_mutex_lock(&graph_lock);
+	e = capture_entry(stream);
+	if (e) {
+		rt_gset_t *set = e->set;
+
+		if (set->nfree == set->capfree) {
+			int cap = set->capfree ? 2 * set->capfree : 8;
+			void **f = realloc(set->frees, (size_t)cap * sizeof(*f));
+
+			if (f) {
+				set->frees = f;
+				set->capfree = cap;
+			}
+		}
+		if (set->nfree < set->capfree) {
+			set->frees[set->nfree++] = ptr;
+			ok = true;
+		}
+	}
+	pthread_mutex_unlock(&graph_lock);
+	return ok;
+}
+
+void runtime_capture_end(uint64_t id, cudaGraph_t graph)
+{
+	rt_gentry_t *e;
+	rt_gset_t *gone = NULL;
+
+	if (!id)
+		return;
+	pthread_mutex_lock(&graph_lock);
+	e = gentry_find(RT_G_CAPTURE, id);
+	if (e) {
+		rt_gset_t *set = e->set;
+
+		if (graph)
+			gentry_new(RT_G_GRAPH, (uint64_t)(uintptr_t)graph, set);
+		gone = gentry_drop(e);
+	}
+	pthread_mutex_unlock(&graph_lock);
+	gset_free(gone);
+}
+
+void runtime_graph_instantiate(cudaGraph_t graph, cudaGraphExec_t exec)
+{
+	rt_gentry_t *e;
+
+	pthread_mutex_lock(&graph_lock);
+	e = gentry_find(RT_G_GRAPH, (uint64_t)(uintptr_t)graph);
+	if (e && !gentry_new(RT_G_EXEC, (uint64_t)(uintptr_t)exec, e->set))
+		vmem_error("no host memory to track an instantiated graph; its memory will "
+			   "not be made resident when it is launched");
+	pthread_mutex_unlock(&graph_lock);
+}
+
+void runtime_graph_each_ref(cudaGraphExec_t exec,
+			    void (*fn)(void *ctx, uintptr_t ptr, uint64_t bytes, uint8_t access),
+			    void *ctx)
+{
+	rt_gentry_t *e;
+
+	pthread_mutex_lock(&graph_lock);
+	e = gentry_find(RT_G_EXEC, (uint64_t)(uintptr_t)exec);
+	for (int i = 0; e && i < e->set->n; i++)
+		fn(ctx, e->set->refs[i].ptr, e->set->refs[i].bytes, e->set->refs[i].access);
+	pthread_mutex_unlock(&graph_lock);
+}
+
+void runtime_graph_forget(const void *handle)
+{
+	rt_gentry_t *e;
+	rt_gset_t *gone = NULL;
+
+	pthread_mutex_lock(&graph_lock);
+	e = gentry_find(RT_G_EXEC, (uint64_t)(uintptr_t)handle);
+	if (!e)
+		e = gentry_find(RT_G_GRAPH, (uint64_t)(uintptr_t)handle);
+	if (e)
+		gone = gentry_drop(e);
+	pthread_mutex_unlock(&graph_lock);
+	gset_free(gone);
+}
+
+/* ---- the application's own virtual memory (expandable segments) ----
+ *
+ * A handle vmem creates is a record here: its size, and where it is
+ * mapped.  Its value has the top bit set, which no driver handle (a
+ * user-space pointer) has, so the two never meet.  Contents live in the
+ * pool's allocation while mapped; an unmapped handle holds nothing, so
+ * mapping it again is refused (CUDA would give back its bytes). */
+
+typedef struct {
+	uint64_t handle;
+	uint64_t size;
+	uintptr_t at;        /* where it is mapped, 0 when not */
+	bool was_mapped;     /* unmapped since: its contents are gone */
+	bool released;       /* cuMemRelease came while mapped */
+	uint64_t policy_id;  /* the pool's allocation id while mapped */
+} vmm_handle_t;
+
+static vmm_handle_t *g_vh;
+static int g_nvh, g_capvh;
+static uint64_t g_vh_next;
+
+#define VMM_HANDLE_TAG (1ull << 63)
+
+static vmm_handle_t *vh_find(uint64_t h)
+{
+	if (!(h & VMM_HANDLE_TAG))
+		return NULL;
+	for (int i = 0; i < g_nvh; i++)
+		if (g_vh[i].handle == h)
+			return &g_vh[i];
+	return NULL;
+}
+
+static void vh_remove(vmm_handle_t *v)
+{
+	*v = g_vh[--g_nvh];
+}
+
+static CUresult vmm_refuse(const char *api, const char *why)
+{
+	vmem_error("%s: refused: %s. vmem serves this process's device memory (it moves it between "
+		   "device and host); run with VMEM_DISABLE=1 to use %s this way", api, why, api);
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static CUresult vmm_status(pool_status_t st)
+{
+	switch (st) {
+	case POOL_OK: return CUDA_SUCCESS;
+	case POOL_ENOMEM: case POOL_EHOST: case POOL_EVA: return CUDA_ERROR_OUT_OF_MEMORY;
+	case POOL_EINVAL: return CUDA_ERROR_INVALID_VALUE;
+	case POOL_EDEVICE:
+		return tl_dev_err != cudaSuccess ? (CUresult)tl_dev_err : CUDA_ERROR_UNKNOWN;
+	default: return CUDA_ERROR_UNKNOWN;
+	}
+}
+
+static bool vmm_ours(CUdeviceptr p)
+{
+	return runtime_active() && runtime_owns((uintptr_t)p);
+}
+
+bool runtime_vmm_reserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
+			 unsigned long long flags, CUresult *res)
+{
+	uintptr_t a;
+	(void)addr;   /* a hint CUDA may ignore too */
+	if (!runtime_active() || flags)
+		return false;
+	if (!p || !size) {
+		*res = CUDA_ERROR_INVALID_VALUE;
+		return true;
+	}
+	tl_dev_err = cudaSuccess;
+	pool_status_t st = pool_va_reserve(g_pool, size, align, &a);
+	if (st == POOL_EVA)
+		vmem_error("cuMemAddressReserve of %zu MiB: vmem's virtual range (%" PRIu64 " GiB) has no "
+			   "room left; raise VMEM_VA_SIZE", size >> 20, g_va_size / GiB);
+	*res = vmm_status(st);
+	if (st == POOL_OK)
+		*p = (CUdeviceptr)a;
+	return true;
+}
+
+bool runtime_vmm_address_free(CUdeviceptr p, size_t size, CUresult *res)
+{
+	if (!vmm_ours(p))
+		return false;
+	tl_api = "cuMemAddressFree";
+	tl_dev_err = cudaSuccess;
+	pthread_mutex_lock(&vmm_lock);
+	pool_status_t st = pool_va_unreserve(g_pool, (uintptr_t)p, size);
+	if (st == POOL_OK)
+		for (int i = 0; i < g_nvh; i++) {
+			vmm_handle_t *v = &g_vh[i];
+			if (v->at && v->at - (uintptr_t)p < size) {
+				v->at = 0;
+				v->was_mapped = true;
+				if (v->released)
+					vh_remove(v), i--;
+			}
+		}
+	pthread_mutex_unlock(&vmm_lock);
+	tl_api = NULL;
+	*res = vmm_status(st);
+	return true;
+}
+
+bool runtime_vmm_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+			unsigned long long flags, CUresult *res)
+{
+	const pool_config_t *c;
+	if (!runtime_active() || !h || !prop || flags)
+		return false;
+	c = pool_config(g_pool);
+	/* device memory of vmem's device in whole chunks; anything else (host
+	 * or NUMA locations, compressible memory, odd sizes) stays CUDA's */
+	if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id != g_device ||
+	    prop->allocFlags.compressionType || !size || size % c->chunk_size)
+		return false;
+	pthread_mutex_lock(&vmm_lock);
+	if (g_nvh == g_capvh) {
+		int nc = g_capvh ? g_capvh * 2 : 64;
+		vmm_handle_t *n = realloc(g_vh, (size_t)nc * sizeof(*n));
+		if (!n) {
+			pthread_mutex_unlock(&vmm_lock);
+			*res = CUDA_ERROR_OUT_OF_MEMORY;
+			return true;
+		}
+		g_vh = n;
+		g_capvh = nc;
+	}
+	vmm_handle_t *v = &g_vh[g_nvh++];
+	memset(v, 0, sizeof(*v));
+	v->handle = VMM_HANDLE_TAG | ++g_vh_next;
+	v->size = size;
+	*h = (CUmemGenericAllocationHandle)v->handle;
+	pthread_mutex_unlock(&vmm_lock);
+	*res = CUDA_SUCCESS;
+	return true;
+}
+
+bool runtime_vmm_release(CUmemGenericAllocationHandle h, CUresult *res)
+{
+	if (!runtime_active())
+		return false;
+	pthread_mutex_lock(&vmm_lock);
+	vmm_handle_t *v = vh_find((uint64_t)h);
+	if (v) {
+		/* CUDA frees the memory at the last unmap: so does vmem */
+		if (v->at)
+			v->released = true;
+		else
+			vh_remove(v);
+		*res = CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&vmm_lock);
+	return v != NULL;
+}
+
+bool runtime_vmm_map(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+		     unsigned long long flags, CUresult *res)
+{
+	uint64_t id;
+	if (!runtime_active())
+		return false;
+	pthread_mutex_lock(&vmm_lock);
+	vmm_handle_t *v = vh_find((uint64_t)h);
+	if (!v) {
+		pthread_mutex_unlock(&vmm_lock);
+		if (!vmm_ours(p))
+			return false;
+		*res = vmm_refuse("cuMemMap", "a handle vmem did not create cannot be mapped into "
+				  "vmem's virtual range");
+		return true;
+	}
+	if (!vmm_ours(p)) {
+		*res = vmm_refuse("cuMemMap", "a handle vmem created can only be mapped in a range "
+				  "reserved while vmem is active");
+	} else if (offset || size != v->size || flags) {
+		*res = vmm_refuse("cuMemMap", "vmem maps whole handles only (offset 0, the handle's "
+				  "size, no flags)");
+	} else if (v->at || v->was_mapped) {
+		*res = vmm_refuse("cuMemMap", v->at ? "a handle mapped twice would alias memory vmem "
+				  "moves" : "a handle unmapped before keeps no contents under vmem");
+	} else {
+		tl_api = "cuMemMap";
+		tl_dev_err = cudaSuccess;
+		pool_status_t st = pool_map_fixed(g_pool, (uintptr_t)p, size, &id);
+		tl_api = NULL;
+		if (st == POOL_OK) {
+			v->at = (uintptr_t)p;
+			v->policy_id = id;
+			runtime_policy_allocated(id, size);
+		} else if (st == POOL_EINVAL)
+			vmem_error("cuMemMap of %zu bytes at 0x%llx: not in a reservation, or over a "
+				   "mapping", size, (unsigned long long)p);
+		*res = vmm_status(st);
+	}
+	pthread_mutex_unlock(&vmm_lock);
+	return true;
+}
+
+bool runtime_vmm_unmap(CUdeviceptr p, size_t size, CUresult *res)
+{
+	if (!vmm_ours(p))
+		return false;
+	tl_api = "cuMemUnmap";
+	tl_dev_err = cudaSuccess;
+	pthread_mutex_lock(&vmm_lock);
+	/* cuMemUnmap does not order itself after queued work (PyTorch
+	 * synchronizes first): vmem's free fence covers every stream anyway */
+	pool_status_t st = pool_unmap_fixed(g_pool, (uintptr_t)p, size, NULL, true);
+	if (st == POOL_OK)
+		for (int i = 0; i < g_nvh; i++) {
+			vmm_handle_t *v = &g_vh[i];
+			if (v->at && v->at - (uintptr_t)p < size) {
+				runtime_policy_freed(v->policy_id);
+				v->at = 0;
+				v->was_mapped = true;
+				if (v->released)
+					vh_remove(v), i--;
+			}
+		}
+	pthread_mutex_unlock(&vmm_lock);
+	tl_api = NULL;
+	*res = vmm_status(st);
+	return true;
+}
+
+bool runtime_vmm_set_access(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count,
+			    CUresult *res)
+{
+	(void)size;
+	if (!vmm_ours(p))
+		return false;
+	if (!desc || !count) {
+		*res = CUDA_ERROR_INVALID_VALUE;
+		return true;
+	}
+	/* vmem maps every chunk read-write for its device when it maps it */
+	for (size_t i = 0; i < count; i++) {
+		if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+		    desc[i].location.id != g_device) {
+			*res = vmm_refuse("cuMemSetAccess", "access from another device (peer access) to "
+					  "memory vmem moves is not supported");
+			return true;
+		}
+		if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+		    desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ) {
+			*res = vmm_refuse("cuMemSetAccess", "vmem's memory stays readable and writable "
+					  "by its device");
+			return true;
+		}
+	}
+	*res = CUDA_SUCCESS;
+	return true;
+}
+
+bool runtime_vmm_export(CUmemGenericAllocationHandle h, CUresult *res)
+{
+	if (!runtime_active())
+		return false;
+	pthread_mutex_lock(&vmm_lock);
+	bool ours = vh_find((uint64_t)h) != NULL;
+	pthread_mutex_unlock(&vmm_lock);
+	if (ours)
+		*res = vmm_refuse("cuMemExportToShareableHandle", "a handle vmem created has no "
+				  "physical memory of its own to share with another process");
+	return ours;
+}
+

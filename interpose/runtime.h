@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "interpose/trace.h"
@@ -49,6 +50,24 @@ cudaError_t runtime_mem_get_info(size_t *free_bytes, size_t *total_bytes);
  * fences on it.  Call before the real cudaStreamDestroy. */
 void runtime_stream_destroyed(cudaStream_t stream);
 
+/* The device budget (the most vmem may map), the part of it not mapped
+ * for live allocations right now, and the physical chunk size; all 0 when
+ * not active.  For decisions that must fit beside a call's tensors (the
+ * conv workspace choice, interpose/conv_exec.c).  Thread-safe. */
+void runtime_budget_free(uint64_t *budget, uint64_t *free_bytes, uint64_t *chunk);
+
+/* A hooked call that vmem could not see into may have written device
+ * memory (a launch whose parameter layout is unknown or that comes while
+ * an error is pending).  Call it right after the call was issued on
+ * `stream` (hook_call_finish does, for calls marked `unseen`).  From then
+ * on no resident page counts as clean: evicting one copies it, after that
+ * call (pool_note_unseen_write).  Counted in VMEM_STATS ("possible unseen
+ * writes").  Thread-safe; only counts when vmem is not active. */
+void runtime_unseen_write(cudaStream_t stream);
+
+/* The device whose memory vmem manages (the current device at start-up). */
+int runtime_device(void);
+
 /* The reserved virtual range; *base = 0, *size = 0 when not active. */
 void runtime_va(uintptr_t *base, uint64_t *size);
 
@@ -64,5 +83,99 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 /* After the call has been issued: unlock, mark written ranges dirty and
  * record on `stream` the use that eviction must wait for. */
 void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream);
+
+/* ---- CUDA graphs (stream capture).  A call on a capturing stream runs
+ * nothing: vmem records the ranges it touches into the capture (no fault-in,
+ * no fence: nothing may be issued on the capturing stream).  The ranges
+ * follow the capture into its graph and the graph's instantiations; each
+ * cudaGraphLaunch is then prepared like one call that touches all of them:
+ * made resident and locked for the launch, the launch stream waits for
+ * the copies, and the use is fenced on it.  Between launches the pages may
+ * move: their addresses, which the graph holds, never change.
+ * cudaFreeAsync on a capturing stream frees at replay in CUDA; vmem keeps
+ * the memory until the graph and all its instantiations are destroyed.
+ * While a capture is active, vmem's own CUDA calls run in relaxed capture
+ * mode (they must not invalidate the application's capture), and its
+ * whole-device fences skip capturing streams.  All thread-safe. */
+void runtime_capture_begin(cudaStream_t stream);
+/* The capture id of `stream` (0 when it does not capture). */
+uint64_t runtime_capture_id(cudaStream_t stream);
+/* Records a call's refs into the capture of `stream`. */
+void runtime_capture_note(cudaStream_t stream, const vmem_ref_t *refs, int n);
+/* The capture `id` ended: its ranges go to `graph` (NULL: discarded). */
+void runtime_capture_end(uint64_t id, cudaGraph_t graph);
+void runtime_graph_instantiate(cudaGraph_t graph, cudaGraphExec_t exec);
+/* Calls fn for each range the instantiated graph touches. */
+void runtime_graph_each_ref(cudaGraphExec_t exec,
+			    void (*fn)(void *ctx, uintptr_t ptr, uint64_t bytes, uint8_t access),
+			    void *ctx);
+/* A graph or an instantiation is destroyed. */
+void runtime_graph_forget(const void *handle);
+
+/* The application's own virtual memory (issue 14: PyTorch's expandable
+ * segments reach cuMemAddressReserve/cuMemCreate/cuMemMap through the
+ * driver entry points).  While vmem is active these are served from the
+ * pool: a reservation is a sub-range of vmem's range, a handle vmem
+ * creates (device memory of vmem's device, a multiple of the chunk) is
+ * only a size until it is mapped, and a map is an allocation at that
+ * address in the budget, evicted and faulted in like any other; an unmap
+ * frees it after every stream.  Each answers true when it handled the
+ * call (*res is the answer), false when the call is not vmem's to
+ * handle: pass it through.  A real handle mapped into vmem's range, a
+ * partial, aliased or offset map, peer access and the export of vmem's
+ * handles are refused (CUDA_ERROR_NOT_SUPPORTED, one line saying why and
+ * naming VMEM_DISABLE=1).  Thread-safe. */
+bool runtime_vmm_reserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
+			 unsigned long long flags, CUresult *res);
+bool runtime_vmm_address_free(CUdeviceptr p, size_t size, CUresult *res);
+bool runtime_vmm_create(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+			unsigned long long flags, CUresult *res);
+bool runtime_vmm_release(CUmemGenericAllocationHandle h, CUresult *res);
+bool runtime_vmm_map(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+		     unsigned long long flags, CUresult *res);
+bool runtime_vmm_unmap(CUdeviceptr p, size_t size, CUresult *res);
+bool runtime_vmm_set_access(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count,
+			    CUresult *res);
+bool runtime_vmm_export(CUmemGenericAllocationHandle h, CUresult *res);
+
+/* ---- the proactive layer (interpose/runtime_policy.c, policy/README.md) ----
+ *
+ * A hooked call as the policy sees it.  The hooks fill it (hooks.c); refs
+ * are the call's touched ranges before resolution. */
+typedef struct {
+	vmem_op_kind_t kind;
+	const char *api;
+	const void *stream;
+	const vmem_ref_t *refs;
+	int nrefs;
+	const vmem_op_info_t *info;   /* the typed record, or NULL */
+	uint64_t seq;                 /* the trace seq; 0 before the call is issued */
+	uint64_t t_ns;                /* host time the call was entered */
+	uint64_t dur_ns;              /* measured device time; 0 = unknown */
+} runtime_call_t;
+
+/* Creates the policy beside the pool (from runtime_init): none when
+ * VMEM_POLICY=none and VMEM_LIVENESS=off.  0, or -1 (the reactive layer
+ * alone then). */
+struct pool;
+int runtime_policy_init(struct pool *pool, uint64_t budget, uint64_t chunk);
+/* Prints the policy's VMEM_STATS lines. */
+void runtime_policy_shutdown(void);
+bool runtime_policy_on(void);
+void runtime_policy_allocated(uint64_t alloc_id, uint64_t bytes);
+void runtime_policy_freed(uint64_t alloc_id);
+/* The pool faulted a page in for the calling thread's call. */
+void runtime_policy_note_fault(void);
+/* Before the call is made resident: resolves its ranges, asks the policy,
+ * carries out prefetches and revivals.  cudaSuccess, or the error that
+ * refuses the call (it would read bytes the plan dropped: one line said
+ * why).  Once per call, on the calling thread. */
+cudaError_t runtime_policy_before(const runtime_call_t *c);
+/* After the call was issued (or refused): drops and offloads. */
+void runtime_policy_after(const runtime_call_t *c);
+/* The plan's description of dropped bytes in this range, for the line that
+ * refuses a call pool_acquire found reading them.  False when unknown. */
+bool runtime_policy_explain_loss(uint64_t alloc_id, uint64_t offset, uint64_t bytes, char *buf,
+				 size_t len);
 
 #endif

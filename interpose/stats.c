@@ -42,6 +42,19 @@ static const char *const counter_names[STATS_COUNTER_COUNT] = {
 	[STATS_REFS_DROPPED] = "refs not held (calls refused)",
 	[STATS_CAPTURE_PASSTHROUGH] = "calls passed through (capture)",
 	[STATS_UNKNOWN_PARAMS] = "launches with unknown params",
+	[STATS_CONV_MICRO] = "convs run as micro-batches",
+	[STATS_CONV_MICRO_CALLS] = "cuDNN calls of those",
+	[STATS_CONV_RESCUED] = "convs rescued (ws did not fit)",
+	[STATS_CONV_ANSWERED] = "conv queries answered by vmem",
+	[STATS_CONV_MEASURED] = "conv kernels benchmarked",
+	[STATS_CONV_CACHED] = "conv kernels from VMEM_CACHE",
+	[STATS_CONV_MODEL_NS] = "conv time measured (ns)",
+	[STATS_WD_SOLVES] = "WD solves",
+	[STATS_WD_SOLVE_NS] = "WD solver time (ns)",
+	[STATS_WD_VARS] = "WD variables after pruning",
+	[STATS_WD_UNPRUNED] = "WD configs before pruning",
+	[STATS_WD_OBJECTIVE_NS] = "WD objective (ns/iteration)",
+	[STATS_UNSEEN_WRITES] = "possible unseen writes",
 };
 
 static const char *const gauge_names[STATS_GAUGE_COUNT] = {
@@ -79,6 +92,12 @@ void stats_add(stats_counter_t c, uint64_t value)
 {
 	if ((unsigned)c < STATS_COUNTER_COUNT)
 		__atomic_fetch_add(&st_counters[c], value, __ATOMIC_RELAXED);
+}
+
+void stats_set(stats_counter_t c, uint64_t value)
+{
+	if ((unsigned)c < STATS_COUNTER_COUNT)
+		__atomic_store_n(&st_counters[c], value, __ATOMIC_RELAXED);
 }
 
 static void gauge_peak(stats_gauge_val_t *g, int64_t cur)

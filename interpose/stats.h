@@ -41,6 +41,21 @@ typedef enum {
 	STATS_REFS_DROPPED,       /* refs a call could not hold (the call was refused) */
 	STATS_CAPTURE_PASSTHROUGH,/* calls passed through because a stream was capturing */
 	STATS_UNKNOWN_PARAMS,     /* launches whose parameter layout was unknown */
+	/* convolutions (interpose/conv_exec.c) */
+	STATS_CONV_MICRO,         /* convolutions run as µ-cuDNN configurations (WR/WD) */
+	STATS_CONV_MICRO_CALLS,   /* cuDNN calls those made */
+	STATS_CONV_RESCUED,       /* run with another algorithm: the chosen workspace did not fit */
+	STATS_CONV_ANSWERED,      /* algorithm / workspace queries answered by vmem */
+	STATS_CONV_MEASURED,      /* kernels benchmarked (micro-batch sizes x algorithms) */
+	STATS_CONV_CACHED,        /* kernels whose benchmark came from VMEM_CACHE */
+	STATS_CONV_MODEL_NS,      /* sum of the measured times of what the convolutions ran */
+	STATS_WD_SOLVES,          /* WD integer programs solved */
+	STATS_WD_SOLVE_NS,        /* time in the solver (all solves) */
+	STATS_WD_VARS,            /* 0-1 variables after pruning (last solve) */
+	STATS_WD_UNPRUNED,        /* configurations before pruning (last solve; saturates) */
+	STATS_WD_OBJECTIVE_NS,    /* objective of the last solve: conv time per iteration */
+	STATS_UNSEEN_WRITES,      /* calls that may have written vmem memory unseen
+				     (runtime_unseen_write) */
 	STATS_COUNTER_COUNT
 } stats_counter_t;
 
@@ -57,6 +72,8 @@ typedef enum {
  * the real call) and `real_ns` in the real function. */
 void stats_call(int cls, uint64_t vmem_ns, uint64_t real_ns);
 void stats_add(stats_counter_t c, uint64_t value);
+/* Sets a counter that holds a last value rather than a total. */
+void stats_set(stats_counter_t c, uint64_t value);
 /* Adds `delta` (may be negative) to a gauge; positive deltas add to its
  * total; the peak follows the current value. */
 void stats_gauge_add(stats_gauge_t g, int64_t delta);

@@ -23,9 +23,9 @@
  * exceed the budget the least recently used ones are evicted to host.
  * Pages touched by a call in flight are locked and never evicted.
  *
- * Small allocations (below config.small_threshold) share chunks through a
- * size-class sub-allocator and are never offloaded: they are biases, norms
- * and scalars whose transfer would cost more than it saves.
+ * Small allocations (below config.small_threshold) are packed together into
+ * shared chunks (any size in any chunk, in 256-byte units); a small chunk
+ * is one page for residency: evicted whole when it is the coldest.
  *
  * The pool is a pure core: it includes no CUDA header, reads no
  * environment and prints nothing.  Everything it needs from the device
@@ -35,13 +35,17 @@
  * Ordering without host synchronisation: every page carries a "busy"
  * fence (an event) after which all queued work touching it is done.  A use
  * on another stream first makes that stream wait on the fence; a copy
- * waits on it on the copy stream.  The host waits only on the reactive
- * eviction path (before unmapping a chunk whose copy-out is in flight)
- * and when a freed range must be reclaimed before its free fence fired.
+ * waits on it on the copy stream.  The fence is recorded only when
+ * something waits for it (docs/pool.md).  The host waits only on the
+ * reactive eviction path (before unmapping a chunk whose copy-out is in
+ * flight) and when a freed range must be reclaimed before its free fence
+ * fired, and then without holding the pool's mutex.
  *
  * Thread-safety: every pool_* function taking a pool_t locks the pool's
  * one mutex; the ops callbacks are called with it held and must not call
- * back into the pool.
+ * back into the pool - except fence_wait, which is called with the mutex
+ * released (a host wait must not block other threads' calls), so it may
+ * run while other threads call the other callbacks.
  */
 #ifndef VMEM_POOL_POOL_H
 #define VMEM_POOL_POOL_H
@@ -58,6 +62,7 @@ typedef enum {
 	POOL_EINVAL,     /* a pointer the pool did not hand out, or a bad argument */
 	POOL_EDEVICE,    /* a device operation failed (the ops callback's error) */
 	POOL_ECONFIG,    /* the configuration is inconsistent */
+	POOL_ELOST,      /* a read of bytes dropped as dead (pool_discard): they are gone */
 } pool_status_t;
 
 /* A static English description, never NULL. */
@@ -68,7 +73,7 @@ typedef struct {
 	uint64_t host_limit;      /* most pinned host bytes; 0 = unlimited */
 	uint64_t chunk_size;      /* physical chunk, a multiple of granularity */
 	uint64_t granularity;     /* the device's allocation granularity */
-	uint64_t small_threshold; /* below it: sub-allocated, never offloaded; <= chunk_size / 2 */
+	uint64_t small_threshold; /* below it: packed into shared chunks; <= chunk_size / 2 */
 	uint64_t va_size;         /* virtual range reserved, a multiple of chunk_size */
 	uint64_t host_block;      /* pinned host memory is allocated in blocks of this; 0 = 32 chunks */
 } pool_config_t;
@@ -111,6 +116,7 @@ typedef struct {
 typedef enum {
 	POOL_EV_ALLOC, POOL_EV_FREE, POOL_EV_OFFLOAD, POOL_EV_PREFETCH,
 	POOL_EV_FAULT_IN, POOL_EV_EVICT, POOL_EV_OOM,
+	POOL_EV_DROP,       /* a page whose every byte was dead, dropped without a copy */
 } pool_event_kind_t;
 
 /* One memory event; totals are after the event. */
@@ -138,19 +144,35 @@ typedef struct {
 	pool_stat_count_t resident;   /* device bytes mapped for live allocations */
 	pool_stat_count_t held;       /* physical bytes created (mapped, cached, pending) */
 	pool_stat_count_t host;       /* host slot bytes holding data */
+	pool_stat_count_t small_slack;/* bytes of mapped small-allocation chunks that no live
+	                                 allocation requested (free space, rounding; empty
+	                                 chunks not counted); peak taken at allocations */
 	uint64_t host_allocated;      /* pinned host bytes obtained */
 	uint64_t allocs, frees, small_allocs;
 	uint64_t misses;              /* pages faulted in */
 	uint64_t bytes_faulted_in;    /* bytes copied back by fault-ins */
+	uint64_t overwrites_skipped;  /* pages faulted in without their copy: the call
+	                                 rewrites them whole */
 	uint64_t evictions;           /* pages evicted by the LRU */
 	uint64_t evictions_clean;     /* of which dropped without a copy */
 	uint64_t bytes_evicted;       /* bytes copied out by evictions */
 	uint64_t offloads, bytes_offloaded;     /* explicit offloads (pages) */
 	uint64_t prefetches, bytes_prefetched;  /* explicit prefetches (pages) */
+	uint64_t prefetch_skipped;    /* pages a prefetch could not bring without a wait */
+	uint64_t held_evicted;        /* prefetched pages evicted before their first use */
+	uint64_t discards;            /* pool_discard calls */
+	uint64_t pages_dropped;       /* pages dropped as dead (no copy) */
+	uint64_t bytes_dropped;       /* their bytes */
+	uint64_t lost_reads;          /* refs refused with POOL_ELOST (and pool_undead's) */
+	uint64_t lost_maybe;          /* refs with `maybe` over dropped bytes, let through */
+	uint64_t evictions_planned;   /* evictions chosen by the plan's order */
 	uint64_t stalls, stall_ns;    /* host waits on fences */
 	uint64_t oom;                 /* requests refused for lack of device memory */
 	uint64_t chunks_created, chunks_released, maps, unmaps;
 	uint64_t ranges_reused;       /* allocations served from a freed range without mapping */
+	uint64_t fences;              /* fences (events) the pool recorded */
+	uint64_t unseen_writes;       /* pool_note_unseen_write calls */
+	uint64_t stale_copies;        /* pages copied out because an unseen write may have changed them */
 } pool_stats_t;
 
 typedef struct pool pool_t;
@@ -178,14 +200,37 @@ pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *
  * completed.  POOL_EINVAL for an address the pool did not hand out. */
 pool_status_t pool_free(pool_t *p, uintptr_t addr, void *stream, bool all_streams);
 
+/* The application is about to destroy `stream`: the pool records one
+ * fence there covering every use it has not fenced yet (it records fences
+ * only when something waits, and cannot on a destroyed stream).  Call
+ * before the real destroy. */
+void pool_stream_destroyed(pool_t *p, void *stream);
+
+/* A call vmem could not see into may have written device memory: a launch
+ * whose parameter layout is unknown or that came while an error was
+ * pending, an unhooked copy or set.  Call it after that call was issued
+ * on `stream`.  From then on no resident page counts as clean: a page
+ * whose host copy was valid, or that was never written, is copied out
+ * again when evicted or offloaded, after that call (issue 10).  Pages not
+ * mapped at the time are not affected (a write there would have faulted).
+ * The price: every eviction after it copies. */
+void pool_note_unseen_write(pool_t *p, void *stream);
+
 /* True when `a` is inside the reserved range (no lock: the range is fixed). */
 bool pool_owns(const pool_t *p, uintptr_t a);
 
-/* One range a call touches. bytes == 0: unknown extent (see pool_acquire). */
+/* One range a call touches. bytes == 0: unknown extent (see pool_acquire).
+ * whole (with write): the call overwrites every byte of the range and reads
+ * none (a cuDNN output with beta = 0, a memset, a copy's destination);
+ * otherwise a ref may read what it touches. */
 typedef struct {
 	uintptr_t ptr;
 	uint64_t bytes;
 	bool write;
+	bool whole;
+	bool maybe;     /* the call may touch only part of the range (an unknown
+			   extent taken to the end of the allocation): dropped bytes
+			   in it are not refused, only counted (lost_maybe) */
 } pool_ref_t;
 
 /* A resolved range: alloc_id 0 when not pool memory (left alone). */
@@ -193,12 +238,20 @@ typedef struct {
 	uint64_t alloc_id;
 	uint64_t offset;    /* inside the allocation */
 	uint64_t bytes;     /* resolved extent */
+	bool lost;          /* pool_acquire answered POOL_ELOST for this ref */
 } pool_span_t;
+
+/* Resolves refs as pool_acquire would, without making anything resident
+ * or locking (the policies see a call's ranges before it runs).  The
+ * answer may be out of date by the time the call is acquired. */
+void pool_resolve(pool_t *p, const pool_ref_t *refs, int n, pool_span_t *out);
 
 /* The reactive layer, before a call on `stream`: resolves every ref,
  * makes the pages it covers resident (fault-in: map + copy back on the
  * H2D stream, `stream` waits on the copy, counted as a miss), and locks
- * them.  An unknown extent (bytes 0) is the rest of the allocation from
+ * them.  A ref that may read bytes a pool_discard dropped is refused:
+ * POOL_ELOST, with that ref's out[i].lost set and nothing locked - the
+ * caller fails the call loudly (never computes on them).  An unknown extent (bytes 0) is the rest of the allocation from
  * ptr (never an extent learned from an earlier call: a caching allocator
  * reuses addresses for larger tensors unseen).  Returns POOL_OK, or POOL_ENOMEM / POOL_EHOST when
  * the refs do not fit together, in which case nothing stays locked and
@@ -210,15 +263,93 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
  * unlocks and moves the pages to the front of the LRU. */
 void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, int n, void *stream);
 
-/* Proactive operations for the policies.  pool_offload starts copying
- * the resident pages of [addr, addr+bytes) to host after their last use
- * and unmaps them once done (pool_poll or on demand); locked pages are
- * skipped.  pool_prefetch maps the range's non-resident pages back and
- * copies their bytes on the H2D stream; the next call that uses them
- * waits on the copy.  Both return POOL_EINVAL for non-pool ranges and
- * the allocation errors of pool_malloc. */
-pool_status_t pool_offload(pool_t *p, uintptr_t addr, uint64_t bytes);
-pool_status_t pool_prefetch(pool_t *p, uintptr_t addr, uint64_t bytes);
+/* ------------------------------------------------- the policies' operations
+ *
+ * What the proactive layer's actions need (issue 11).  A range names an
+ * allocation by its id (pool_span_t.alloc_id, a large allocation or a
+ * small one), an offset inside it and a byte count; bytes 0 is the rest of
+ * the allocation.  A range of an allocation freed since answers POOL_EINVAL
+ * and is left alone: ids are never reused, so an action planned for one
+ * tensor never touches a later one at the same address.  None of these
+ * waits on the host. */
+typedef struct {
+	uint64_t alloc_id;
+	uint64_t offset;
+	uint64_t bytes;
+} pool_range_t;
+
+/* The range's bytes are dead: the application will not read them before
+ * it rewrites them.  The pool keeps, per page, which bytes are dead; a
+ * page is dropped (unmapped, or its host copy released, without a copy)
+ * only when every byte of it is dead - a caching allocator packs several
+ * tensors in one page.  Lazily (eager false) a whole-dead page is dropped
+ * when memory is needed, before anything live is evicted; eagerly, at once
+ * (pages still in use are unmapped by pool_poll after their last use; a
+ * page locked by a call in flight is left to the lazy way).  A dropped
+ * page reads as released: a later ref that may read its dropped bytes
+ * makes pool_acquire answer POOL_ELOST.  A write to dead bytes (any call
+ * that writes them, pool_release) makes them live again. */
+pool_status_t pool_discard(pool_t *p, const pool_range_t *r, bool eager);
+/* The range's bytes are live again (the plan was wrong, or suspended).
+ * POOL_ELOST when any of them was already dropped (they stay marked: a
+ * read of them keeps failing); POOL_OK otherwise. */
+pool_status_t pool_undead(pool_t *p, const pool_range_t *r);
+/* Brings the range's pages back without a host wait: maps them and
+ * copies their bytes on the H2D stream; the first call that uses them
+ * waits on the copy on the device.  The range's pages are then held - not
+ * evicted before a call uses them (the call they were fetched for), except
+ * as the very last resort.  Only chunks available without a wait are used
+ * (the cache, the budget, completed frees and offloads, dead pages and
+ * clean pages whose last use completed): POOL_ENOMEM when some pages could
+ * not be brought (those that could were), POOL_EHOST never. */
+pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r);
+/* Releases held pages of the range that no call used (a plan suspended):
+ * they are ordinary resident pages again. */
+pool_status_t pool_unhold(pool_t *p, const pool_range_t *r);
+/* Starts copying the range's resident, unlocked pages to host after their
+ * last use (on the D2H stream, ordered by an event on the use's stream) and
+ * releases their chunks once the copy completed (pool_poll, or when memory
+ * is needed); clean pages are released without a copy.  No host wait: a
+ * page with no free host slot is left resident (POOL_EHOST). */
+pool_status_t pool_offload(pool_t *p, const pool_range_t *r);
+
+/* Eviction order from a plan.  With an order set, eviction takes dead pages
+ * first, then the candidates by key, largest first (the policy's distance
+ * to the page's next use: Belady's MIN), then the pages whose key is
+ * POOL_ORDER_UNKNOWN (not in the plan) least recently used first.  `fn` is
+ * called for the `window` least recently used resident pages (0: all of
+ * them) with the page's range (alloc_id and offset of the page in the
+ * allocation, its bytes) - for a small chunk, alloc_id 0 - with the pool's
+ * lock held: it must not call back into the pool.  fn NULL: LRU. */
+#define POOL_ORDER_UNKNOWN 0u
+typedef uint64_t (*pool_order_fn)(void *ctx, uint64_t alloc_id, uint64_t offset, uint64_t bytes);
+void pool_set_order(pool_t *p, pool_order_fn fn, void *ctx, uint32_t window);
+
+/* ----------------------- virtual memory the application manages (fixed.c)
+ *
+ * issue 14: PyTorch's expandable segments reserve their own range and map
+ * physical handles into it.  The runtime serves them from the pool so that
+ * they are in the budget and move like any other memory. */
+
+/* Reserves `size` bytes (rounded up to chunks) of vmem's range for the
+ * application, aligned to `align` (0, or a power of two).  POOL_EVA when
+ * the range has no room. */
+pool_status_t pool_va_reserve(pool_t *p, uint64_t size, uint64_t align, uintptr_t *addr);
+/* Gives a reservation back (addr and size as reserved); mappings still in
+ * it are unmapped first (after every stream).  POOL_EINVAL when it is not
+ * a reservation. */
+pool_status_t pool_va_unreserve(pool_t *p, uintptr_t addr, uint64_t size);
+/* An allocation at a fixed address of a reservation (chunk aligned, size a
+ * multiple of the chunk), mapped eagerly like pool_malloc's and then
+ * resident, evicted and faulted in like any other; *id its id.
+ * POOL_EINVAL when the address is not in a reservation or already mapped;
+ * POOL_ENOMEM / POOL_EHOST as pool_malloc. */
+pool_status_t pool_map_fixed(pool_t *p, uintptr_t addr, uint64_t size, uint64_t *id);
+/* Unmaps (frees, with pool_free's fences) every fixed allocation in
+ * [addr, addr + size), which must begin at one and cover each entirely.
+ * pool_free refuses fixed allocations. */
+pool_status_t pool_unmap_fixed(pool_t *p, uintptr_t addr, uint64_t size, void *stream, bool all_streams);
+
 /* Finishes completed offloads and frees (no waiting). */
 void pool_poll(pool_t *p);
 /* Waits until every offload and free issued so far is complete. */

@@ -14,6 +14,7 @@ const char *pool_strerror(pool_status_t st)
 	case POOL_EINVAL: return "not an address the pool handed out";
 	case POOL_EDEVICE: return "a device operation failed";
 	case POOL_ECONFIG: return "inconsistent pool configuration";
+	case POOL_ELOST: return "a read of bytes dropped as dead";
 	}
 	return "unknown pool status";
 }
@@ -46,6 +47,7 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line3(out, ctx, "resident", &s->resident);
 	line3(out, ctx, "physical held", &s->held);
 	line3(out, ctx, "host copies", &s->host);
+	line3(out, ctx, "small slack", &s->small_slack);
 	uint64_t frag = s->reserved.peak > s->requested.peak ? s->reserved.peak - s->requested.peak : 0;
 	line1(out, ctx, "internal frag. (peak)", frag, "MiB");
 	line1(out, ctx, "pinned host obtained", s->host_allocated, "MiB");
@@ -54,6 +56,7 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line1(out, ctx, "frees", s->frees, NULL);
 	line1(out, ctx, "misses (pages)", s->misses, NULL);
 	line1(out, ctx, "faulted in", s->bytes_faulted_in, "MiB");
+	line1(out, ctx, "  copies skipped (overwritten)", s->overwrites_skipped, NULL);
 	line1(out, ctx, "evictions (pages)", s->evictions, NULL);
 	line1(out, ctx, "  of which clean", s->evictions_clean, NULL);
 	line1(out, ctx, "evicted", s->bytes_evicted, "MiB");
@@ -61,6 +64,14 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line1(out, ctx, "offloaded", s->bytes_offloaded, "MiB");
 	line1(out, ctx, "prefetches (pages)", s->prefetches, NULL);
 	line1(out, ctx, "prefetched", s->bytes_prefetched, "MiB");
+	line1(out, ctx, "  pages skipped", s->prefetch_skipped, NULL);
+	line1(out, ctx, "  evicted unused", s->held_evicted, NULL);
+	line1(out, ctx, "discards", s->discards, NULL);
+	line1(out, ctx, "dropped dead (pages)", s->pages_dropped, NULL);
+	line1(out, ctx, "dropped dead", s->bytes_dropped, "MiB");
+	line1(out, ctx, "reads of dropped bytes", s->lost_reads, NULL);
+	line1(out, ctx, "  unknown extents over them", s->lost_maybe, NULL);
+	line1(out, ctx, "evictions by the plan", s->evictions_planned, NULL);
 	line1(out, ctx, "host stalls", s->stalls, NULL);
 	snprintf(buf, sizeof(buf), "  %-22s %14.3f ms", "stall time", s->stall_ns / 1e6);
 	out(buf, ctx);
@@ -69,4 +80,7 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line1(out, ctx, "maps / unmaps", s->maps, NULL);
 	line1(out, ctx, "  unmaps", s->unmaps, NULL);
 	line1(out, ctx, "ranges reused", s->ranges_reused, NULL);
+	line1(out, ctx, "fences recorded", s->fences, NULL);
+	line1(out, ctx, "unseen writes", s->unseen_writes, NULL);
+	line1(out, ctx, "  copies they forced", s->stale_copies, NULL);
 }

@@ -47,6 +47,14 @@ struct mt_blk {
 	mt_blk_t *hnext;           /* allocated-block hash chain */
 };
 
+/* What each block start last held: an address reused for a tensor of
+ * another size is the case a shim's extent tracking must get right. */
+typedef struct mt_last {
+	char *ptr;
+	size_t size;
+	struct mt_last *next;
+} mt_last_t;
+
 struct mt_cache {
 	mt_seg_alloc_fn seg_alloc;
 	mt_seg_free_fn seg_free;
@@ -55,6 +63,8 @@ struct mt_cache {
 	mt_blk_t *free_small, *free_large;
 	mt_blk_t *hash[MT_HASH];
 	size_t live;               /* bytes in allocated blocks */
+	mt_last_t *last[MT_HASH];  /* block start -> size of its last tensor */
+	mt_cache_reuse_t reuse;
 };
 
 static unsigned ptr_hash(const void *p)
@@ -145,6 +155,36 @@ void mt_cache_release(mt_cache_t *c)
 	}
 }
 
+/* Counts a tensor of `bytes` at `p` against what p held before. */
+static void note_reuse(mt_cache_t *c, char *p, size_t bytes)
+{
+	mt_last_t **lp = &c->last[ptr_hash(p)];
+
+	while (*lp && (*lp)->ptr != p)
+		lp = &(*lp)->next;
+	if (!*lp) {
+		mt_last_t *l = malloc(sizeof(*l));
+
+		if (!l)
+			mt_die("host out of memory for the caching allocator");
+		l->ptr = p;
+		l->next = NULL;
+		*lp = l;
+	} else if (bytes > (*lp)->size) {
+		c->reuse.larger++;
+	} else if (bytes < (*lp)->size) {
+		c->reuse.smaller++;
+	} else {
+		c->reuse.same++;
+	}
+	(*lp)->size = bytes;
+}
+
+mt_cache_reuse_t mt_cache_reuse(const mt_cache_t *c)
+{
+	return c->reuse;
+}
+
 void *mt_cache_alloc(mt_cache_t *c, size_t bytes, size_t *seg_request)
 {
 	size_t need = mt_cache_round(bytes);
@@ -202,6 +242,7 @@ void *mt_cache_alloc(mt_cache_t *c, size_t bytes, size_t *seg_request)
 		best->size = need;
 		free_insert(c, r);
 	}
+	note_reuse(c, best->ptr, bytes);
 	unsigned h = ptr_hash(best->ptr);
 	c->live += best->size;
 	best->hnext = c->hash[h];
@@ -280,6 +321,13 @@ void mt_cache_destroy(mt_cache_t *c)
 		c->seg_free(s->base, s->size, c->ctx);
 		free(s);
 	}
+	for (int i = 0; i < MT_HASH; i++)
+		while (c->last[i]) {
+			mt_last_t *l = c->last[i];
+
+			c->last[i] = l->next;
+			free(l);
+		}
 	free(c);
 }
 
@@ -364,6 +412,17 @@ void *mt_malloc(size_t bytes)
 	return p;
 }
 
+void *mt_try_malloc(size_t bytes)
+{
+	size_t seg = 0;
+
+	if (bytes == 0)
+		bytes = 1;
+	if (g_style == MT_ALLOC_CACHING)
+		return mt_cache_alloc(g_cache, bytes, &seg);
+	return dev_alloc(bytes, NULL);
+}
+
 void mt_free(void *p)
 {
 	if (!p)
@@ -393,4 +452,11 @@ size_t mt_alloc_live(void)
 size_t mt_alloc_peak(void)
 {
 	return g_peak;
+}
+
+mt_cache_reuse_t mt_alloc_reuse(void)
+{
+	mt_cache_reuse_t none = { 0, 0, 0 };
+
+	return g_cache ? mt_cache_reuse(g_cache) : none;
 }

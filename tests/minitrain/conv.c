@@ -1,9 +1,11 @@
 /* tests/minitrain/conv.c - convolution algorithm choice and execution, the
  * way a framework does it.
  *
- * Legacy API: cudnnGetConvolution*Algorithm_v7 (--algo-mode get) or
- * cudnnFindConvolution*Algorithm (find), the first result whose status is
- * success, then cudnnGet*WorkspaceSize; the caller allocates the workspace
+ * Legacy API: cudnnGetConvolution*Algorithm_v7 (--algo-mode get),
+ * cudnnFindConvolution*Algorithm (find) or cudnnFindConvolution*AlgorithmEx
+ * (find-ex: PyTorch's benchmark mode, on scratch buffers of the layer's
+ * shape and the largest workspace that can be allocated, all freed again),
+ * the first result whose status is success, then cudnnGet*WorkspaceSize; the caller allocates the workspace
  * in its allocation style and runs.  Graph API (--conv-api graph): backend
  * descriptors as PyTorch builds them (tensors with uids 'x', 'y', 'w' whose
  * roles follow the operation, a convolution descriptor, the operation, an
@@ -239,12 +241,43 @@ static const mt_node_t *input_of(const mt_net_t *net, const mt_node_t *nd)
 	(out_algo) = (int)(perf)[i_].algo; \
 } while (0)
 
+/* find-ex: scratch tensors of the layer's shape (their contents do not
+ * matter: every algorithm overwrites the output) and a workspace as large
+ * as the largest algorithm wants, or none when that cannot be had. */
+typedef struct {
+	void *x, *w, *y, *ws;
+	size_t ws_bytes;
+} find_ex_bufs_t;
+
+static void find_ex_get(find_ex_bufs_t *f, const mt_node_t *in, const mt_node_t *nd,
+			int batch, size_t ws_max)
+{
+	size_t xs = (size_t)in->c * in->h * in->w, ys = (size_t)nd->c * nd->h * nd->w;
+
+	f->x = mt_malloc(xs * (size_t)batch * sizeof(float));
+	f->w = mt_malloc((size_t)nd->c * in->c * nd->k * nd->k * sizeof(float));
+	f->y = mt_malloc(ys * (size_t)batch * sizeof(float));
+	f->ws = ws_max ? mt_try_malloc(ws_max) : NULL;
+	f->ws_bytes = f->ws ? ws_max : 0;
+}
+
+static void find_ex_put(find_ex_bufs_t *f)
+{
+	mt_free(f->ws);
+	mt_free(f->y);
+	mt_free(f->w);
+	mt_free(f->x);
+}
+
 static void legacy_choose(mt_conv_entry_t *e, const mt_net_t *net, const mt_node_t *nd)
 {
 	const mt_node_t *in = input_of(net, nd);
 	int n = 0, got = 0;
 	size_t ws = 0;
+	find_ex_bufs_t f = { 0 };
 
+	if (g_mode == MT_ALGO_FIND_EX)
+		find_ex_get(&f, in, nd, e->n, mt_conv_workspace_max(net, nd, e->kind, e->n));
 	switch (e->kind) {
 	case MT_FWD: {
 		CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(g_h, &n));
@@ -252,9 +285,13 @@ static void legacy_choose(mt_conv_entry_t *e, const mt_net_t *net, const mt_node
 		if (g_mode == MT_ALGO_GET)
 			CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g_h, in->ydesc, nd->wdesc,
 				nd->convdesc, nd->ydesc, n, &got, perf));
-		else
+		else if (g_mode == MT_ALGO_FIND)
 			CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g_h, in->ydesc, nd->wdesc,
 				nd->convdesc, nd->ydesc, n, &got, perf));
+		else
+			CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(g_h, in->ydesc, f.x,
+				nd->wdesc, f.w, nd->convdesc, nd->ydesc, f.y, n, &got, perf,
+				f.ws, f.ws_bytes));
 		PICK_FIRST(perf, got, e->algo);
 		CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(g_h, in->ydesc, nd->wdesc,
 			nd->convdesc, nd->ydesc, (cudnnConvolutionFwdAlgo_t)e->algo, &ws));
@@ -266,9 +303,13 @@ static void legacy_choose(mt_conv_entry_t *e, const mt_net_t *net, const mt_node
 		if (g_mode == MT_ALGO_GET)
 			CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(g_h, nd->wdesc, nd->ydesc,
 				nd->convdesc, in->ydesc, n, &got, perf));
-		else
+		else if (g_mode == MT_ALGO_FIND)
 			CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(g_h, nd->wdesc, nd->ydesc,
 				nd->convdesc, in->ydesc, n, &got, perf));
+		else
+			CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(g_h, nd->wdesc, f.w,
+				nd->ydesc, f.y, nd->convdesc, in->ydesc, f.x, n, &got, perf,
+				f.ws, f.ws_bytes));
 		PICK_FIRST(perf, got, e->algo);
 		CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(g_h, nd->wdesc, nd->ydesc,
 			nd->convdesc, in->ydesc, (cudnnConvolutionBwdDataAlgo_t)e->algo, &ws));
@@ -280,15 +321,21 @@ static void legacy_choose(mt_conv_entry_t *e, const mt_net_t *net, const mt_node
 		if (g_mode == MT_ALGO_GET)
 			CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g_h, in->ydesc, nd->ydesc,
 				nd->convdesc, nd->wdesc, n, &got, perf));
-		else
+		else if (g_mode == MT_ALGO_FIND)
 			CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(g_h, in->ydesc, nd->ydesc,
 				nd->convdesc, nd->wdesc, n, &got, perf));
+		else
+			CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(g_h, in->ydesc, f.x,
+				nd->ydesc, f.y, nd->convdesc, nd->wdesc, f.w, n, &got, perf,
+				f.ws, f.ws_bytes));
 		PICK_FIRST(perf, got, e->algo);
 		CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(g_h, in->ydesc, nd->ydesc,
 			nd->convdesc, nd->wdesc, (cudnnConvolutionBwdFilterAlgo_t)e->algo, &ws));
 		break;
 	}
 	}
+	if (g_mode == MT_ALGO_FIND_EX)
+		find_ex_put(&f);
 	e->ws = ws;
 }
 

@@ -11,8 +11,15 @@
  * do not overlap (dX/dY reuse: a chain needs two), one workspace sized to
  * the largest need.  The first consumer in backward order writes a
  * gradient (beta 0), later ones accumulate (beta 1).
+ *
+ * --threads 2 runs each backward pass on a second host thread while the
+ * first waits, as PyTorch does (forward and the optimizer step on the
+ * Python thread, backward on the autograd engine's device thread), on the
+ * same stream and handles: the calls and their order are those of one
+ * thread, only the calling thread changes.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +38,8 @@ static struct {
 	int N;
 	cudnnHandle_t dnn;
 	cublasHandle_t blas;
+	cublasLtHandle_t lt;        /* --fc-api lt */
+	void *lt_ws;                /* its workspace (PyTorch: 1 MiB) */
 	cudaStream_t st;
 	cudnnActivationDescriptor_t act;
 	cudaLibrary_t lib;
@@ -471,6 +480,50 @@ static void ws_put(void *p)
 /* ---- forward / backward of one node */
 static const float ONE = 1.0f, ZERO = 0.0f;
 
+#define LT_WORKSPACE ((size_t)1 << 20)
+
+/* D (m x n, ld ldd) = op(A) op(B) + beta D with an epilogue, through
+ * cuBLASLt as PyTorch's gemm_and_bias does it: descriptors made per call,
+ * the heuristic's best algorithm within the workspace. */
+static void lt_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+		    const float *a, int lda, const float *b, int ldb, float beta, float *d,
+		    int ldd, cublasLtEpilogue_t epi, void *bias)
+{
+	cublasLtMatmulDesc_t md;
+	cublasLtMatrixLayout_t la, lb, ld_;
+	cublasLtMatmulPreference_t pref;
+	cublasLtMatmulHeuristicResult_t res;
+	uint64_t wsmax = LT_WORKSPACE;
+	int got = 0;
+
+	CUBLAS_CHECK(cublasLtMatmulDescCreate(&md, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(md, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(md, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+	CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(md, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+	if (bias)
+		CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(md, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+							    &bias, sizeof(bias)));
+	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ta == CUBLAS_OP_N ? m : k,
+						ta == CUBLAS_OP_N ? k : m, lda));
+	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, tb == CUBLAS_OP_N ? k : n,
+						tb == CUBLAS_OP_N ? n : k, ldb));
+	CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld_, CUDA_R_32F, m, n, ldd));
+	CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+	CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref,
+		CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsmax, sizeof(wsmax)));
+	CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(X.lt, md, la, lb, ld_, ld_, pref, 1, &res,
+						    &got));
+	if (got < 1)
+		mt_die("cublasLtMatmulAlgoGetHeuristic found no algorithm for %dx%dx%d", m, n, k);
+	CUBLAS_CHECK(cublasLtMatmul(X.lt, md, &ONE, a, la, b, lb, &beta, d, ld_, d, ld_,
+				    &res.algo, X.lt_ws, LT_WORKSPACE, X.st));
+	cublasLtMatmulPreferenceDestroy(pref);
+	cublasLtMatrixLayoutDestroy(ld_);
+	cublasLtMatrixLayoutDestroy(lb);
+	cublasLtMatrixLayoutDestroy(la);
+	cublasLtMatmulDescDestroy(md);
+}
+
 static void forward(int j, bool train)
 {
 	mt_node_t *nd = ND(j);
@@ -532,6 +585,13 @@ static void forward(int j, bool train)
 		act_get(j);
 		/* row-major Y[n][out] = X[n][in] * W[out][in]^T, in cuBLAS's
 		 * column-major terms Y^T = W * X^T with W stored (in x out). */
+		if (X.o->fc_api == MT_FC_LT) {
+			/* one call with the bias epilogue, as PyTorch's Linear */
+			lt_gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, n, inf, P, inf, in->y, inf,
+				0.0f, nd->y, out, CUBLASLT_EPILOGUE_BIAS,
+				X.net->params[nd->p0 + 1].w);
+			break;
+		}
 		CUBLAS_CHECK(cublasSgemm(X.blas, CUBLAS_OP_T, CUBLAS_OP_N, out, n, inf,
 			&ONE, P, inf, in->y, inf, &ZERO, nd->y, out));
 		CUDNN_CHECK(cudnnAddTensor(X.dnn, &ONE, nd->pdesc,
@@ -649,15 +709,27 @@ static void backward(int j)
 		float *W = X.net->params[nd->p0].w;
 
 		/* dW (in x out, column-major) = X^T * dY */
-		CUBLAS_CHECK(cublasSgemm(X.blas, CUBLAS_OP_N, CUBLAS_OP_T, inf, out, n,
-			&ONE, in->y, inf, nd->dy, out, &ZERO, param_grad(nd->p0), inf));
-		CUDNN_CHECK(cudnnConvolutionBackwardBias(X.dnn, &ONE, nd->ydesc, nd->dy,
-			&ZERO, nd->pdesc, param_grad(nd->p0 + 1)));
+		if (X.o->fc_api == MT_FC_LT) {
+			/* the bias gradient (sum of dY over the batch) from the
+			 * same call: the BGRADB epilogue writes it */
+			lt_gemm(CUBLAS_OP_N, CUBLAS_OP_T, inf, out, n, in->y, inf, nd->dy,
+				out, 0.0f, param_grad(nd->p0), inf, CUBLASLT_EPILOGUE_BGRADB,
+				param_grad(nd->p0 + 1));
+		} else {
+			CUBLAS_CHECK(cublasSgemm(X.blas, CUBLAS_OP_N, CUBLAS_OP_T, inf, out, n,
+				&ONE, in->y, inf, nd->dy, out, &ZERO, param_grad(nd->p0), inf));
+			CUDNN_CHECK(cudnnConvolutionBackwardBias(X.dnn, &ONE, nd->ydesc, nd->dy,
+				&ZERO, nd->pdesc, param_grad(nd->p0 + 1)));
+		}
 		if (in->op == MT_INPUT)
 			break;
 		beta = grad_begin(nd->in[0], j);
-		CUBLAS_CHECK(cublasSgemm(X.blas, CUBLAS_OP_N, CUBLAS_OP_N, inf, n, out,
-			&ONE, W, inf, nd->dy, out, &beta, in->dy, inf));
+		if (X.o->fc_api == MT_FC_LT)
+			lt_gemm(CUBLAS_OP_N, CUBLAS_OP_N, inf, n, out, W, inf, nd->dy, out,
+				beta, in->dy, inf, CUBLASLT_EPILOGUE_DEFAULT, NULL);
+		else
+			CUBLAS_CHECK(cublasSgemm(X.blas, CUBLAS_OP_N, CUBLAS_OP_N, inf, n, out,
+				&ONE, W, inf, nd->dy, out, &beta, in->dy, inf));
 		break;
 	}
 	case MT_ADD:
@@ -744,6 +816,76 @@ static void setup_batch(int batch)
 	}
 }
 
+/* ---- the backward thread (--threads 2): one job at a time, the caller
+ * waits for it, so the passes stay in the order one thread would run them */
+static struct {
+	pthread_t t;
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	bool started, job, quit;
+} BT = { .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static void backward_pass(void)
+{
+	for (int j = X.N - 1; j >= 0; j--) {
+		backward(j);
+		grad_release(j);
+		release_acts(X.head_tr, X.next_tr, bwd_pos(j));
+	}
+}
+
+static void *backward_thread(void *arg)
+{
+	(void)arg;
+	CUDA_CHECK(cudaSetDevice(0));
+	pthread_mutex_lock(&BT.m);
+	for (;;) {
+		while (!BT.job && !BT.quit)
+			pthread_cond_wait(&BT.cv, &BT.m);
+		if (BT.quit)
+			break;
+		pthread_mutex_unlock(&BT.m);
+		backward_pass();
+		pthread_mutex_lock(&BT.m);
+		BT.job = false;
+		pthread_cond_broadcast(&BT.cv);
+	}
+	pthread_mutex_unlock(&BT.m);
+	return NULL;
+}
+
+static void run_backward(void)
+{
+	if (X.o->threads < 2) {
+		backward_pass();
+		return;
+	}
+	pthread_mutex_lock(&BT.m);
+	if (!BT.started) {
+		if (pthread_create(&BT.t, NULL, backward_thread, NULL))
+			mt_die("cannot start the backward thread");
+		BT.started = true;
+	}
+	BT.job = true;
+	pthread_cond_broadcast(&BT.cv);
+	while (BT.job)
+		pthread_cond_wait(&BT.cv, &BT.m);
+	pthread_mutex_unlock(&BT.m);
+}
+
+static void stop_backward_thread(void)
+{
+	if (!BT.started)
+		return;
+	pthread_mutex_lock(&BT.m);
+	BT.quit = true;
+	pthread_cond_broadcast(&BT.cv);
+	pthread_mutex_unlock(&BT.m);
+	pthread_join(BT.t, NULL);
+	BT.started = false;
+	BT.quit = false;
+}
+
 static double run_pass(bool train, int iter_base, int dataset, float *ms)
 {
 	int n = X.batch, N = X.N;
@@ -767,11 +909,7 @@ static double run_pass(bool train, int iter_base, int dataset, float *ms)
 		release_acts(train ? X.head_tr : X.head_ev, train ? X.next_tr : X.next_ev, j);
 	}
 	if (train) {
-		for (int j = N - 1; j >= 0; j--) {
-			backward(j);
-			grad_release(j);
-			release_acts(X.head_tr, X.next_tr, bwd_pos(j));
-		}
+		run_backward();
 		float lr = X.o->lr, mom = X.o->momentum, wd = X.o->weight_decay;
 		for (int p = 0; p < X.net->nparams; p++) {
 			mt_param_t *pa = &X.net->params[p];
@@ -874,6 +1012,7 @@ static void mem_report(void)
 	printf("memory report: %s batch %d image %d (network-wide allocation, %s conv API, algo %s)\n",
 	       X.net->name, X.batch, X.net->image,
 	       X.o->conv_api == MT_CONV_GRAPH ? "graph" : "legacy",
+	       X.o->algo_mode == MT_ALGO_FIND_EX ? "find-ex" :
 	       X.o->algo_mode == MT_ALGO_FIND ? "find" : "get");
 	printf("  %-34s %12.1f MiB\n", "feature maps (X/Y, in-place relu)", r.fmaps / MiB);
 	printf("  %-34s %12.1f MiB\n", "gradient maps (dX/dY reuse)", r.gmaps / MiB);
@@ -905,6 +1044,10 @@ int mt_train(mt_net_t *net, const mt_opts_t *o)
 	CUDNN_CHECK(cudnnSetStream(X.dnn, X.st));
 	CUBLAS_CHECK(cublasCreate(&X.blas));
 	CUBLAS_CHECK(cublasSetStream(X.blas, X.st));
+	if (o->fc_api == MT_FC_LT) {
+		CUBLAS_CHECK(cublasLtCreate(&X.lt));
+		X.lt_ws = mt_malloc(LT_WORKSPACE);
+	}
 	mt_conv_init(X.dnn, o->conv_api, o->algo_mode);
 	load_kernels();
 	liveness();
@@ -935,6 +1078,12 @@ int mt_train(mt_net_t *net, const mt_opts_t *o)
 	size_t peak = mt_alloc_peak();
 	printf("checksum: 0x%016llx\n", (unsigned long long)sum);
 	printf("peak: %zu MiB\n", (peak + (1u << 20) - 1) >> 20);
+	if (o->alloc == MT_ALLOC_CACHING) {
+		mt_cache_reuse_t r = mt_alloc_reuse();
+
+		printf("cache reuse: %zu larger, %zu smaller, %zu same size\n", r.larger, r.smaller,
+		       r.same);
+	}
 	if (o->json) {
 		static const char *const an[] = { "per-tensor", "network", "caching" };
 
@@ -952,6 +1101,7 @@ int mt_train(mt_net_t *net, const mt_opts_t *o)
 	fflush(stdout);
 
 	/* orderly teardown */
+	stop_backward_thread();
 	if (NETWORK && X.plan_batch)
 		unplan();
 	for (int p = 0; p < net->nparams; p++) {
@@ -962,6 +1112,10 @@ int mt_train(mt_net_t *net, const mt_opts_t *o)
 	for (int p = 0; p < net->nparams; p++) {
 		mt_free(net->params[p].dw);
 		net->params[p].dw = NULL;
+	}
+	if (X.lt) {
+		mt_free(X.lt_ws);
+		cublasLtDestroy(X.lt);
 	}
 	mt_alloc_empty_cache();
 	mt_conv_fini();

@@ -32,9 +32,13 @@ static void usage(FILE *f)
 		"  --seed S                   seed of weights and data (default 1)\n"
 		"  --json                     print a JSON summary as the last line\n"
 		"  --conv-api API             legacy | graph (cuDNN backend API) (default legacy)\n"
-		"  --algo-mode MODE           get (heuristics) | find (benchmark) (default get)\n"
+		"  --algo-mode MODE           get (heuristics) | find (benchmark) |\n"
+		"                             find-ex (benchmark on scratch buffers) (default get)\n"
+		"  --fc-api API               gemm (cublasSgemm) | lt (cublasLtMatmul) (default gemm)\n"
 		"  --batch-change K:N         use batch N from iteration K on\n"
 		"  --eval-every K             forward-only inference pass every K iterations\n"
+		"  --threads N                1, or 2: backward on a second host thread, as\n"
+		"                             PyTorch's autograd engine runs it (default 1)\n"
 		"  --lr F                     SGD learning rate (default 0.001)\n"
 		"  --momentum F               SGD momentum (default 0.9)\n"
 		"  --weight-decay F           weight decay (default 0.0005)\n"
@@ -96,7 +100,7 @@ int main(int argc, char **argv)
 		.net = NULL, .batch = 4, .image = 32, .iters = 5, .classes = 10,
 		.seed = 1, .alloc = MT_ALLOC_PER_TENSOR, .conv_api = MT_CONV_LEGACY,
 		.algo_mode = MT_ALGO_GET, .change_iter = -1, .lr = 0.001f,
-		.momentum = 0.9f, .weight_decay = 0.0005f,
+		.momentum = 0.9f, .weight_decay = 0.0005f, .threads = 1,
 	};
 	mt_net_t net;
 	char err[256];
@@ -159,8 +163,17 @@ int main(int argc, char **argv)
 				o.algo_mode = MT_ALGO_GET;
 			else if (v && !strcmp(v, "find"))
 				o.algo_mode = MT_ALGO_FIND;
+			else if (v && !strcmp(v, "find-ex"))
+				o.algo_mode = MT_ALGO_FIND_EX;
 			else
-				bad(a, v, "get or find");
+				bad(a, v, "get, find or find-ex");
+		} else if (!strcmp(a, "--fc-api")) {
+			if (v && !strcmp(v, "gemm"))
+				o.fc_api = MT_FC_GEMM;
+			else if (v && !strcmp(v, "lt"))
+				o.fc_api = MT_FC_LT;
+			else
+				bad(a, v, "gemm or lt");
 		} else if (!strcmp(a, "--batch-change")) {
 			char *end;
 			long k = -1, n = 0;
@@ -179,6 +192,8 @@ int main(int argc, char **argv)
 				bad(a, v, "K:N with iteration K >= 0 and batch N >= 1, e.g. 3:8");
 			o.change_iter = (int)k;
 			o.change_batch = (int)n;
+		} else if (!strcmp(a, "--threads")) {
+			o.threads = (int)parse_int(a, v, 1, 2);
 		} else if (!strcmp(a, "--eval-every")) {
 			o.eval_every = (int)parse_int(a, v, 1, 1 << 24);
 		} else if (!strcmp(a, "--lr")) {

@@ -13,7 +13,8 @@
  * Modules (prefix mt_): net.c builds layer graphs, alloc.c owns device
  * memory (the three allocation styles), conv.c chooses and runs
  * convolutions, exec.c runs forward / backward / update, main.c parses the
- * command line and prints the results.  Single-threaded throughout.
+ * command line and prints the results.  Single-threaded, except that
+ * --threads 2 runs each backward pass on a second thread (exec.c).
  */
 #ifndef MT_H
 #define MT_H
@@ -25,6 +26,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <cublas_v2.h>
+#include <cublasLt.h>
 
 /* ---- errors.  Every CUDA/cuDNN/cuBLAS call goes through one of these:
  * a failure prints the call, file:line and the library's error string and
@@ -115,6 +117,8 @@ void mt_alloc_init(mt_alloc_style_t style);
  * one cudaMalloc per call; caching: a block of the caching allocator.
  * Never returns NULL for bytes > 0 (out of memory exits 3). */
 void *mt_malloc(size_t bytes);
+/* The same, NULL instead of exiting when memory is short. */
+void *mt_try_malloc(size_t bytes);
 void mt_free(void *p);
 /* Returns cached free segments to the device (caching style only). */
 void mt_alloc_empty_cache(void);
@@ -138,11 +142,25 @@ void mt_cache_free(mt_cache_t *c, void *p);
 void mt_cache_release(mt_cache_t *c);     /* frees segments that are wholly free */
 size_t mt_cache_live(const mt_cache_t *c); /* bytes in allocated blocks */
 size_t mt_cache_round(size_t bytes);      /* block size a request rounds to */
+/* Blocks handed out at an address that held a tensor before, by how the
+ * new tensor's size compares with the previous one's there. */
+typedef struct { size_t larger, smaller, same; } mt_cache_reuse_t;
+mt_cache_reuse_t mt_cache_reuse(const mt_cache_t *c);
+/* The process-wide caching allocator's reuse counts (zero in the other
+ * styles). */
+mt_cache_reuse_t mt_alloc_reuse(void);
 size_t mt_cache_segment_size(size_t rounded);
 
 /* ---- run configuration */
 typedef enum { MT_CONV_LEGACY, MT_CONV_GRAPH } mt_conv_api_t;
-typedef enum { MT_ALGO_GET, MT_ALGO_FIND } mt_algo_mode_t;
+/* get: cudnnGet*Algorithm_v7; find: cudnnFind*Algorithm; find-ex:
+ * cudnnFind*AlgorithmEx on scratch buffers of the layer's shape with the
+ * largest workspace that can be allocated (PyTorch's benchmark mode) */
+typedef enum { MT_ALGO_GET, MT_ALGO_FIND, MT_ALGO_FIND_EX } mt_algo_mode_t;
+/* fully connected layers: cublasSgemm (+ cudnnAddTensor and
+ * cudnnConvolutionBackwardBias for the bias), or cublasLtMatmul with the
+ * bias and bias-gradient epilogues, as PyTorch's Linear */
+typedef enum { MT_FC_GEMM, MT_FC_LT } mt_fc_api_t;
 
 typedef struct {
 	const char *net;
@@ -151,8 +169,10 @@ typedef struct {
 	mt_alloc_style_t alloc;
 	mt_conv_api_t conv_api;
 	mt_algo_mode_t algo_mode;
+	mt_fc_api_t fc_api;
 	int change_iter, change_batch;   /* --batch-change K:N (K < 0: none) */
 	int eval_every;                  /* 0: never */
+	int threads;                     /* 2: backward on a second host thread */
 	float lr, momentum, weight_decay;
 	bool json, mem_report, print_net;
 } mt_opts_t;

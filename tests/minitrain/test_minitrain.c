@@ -102,6 +102,36 @@ static void test_cache_free_block_is_reused_and_merged(void **state)
 	mt_cache_destroy(c);
 }
 
+/* A block start reused for a larger tensor (after its neighbour merged
+ * into it), a smaller one and an equal one is counted as such: the case
+ * a shim must not answer with the extent it learned there before. */
+static void test_cache_counts_reuse_at_larger_and_smaller_sizes(void **state)
+{
+	fake_t f = { .cap = 100 * MIB };
+	mt_cache_t *c = mt_cache_new(fake_alloc, fake_free, &f);
+	mt_cache_reuse_t r;
+
+	(void)state;
+	void *a = mt_cache_alloc(c, 3 * MIB, NULL);
+	void *b = mt_cache_alloc(c, 3 * MIB, NULL);
+	mt_cache_free(c, a);
+	mt_cache_free(c, b);
+	void *d = mt_cache_alloc(c, 5 * MIB, NULL);   /* grows into b's old place */
+	assert_ptr_equal(d, a);
+	mt_cache_free(c, d);
+	void *e = mt_cache_alloc(c, 2 * MIB, NULL);
+	assert_ptr_equal(e, a);
+	mt_cache_free(c, e);
+	void *g = mt_cache_alloc(c, 2 * MIB, NULL);
+	assert_ptr_equal(g, a);
+	r = mt_cache_reuse(c);
+	if (r.larger != 1 || r.smaller != 1 || r.same != 1)
+		fail_msg("reuse counts: expected 1 larger, 1 smaller, 1 same, got %zu, %zu, %zu",
+			 r.larger, r.smaller, r.same);
+	mt_cache_free(c, g);
+	mt_cache_destroy(c);
+}
+
 static void test_cache_releases_free_segments_and_retries(void **state)
 {
 	fake_t f = { .cap = 40 * MIB };
@@ -209,6 +239,7 @@ int main(void)
 		cmocka_unit_test(test_cache_segment_sizes_follow_pytorch),
 		cmocka_unit_test(test_cache_small_blocks_share_a_segment),
 		cmocka_unit_test(test_cache_free_block_is_reused_and_merged),
+		cmocka_unit_test(test_cache_counts_reuse_at_larger_and_smaller_sizes),
 		cmocka_unit_test(test_cache_releases_free_segments_and_retries),
 		cmocka_unit_test(test_vgg16_small_image_ends_at_1x1),
 		cmocka_unit_test(test_vgg416_has_416_convs),

@@ -1,5 +1,4 @@
-/* tests/simgpu/core.c - libsimgpu.so: the state every simulated library
- * shares.
+/* tests/simgpu/core.c - libsimgpu.so: memory, start-up and faults.
  *
  * Device memory is host memory with real page protection.  Physical
  * memory is one sparse memfd ("simgpu-device"): each physical allocation
@@ -10,14 +9,23 @@
  * mapping puts the memfd range there with MAP_FIXED|MAP_SHARED, so the same
  * physical pages keep their bytes across unmap/map at another address, as
  * on a GPU.  A touch of anything not mapped with access raises SIGSEGV,
- * which the handler here turns into "simgpu: illegal address ... in <op>".
+ * which the handler here turns into "simgpu: illegal address ... in <op>"
+ * (or, on a pinned page protected while a copy of it is queued, into the
+ * race checker's line: core_exec.c).
  *
- * Time is virtual (core_clock.c): every op executes at once on the calling
- * thread and its modelled duration is queued on its stream and engine.
+ * Memory that holds no data is poisoned (SIMGPU_POISON, default on unless
+ * dry-run): fresh cudaMalloc blocks, cuMemCreate chunks and pinned host
+ * allocations are filled with 0xff bytes, a NaN in float, bf16 and half
+ * and -1 as an integer, so a computation that reads bytes nobody wrote (a
+ * shim that maps a fresh chunk without copying the data back, or drops
+ * live data) changes its result instead of passing on zeros.
  *
- * Locking: one mutex (`lock`) guards all shared state below; it is never
- * held while user data is copied or a kernel runs, and never taken in the
- * signal handler.  The op-name stack is thread-local.
+ * Each physical object carries the race checker's shadow (core_race.h);
+ * freeing, unmapping or releasing memory first checks that the host has
+ * synchronised with every queued access to it (sg_host_hazard).
+ *
+ * Streams, events, ops and the checker are in core_exec.c; capture and
+ * graphs in core_graph.c; locking is described in core_int.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,31 +34,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "core_int.h"
 
 #define ALLOC_UNIT 512u         /* cudaMalloc accounting granule */
 #define PHYS_MAGIC 0x53475048u  /* "SGPH" */
-#define STREAM_MAGIC 0x53475354u
-#define STREAM_DEAD 0x44454144u   /* destroyed: kept so a later use is caught */
-#define EVENT_MAGIC 0x53474556u
+#define OBJ_MAGIC 0x5347424fu   /* "SGBO": a cudaMalloc block's shadow */
 #define OP_DEPTH 8
+#define POISON_BYTE 0xff
 
-/* ---- sorted arrays of ranges: every element starts with
- * { uintptr_t base; size_t size; } ---- */
-struct sarr {
-	char *a;
-	size_t n, cap, esz;
-};
+/* ---- sorted arrays of ranges ---- */
 
-struct range_head {
-	uintptr_t base;
-	size_t size;
-};
-
-static void *sa_at(const struct sarr *s, size_t i)
+void *sa_at(const struct sarr *s, size_t i)
 {
 	return s->a + i * s->esz;
 }
@@ -61,7 +60,7 @@ static const struct range_head *sa_head(const struct sarr *s, size_t i)
 }
 
 /* Number of elements whose base is <= addr. */
-static size_t sa_upper(const struct sarr *s, uintptr_t addr)
+size_t sa_upper(const struct sarr *s, uintptr_t addr)
 {
 	size_t lo = 0, hi = s->n;
 
@@ -77,7 +76,7 @@ static size_t sa_upper(const struct sarr *s, uintptr_t addr)
 }
 
 /* Index of the element containing addr, or -1. */
-static long sa_find(const struct sarr *s, uintptr_t addr)
+long sa_find(const struct sarr *s, uintptr_t addr)
 {
 	size_t i = sa_upper(s, addr);
 	const struct range_head *h;
@@ -127,77 +126,26 @@ static void sa_remove(struct sarr *s, size_t i)
 
 /* ---- state ---- */
 
-struct phys {
-	uint32_t magic;
-	int maps;               /* live mappings of this allocation */
-	bool released;          /* cuMemRelease called */
-	uint64_t off;           /* file offset in the memfd */
-	size_t size;
-};
-
-/* A virtual reservation: a VMM range, or one cudaMalloc (with guard). */
-enum { RESV_VMM, RESV_ALLOC };
-struct resv {
-	uintptr_t base;
-	size_t size;
-	int kind;
-	size_t charged;         /* RESV_ALLOC: bytes accounted */
-	uint64_t off;           /* RESV_ALLOC: memfd offset */
-	size_t map_len;         /* RESV_ALLOC: bytes mapped */
-};
-
-/* Accessible device memory: a cudaMalloc'd block (exact size) or a VMM
- * mapping.  prot: 0 none, 1 read, 3 read-write. */
-struct region {
-	uintptr_t base;
-	size_t size;
-	int prot;
-	struct phys *phys;      /* NULL for cudaMalloc blocks */
-	size_t phys_off;        /* offset inside phys */
-};
-
-enum { HOST_ALLOC, HOST_REGISTERED };
-struct host_range {
-	uintptr_t base;
-	size_t size;
-	int kind;
-};
-
-struct stream {
-	uint32_t magic;
-	unsigned flags;
-	int priority;
-	double t;               /* virtual time its queued work ends */
-	struct stream *next;
-};
-
-struct event {
-	uint32_t magic;
-	unsigned flags;
-	bool recorded;
-	double t;
-};
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t simgpu_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t simgpu_pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-static simgpu_model_t model;
-static bool dryrun;
-static char *report_path;
-static size_t page_size;
+simgpu_model_t sg_model;
+bool sg_dryrun;
+bool sg_poison;
+int sg_race_mode = 2;
+size_t sg_page;
+simgpu_clock_t sg_clk;
+uint64_t sg_bytes_h2d, sg_bytes_d2h, sg_bytes_d2d, sg_n_compute;
 
+static char *report_path;
 static int phys_fd = -1;
 static uint64_t phys_next, phys_end;
 static uint64_t mem_used, mem_peak;
-static uint64_t bytes_h2d, bytes_d2h, bytes_d2d, n_compute;
 
-static struct sarr resvs = { NULL, 0, 0, sizeof(struct resv) };
-static struct sarr regions = { NULL, 0, 0, sizeof(struct region) };
-static struct sarr hosts = { NULL, 0, 0, sizeof(struct host_range) };
-
-static simgpu_clock_t clk;
-static struct stream legacy = { STREAM_MAGIC, 0, 0, 0.0, NULL };
-static struct stream *streams;  /* created streams, for the legacy floor */
+struct sarr sg_resvs = { NULL, 0, 0, sizeof(struct resv) };
+struct sarr sg_regions = { NULL, 0, 0, sizeof(struct region) };
+struct sarr sg_hosts = { NULL, 0, 0, sizeof(struct host_range) };
 
 static simgpu_driver_proc_fn driver_proc;
 
@@ -208,11 +156,6 @@ static __thread int op_depth __attribute__((tls_model("initial-exec")));
 static size_t round_up(size_t v, size_t unit)
 {
 	return (v + unit - 1) / unit * unit;
-}
-
-static double dmax(double a, double b)
-{
-	return a > b ? a : b;
 }
 
 /* ---- faults ---- */
@@ -231,16 +174,23 @@ static size_t fmt_hex(char *buf, uintptr_t v)
 	return n;
 }
 
+/* The innermost op name of this thread, or "host code". */
+const char *simgpu_op_current(void)
+{
+	int d = op_depth;
+
+	if (d <= 0)
+		return "host code";
+	return op_stack[(d > OP_DEPTH ? OP_DEPTH : d) - 1];
+}
+
 /* Async-signal-safe: only write(2) and abort(). */
 _Noreturn void simgpu_fault(const void *addr)
 {
 	char buf[256];
-	const char *op = "host code";
+	const char *op = simgpu_op_current();
 	size_t n = 0, len;
-	int d = op_depth;
 
-	if (d > 0)
-		op = op_stack[(d > OP_DEPTH ? OP_DEPTH : d) - 1];
 	memcpy(buf, "simgpu: illegal address 0x", 26);
 	n = 26;
 	n += fmt_hex(buf + n, (uintptr_t)addr);
@@ -258,15 +208,30 @@ _Noreturn void simgpu_fault(const void *addr)
 	abort();
 }
 
+/* Whether the faulting access wrote: the page-fault error code's bit 1
+ * on x86-64; -1 where the architecture does not say. */
+static int fault_is_write(void *uc)
+{
+#if defined(__x86_64__) && defined(REG_ERR)
+	return (((ucontext_t *)uc)->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+#else
+	(void)uc;
+	return -1;
+#endif
+}
+
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
-	(void)sig;
-	(void)uc;
+	if (sig == SIGSEGV && sg_pin_fault((uintptr_t)si->si_addr,
+					   fault_is_write(uc)))
+		return;         /* warn mode: the page is open again, retry */
 	simgpu_fault(si->si_addr);
 }
 
 void simgpu_op_begin(const char *op)
 {
+	if (op_depth == 0)
+		sg_access_reset();
 	if (op_depth < OP_DEPTH)
 		op_stack[op_depth] = op;
 	op_depth++;
@@ -300,18 +265,18 @@ static void write_report(void)
 			report_path, strerror(errno));
 		return;
 	}
-	pthread_mutex_lock(&lock);
-	end = simgpu_clock_end(&clk);
-	fprintf(f, "model: %s\n", model.name);
-	fprintf(f, "dryrun: %d\n", dryrun ? 1 : 0);
-	fprintf(f, "capacity_bytes: %llu\n", (unsigned long long)model.mem_bytes);
+	pthread_mutex_lock(&simgpu_lock);
+	end = simgpu_clock_end(&sg_clk);
+	fprintf(f, "model: %s\n", sg_model.name);
+	fprintf(f, "dryrun: %d\n", sg_dryrun ? 1 : 0);
+	fprintf(f, "capacity_bytes: %llu\n", (unsigned long long)sg_model.mem_bytes);
 	fprintf(f, "virtual_time_s: %.9f\n", end);
 	fprintf(f, "peak_device_bytes: %llu\n", (unsigned long long)mem_peak);
-	fprintf(f, "bytes_h2d: %llu\n", (unsigned long long)bytes_h2d);
-	fprintf(f, "bytes_d2h: %llu\n", (unsigned long long)bytes_d2h);
-	fprintf(f, "bytes_d2d: %llu\n", (unsigned long long)bytes_d2d);
-	fprintf(f, "kernels: %llu\n", (unsigned long long)n_compute);
-	pthread_mutex_unlock(&lock);
+	fprintf(f, "bytes_h2d: %llu\n", (unsigned long long)sg_bytes_h2d);
+	fprintf(f, "bytes_d2h: %llu\n", (unsigned long long)sg_bytes_d2h);
+	fprintf(f, "bytes_d2d: %llu\n", (unsigned long long)sg_bytes_d2d);
+	fprintf(f, "kernels: %llu\n", (unsigned long long)sg_n_compute);
+	pthread_mutex_unlock(&simgpu_lock);
 	fclose(f);
 }
 
@@ -321,13 +286,13 @@ static void init_once(void)
 	const simgpu_model_t *m;
 	struct sigaction sa;
 
-	page_size = (size_t)sysconf(_SC_PAGESIZE);
+	sg_page = (size_t)sysconf(_SC_PAGESIZE);
 
 	v = getenv("SIMGPU_MODEL");
 	m = simgpu_model_lookup(v && *v ? v : "titanx");
 	if (!m)
 		bad_env("SIMGPU_MODEL", v, "unknown device model; use titanx, v100 or h100");
-	model = *m;
+	sg_model = *m;
 
 	v = getenv("SIMGPU_MEM");
 	if (v) {
@@ -335,12 +300,29 @@ static void init_once(void)
 
 		if (simgpu_parse_size(v, &bytes) || bytes == 0)
 			bad_env("SIMGPU_MEM", v, "not a size; use bytes with an optional K/M/G suffix, e.g. 2G");
-		model.mem_bytes = bytes;
+		sg_model.mem_bytes = bytes;
 	}
 
 	v = getenv("SIMGPU_DRYRUN");
-	if (v && simgpu_parse_bool(v, &dryrun))
+	if (v && simgpu_parse_bool(v, &sg_dryrun))
 		bad_env("SIMGPU_DRYRUN", v, "not a boolean; use 1 or 0");
+
+	sg_poison = !sg_dryrun;
+	v = getenv("SIMGPU_POISON");
+	if (v && simgpu_parse_bool(v, &sg_poison))
+		bad_env("SIMGPU_POISON", v, "not a boolean; use 1 or 0");
+
+	v = getenv("SIMGPU_RACECHECK");
+	if (v) {
+		if (!strcasecmp(v, "abort"))
+			sg_race_mode = 2;
+		else if (!strcasecmp(v, "warn"))
+			sg_race_mode = 1;
+		else if (!strcasecmp(v, "off"))
+			sg_race_mode = 0;
+		else
+			bad_env("SIMGPU_RACECHECK", v, "unknown mode; use abort, warn or off");
+	}
 
 	v = getenv("SIMGPU_REPORT");
 	if (v && *v) {
@@ -356,11 +338,14 @@ static void init_once(void)
 		exit(2);
 	}
 
-	simgpu_clock_init(&clk, model.copy_engines);
+	simgpu_clock_init(&sg_clk, sg_model.copy_engines);
 
+	/* No SA_RESETHAND: in warn mode a race on a protected pinned page
+	 * is reported and the access retried, and a later one must be
+	 * caught too.  A real fault aborts from the handler. */
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_fault;
-	sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGSEGV, &sa, NULL);
 	sigaction(SIGBUS, &sa, NULL);
@@ -380,20 +365,26 @@ __attribute__((constructor)) static void simgpu_ctor(void)
 const simgpu_model_t *simgpu_model(void)
 {
 	simgpu_init();
-	return &model;
+	return &sg_model;
 }
 
 bool simgpu_dryrun(void)
 {
 	simgpu_init();
-	return dryrun;
+	return sg_dryrun;
+}
+
+bool simgpu_poison(void)
+{
+	simgpu_init();
+	return sg_poison;
 }
 
 /* ---- physical memory (lock held) ---- */
 
 static simgpu_status_t charge(size_t bytes)
 {
-	if (bytes > model.mem_bytes - mem_used)
+	if (bytes > sg_model.mem_bytes - mem_used)
 		return SIMGPU_ENOMEM;
 	mem_used += bytes;
 	if (mem_used > mem_peak)
@@ -427,13 +418,31 @@ static void phys_drop(uint64_t off, size_t size)
 {
 	if (size)
 		fallocate(phys_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-			  (off_t)off, (off_t)round_up(size, page_size));
+			  (off_t)off, (off_t)round_up(size, sg_page));
+}
+
+/* Fills a physical range with the poison pattern through a temporary
+ * mapping (it is not mapped anywhere yet). */
+static void phys_poison(uint64_t off, size_t size)
+{
+	void *m;
+
+	if (!sg_poison || !size)
+		return;
+	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, phys_fd,
+		 (off_t)off);
+	if (m == MAP_FAILED)
+		return;
+	memset(m, POISON_BYTE, size);
+	munmap(m, size);
 }
 
 static void phys_destroy(struct phys *ph)
 {
+	sg_phys_hazard(ph, "cuMemRelease", "releases");
 	phys_drop(ph->off, ph->size);
 	uncharge(ph->size);
+	simgpu_shadow_free(&ph->sh);
 	ph->magic = 0;
 	free(ph);
 }
@@ -450,28 +459,23 @@ static int reprotect_none(void *p, size_t len)
 
 /* ---- cudaMalloc-style device memory ---- */
 
-simgpu_status_t simgpu_mem_alloc(void **p, size_t size)
+/* (lock held) A new block of `size` bytes; ENOMEM past the capacity. */
+simgpu_status_t sg_block_new(void **p, size_t size)
 {
 	struct resv rv = { 0 };
 	struct region rg = { 0 };
+	struct phys *obj;
 	size_t map_len, total;
 	uint64_t off;
 	char *base;
 
-	simgpu_init();
-	if (!p)
-		return SIMGPU_EINVAL;
-	*p = NULL;
-	if (size == 0)
-		return SIMGPU_OK;
-	if (size > model.mem_bytes)
+	map_len = round_up(size, sg_page);
+	total = map_len + sg_page;    /* a PROT_NONE guard page */
+	obj = calloc(1, sizeof(*obj));
+	if (!obj)
 		return SIMGPU_ENOMEM;
-	map_len = round_up(size, page_size);
-	total = map_len + page_size;    /* a PROT_NONE guard page */
-
-	pthread_mutex_lock(&lock);
 	if (charge(round_up(size, ALLOC_UNIT))) {
-		pthread_mutex_unlock(&lock);
+		free(obj);
 		return SIMGPU_ENOMEM;
 	}
 	if (phys_take(map_len, &off))
@@ -486,69 +490,150 @@ simgpu_status_t simgpu_mem_alloc(void **p, size_t size)
 		munmap(base, total);
 		goto fail;
 	}
+	obj->magic = OBJ_MAGIC;
+	obj->off = off;
+	obj->size = map_len;
 	rv.base = (uintptr_t)base;
 	rv.size = total;
 	rv.kind = RESV_ALLOC;
 	rv.charged = round_up(size, ALLOC_UNIT);
 	rv.off = off;
 	rv.map_len = map_len;
+	rv.obj = obj;
 	rg.base = (uintptr_t)base;
 	rg.size = size;
 	rg.prot = 3;
-	if (sa_insert(&resvs, &rv)) {
+	rg.obj = obj;
+	if (sa_insert(&sg_resvs, &rv)) {
 		munmap(base, total);
 		goto fail;
 	}
-	if (sa_insert(&regions, &rg)) {
-		sa_remove(&resvs, (size_t)sa_find(&resvs, rv.base));
+	if (sa_insert(&sg_regions, &rg)) {
+		sa_remove(&sg_resvs, (size_t)sa_find(&sg_resvs, rv.base));
 		munmap(base, total);
 		goto fail;
 	}
-	pthread_mutex_unlock(&lock);
+	if (sg_poison)
+		memset(base, POISON_BYTE, map_len);
 	*p = base;
 	return SIMGPU_OK;
 fail:
+	free(obj);
 	uncharge(round_up(size, ALLOC_UNIT));
-	pthread_mutex_unlock(&lock);
 	return SIMGPU_ENOMEM;
+}
+
+simgpu_status_t simgpu_mem_alloc(void **p, size_t size)
+{
+	simgpu_status_t st;
+
+	simgpu_init();
+	if (!p)
+		return SIMGPU_EINVAL;
+	*p = NULL;
+	if (size == 0)
+		return SIMGPU_OK;
+	if (size > sg_model.mem_bytes)
+		return SIMGPU_ENOMEM;
+	pthread_mutex_lock(&simgpu_lock);
+	if (sg_capture_forbids_unsafe()) {
+		pthread_mutex_unlock(&simgpu_lock);
+		return SIMGPU_ECAPTURE_UNSUPPORTED;
+	}
+	st = sg_block_new(p, size);
+	if (st == SIMGPU_ENOMEM && sg_pool_release(true)) /* cached frees */
+		st = sg_block_new(p, size);
+	pthread_mutex_unlock(&simgpu_lock);
+	return st;
+}
+
+int sg_region_insert(const struct region *rg)
+{
+	return sa_insert(&sg_regions, rg);
+}
+
+void sa_remove_region(size_t i)
+{
+	sa_remove(&sg_regions, i);
+}
+
+/* (lock held) Unmaps and returns block resvs[i] (live or pooled). */
+void sg_block_destroy(size_t i)
+{
+	struct resv rv = *(struct resv *)sa_at(&sg_resvs, i);
+	long j;
+
+	sa_remove(&sg_resvs, i);
+	j = sa_find(&sg_regions, rv.base);
+	if (j >= 0 && ((struct region *)sa_at(&sg_regions, (size_t)j))->base == rv.base)
+		sa_remove(&sg_regions, (size_t)j);
+	munmap((void *)rv.base, rv.size);
+	phys_drop(rv.off, rv.map_len);
+	uncharge(rv.charged);
+	if (rv.obj) {
+		simgpu_shadow_free(&rv.obj->sh);
+		rv.obj->magic = 0;
+		free(rv.obj);
+	}
+}
+
+/* (lock held) Index of the live cudaMalloc block starting at p, or -1. */
+long sg_block_find(const void *p)
+{
+	long i = sa_find(&sg_resvs, (uintptr_t)p);
+	const struct resv *rv;
+
+	if (i < 0)
+		return -1;
+	rv = sa_at(&sg_resvs, (size_t)i);
+	if (rv->base != (uintptr_t)p || rv->kind != RESV_ALLOC || rv->pooled)
+		return -1;
+	return i;
 }
 
 simgpu_status_t simgpu_mem_free(void *p)
 {
-	struct resv rv;
-	long i, j;
+	long i;
+	const struct resv *rv;
 
 	simgpu_init();
 	if (!p)
 		return SIMGPU_OK;
-	pthread_mutex_lock(&lock);
-	i = sa_find(&resvs, (uintptr_t)p);
-	if (i < 0 || sa_head(&resvs, (size_t)i)->base != (uintptr_t)p ||
-	    ((struct resv *)sa_at(&resvs, (size_t)i))->kind != RESV_ALLOC) {
-		pthread_mutex_unlock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
+	if (sg_capture_forbids_unsafe()) {
+		pthread_mutex_unlock(&simgpu_lock);
+		return SIMGPU_ECAPTURE_UNSUPPORTED;
+	}
+	i = sg_block_find(p);
+	if (i < 0) {
+		pthread_mutex_unlock(&simgpu_lock);
 		return SIMGPU_EINVAL;
 	}
-	rv = *(struct resv *)sa_at(&resvs, (size_t)i);
-	sa_remove(&resvs, (size_t)i);
-	j = sa_find(&regions, rv.base);
-	if (j >= 0)
-		sa_remove(&regions, (size_t)j);
-	munmap((void *)rv.base, rv.size);
-	phys_drop(rv.off, rv.map_len);
-	uncharge(rv.charged);
-	pthread_mutex_unlock(&lock);
+	rv = sa_at(&sg_resvs, (size_t)i);
+	if (rv->async_alloc) {
+		/* CUDA: no implicit synchronisation for stream-ordered memory;
+		 * "callers must ensure that all accesses ... have completed" */
+		sg_host_hazard(p, rv->map_len, "cudaFree", "frees");
+	} else {
+		/* cudaMalloc memory: CUDA "may perform implicit
+		 * synchronization", and drivers do (frameworks without a
+		 * cache rely on it): the host waits for the whole device */
+		sg_host_syncs_device();
+	}
+	sg_block_destroy((size_t)i);
+	pthread_mutex_unlock(&simgpu_lock);
 	return SIMGPU_OK;
 }
 
 void simgpu_mem_info(size_t *free_bytes, size_t *total_bytes)
 {
 	simgpu_init();
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
 	if (free_bytes)
-		*free_bytes = model.mem_bytes - mem_used;
+		*free_bytes = sg_model.mem_bytes - mem_used;
 	if (total_bytes)
-		*total_bytes = model.mem_bytes;
-	pthread_mutex_unlock(&lock);
+		*total_bytes = sg_model.mem_bytes;
+	pthread_mutex_unlock(&simgpu_lock);
 }
 
 simgpu_status_t simgpu_mem_range(const void *p, void **base, size_t *size)
@@ -557,10 +642,10 @@ simgpu_status_t simgpu_mem_range(const void *p, void **base, size_t *size)
 	simgpu_status_t st = SIMGPU_EINVAL;
 
 	simgpu_init();
-	pthread_mutex_lock(&lock);
-	i = sa_find(&regions, (uintptr_t)p);
+	pthread_mutex_lock(&simgpu_lock);
+	i = sa_find(&sg_regions, (uintptr_t)p);
 	if (i >= 0) {
-		const struct range_head *h = sa_head(&regions, (size_t)i);
+		const struct range_head *h = sa_head(&sg_regions, (size_t)i);
 
 		if (base)
 			*base = (void *)h->base;
@@ -568,7 +653,7 @@ simgpu_status_t simgpu_mem_range(const void *p, void **base, size_t *size)
 			*size = h->size;
 		st = SIMGPU_OK;
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
 	return st;
 }
 
@@ -577,9 +662,9 @@ bool simgpu_in_device_space(const void *p)
 	bool in;
 
 	simgpu_init();
-	pthread_mutex_lock(&lock);
-	in = sa_find(&resvs, (uintptr_t)p) >= 0;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
+	in = sa_find(&sg_resvs, (uintptr_t)p) >= 0;
+	pthread_mutex_unlock(&simgpu_lock);
 	return in;
 }
 
@@ -592,22 +677,22 @@ void simgpu_check(const void *p, size_t n, bool host_ok)
 	simgpu_init();
 	if (n == 0)
 		return;
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
 	while (a < end) {
-		long i = sa_find(&regions, a);
+		long i = sa_find(&sg_regions, a);
 
-		if (i >= 0 && ((struct region *)sa_at(&regions, (size_t)i))->prot) {
-			const struct range_head *h = sa_head(&regions, (size_t)i);
+		if (i >= 0 && ((struct region *)sa_at(&sg_regions, (size_t)i))->prot) {
+			const struct range_head *h = sa_head(&sg_regions, (size_t)i);
 
 			a = h->base + h->size;
 			continue;
 		}
-		if (i < 0 && host_ok && sa_find(&resvs, a) < 0)
+		if (i < 0 && host_ok && sa_find(&sg_resvs, a) < 0)
 			break;  /* host memory the simulator does not own */
-		pthread_mutex_unlock(&lock);
+		pthread_mutex_unlock(&simgpu_lock);
 		simgpu_fault((const void *)a);
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
 }
 
 bool simgpu_is_device(const void *p, size_t n)
@@ -616,18 +701,18 @@ bool simgpu_is_device(const void *p, size_t n)
 	bool ok = true;
 
 	simgpu_init();
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
 	while (a < end) {
-		long i = sa_find(&regions, a);
+		long i = sa_find(&sg_regions, a);
 
 		if (i < 0) {
 			ok = false;
 			break;
 		}
-		a = sa_head(&regions, (size_t)i)->base +
-		    sa_head(&regions, (size_t)i)->size;
+		a = sa_head(&sg_regions, (size_t)i)->base +
+		    sa_head(&sg_regions, (size_t)i)->size;
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
 	return ok;
 }
 
@@ -676,13 +761,13 @@ simgpu_status_t simgpu_vmm_reserve(void **p, size_t size, size_t align,
 	rv.base = (uintptr_t)base;
 	rv.size = size;
 	rv.kind = RESV_VMM;
-	pthread_mutex_lock(&lock);
-	if (sa_insert(&resvs, &rv)) {
-		pthread_mutex_unlock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
+	if (sa_insert(&sg_resvs, &rv)) {
+		pthread_mutex_unlock(&simgpu_lock);
 		munmap(base, size);
 		return SIMGPU_ENOMEM;
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
 	*p = base;
 	return SIMGPU_OK;
 }
@@ -693,17 +778,17 @@ simgpu_status_t simgpu_vmm_free(void *p, size_t size)
 	struct resv *rv;
 
 	simgpu_init();
-	pthread_mutex_lock(&lock);
-	i = sa_find(&resvs, (uintptr_t)p);
-	rv = i >= 0 ? sa_at(&resvs, (size_t)i) : NULL;
+	pthread_mutex_lock(&simgpu_lock);
+	i = sa_find(&sg_resvs, (uintptr_t)p);
+	rv = i >= 0 ? sa_at(&sg_resvs, (size_t)i) : NULL;
 	if (!rv || rv->kind != RESV_VMM || rv->base != (uintptr_t)p ||
-	    rv->size != size || sa_overlaps(&regions, rv->base, rv->size)) {
-		pthread_mutex_unlock(&lock);
+	    rv->size != size || sa_overlaps(&sg_regions, rv->base, rv->size)) {
+		pthread_mutex_unlock(&simgpu_lock);
 		return SIMGPU_EINVAL;
 	}
-	sa_remove(&resvs, (size_t)i);
+	sa_remove(&sg_resvs, (size_t)i);
 	munmap(p, size);
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
 	return SIMGPU_OK;
 }
 
@@ -717,15 +802,25 @@ simgpu_status_t simgpu_vmm_create(uint64_t *handle, size_t size)
 	ph = calloc(1, sizeof(*ph));
 	if (!ph)
 		return SIMGPU_ENOMEM;
-	pthread_mutex_lock(&lock);
-	if (charge(size) || phys_take(size, &ph->off)) {
-		pthread_mutex_unlock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
+	if (charge(size)) {
+		/* memory cached by the stream-ordered pool comes first */
+		if (!sg_pool_release(true) || charge(size)) {
+			pthread_mutex_unlock(&simgpu_lock);
+			free(ph);
+			return SIMGPU_ENOMEM;
+		}
+	}
+	if (phys_take(size, &ph->off)) {
+		uncharge(size);
+		pthread_mutex_unlock(&simgpu_lock);
 		free(ph);
 		return SIMGPU_ENOMEM;
 	}
 	ph->magic = PHYS_MAGIC;
 	ph->size = size;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
+	phys_poison(ph->off, size);
 	*handle = (uint64_t)(uintptr_t)ph;
 	return SIMGPU_OK;
 }
@@ -742,28 +837,60 @@ simgpu_status_t simgpu_vmm_release(uint64_t handle)
 	struct phys *ph;
 
 	simgpu_init();
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
 	ph = phys_of(handle);
 	if (!ph || ph->released) {
-		pthread_mutex_unlock(&lock);
+		pthread_mutex_unlock(&simgpu_lock);
 		return SIMGPU_EINVAL;
+	}
+	if (ph->retains > 0) {
+		/* one of the references cuMemRetainAllocationHandle gave */
+		ph->retains--;
+		pthread_mutex_unlock(&simgpu_lock);
+		return SIMGPU_OK;
 	}
 	ph->released = true;
 	if (ph->maps == 0)
 		phys_destroy(ph);
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
 	return SIMGPU_OK;
+}
+
+simgpu_status_t simgpu_vmm_retain(const void *p, uint64_t *handle)
+{
+	long i;
+	simgpu_status_t st = SIMGPU_EINVAL;
+
+	simgpu_init();
+	if (!handle)
+		return SIMGPU_EINVAL;
+	pthread_mutex_lock(&simgpu_lock);
+	i = sa_find(&sg_regions, (uintptr_t)p);
+	if (i >= 0) {
+		struct region *r = sa_at(&sg_regions, (size_t)i);
+
+		/* CUDA: the handle of the allocation mapped at p, with one
+		 * more reference (each retain needs its own cuMemRelease);
+		 * the simulator counts it as one more mapping */
+		if (r->phys && !r->phys->released) {
+			r->phys->retains++;
+			*handle = (uint64_t)(uintptr_t)r->phys;
+			st = SIMGPU_OK;
+		}
+	}
+	pthread_mutex_unlock(&simgpu_lock);
+	return st;
 }
 
 /* Inside a VMM reservation as a whole? (lock held) */
 static bool in_vmm_resv(uintptr_t base, size_t size)
 {
-	long i = sa_find(&resvs, base);
+	long i = sa_find(&sg_resvs, base);
 	const struct resv *rv;
 
 	if (i < 0)
 		return false;
-	rv = sa_at(&resvs, (size_t)i);
+	rv = sa_at(&sg_resvs, (size_t)i);
 	return rv->kind == RESV_VMM && base + size <= rv->base + rv->size;
 }
 
@@ -778,11 +905,11 @@ simgpu_status_t simgpu_vmm_map(void *p, size_t size, size_t offset,
 	if (!p || size == 0 || !granular(size) || !granular(offset) ||
 	    a % SIMGPU_GRANULARITY)
 		return SIMGPU_EINVAL;
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
 	ph = phys_of(handle);
 	if (!ph || ph->released || offset > ph->size ||
 	    size > ph->size - offset || !in_vmm_resv(a, size) ||
-	    sa_overlaps(&regions, a, size))
+	    sa_overlaps(&sg_regions, a, size))
 		goto inval;
 	if (mmap(p, size, PROT_NONE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
 		 phys_fd, (off_t)(ph->off + offset)) == MAP_FAILED)
@@ -792,15 +919,17 @@ simgpu_status_t simgpu_vmm_map(void *p, size_t size, size_t offset,
 	rg.prot = 0;    /* no access until cuMemSetAccess, as on a GPU */
 	rg.phys = ph;
 	rg.phys_off = offset;
-	if (sa_insert(&regions, &rg)) {
+	rg.obj = ph;
+	rg.obj_off = offset;
+	if (sa_insert(&sg_regions, &rg)) {
 		reprotect_none(p, size);
 		goto inval;
 	}
 	ph->maps++;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
 	return SIMGPU_OK;
 inval:
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
 	return SIMGPU_EINVAL;
 }
 
@@ -808,21 +937,22 @@ inval:
  * (lock held) 0, or -1 when out of memory. */
 static int split_at(uintptr_t addr)
 {
-	long i = sa_find(&regions, addr);
+	long i = sa_find(&sg_regions, addr);
 	struct region *r, tail;
 
 	if (i < 0)
 		return 0;
-	r = sa_at(&regions, (size_t)i);
+	r = sa_at(&sg_regions, (size_t)i);
 	if (r->base == addr || !r->phys)
 		return 0;
 	tail = *r;
 	tail.base = addr;
 	tail.size = r->base + r->size - addr;
 	tail.phys_off = r->phys_off + (addr - r->base);
-	if (sa_insert(&regions, &tail))
+	tail.obj_off = r->obj_off + (addr - r->base);
+	if (sa_insert(&sg_regions, &tail))
 		return -1;
-	r = sa_at(&regions, (size_t)i);    /* the array may have moved */
+	r = sa_at(&sg_regions, (size_t)i);    /* the array may have moved */
 	r->size = addr - r->base;
 	r->phys->maps++;
 	return 0;
@@ -833,18 +963,18 @@ static int split_at(uintptr_t addr)
 static bool covered_by_maps(uintptr_t a, size_t size, size_t *first)
 {
 	uintptr_t end = a + size;
-	long i = sa_find(&regions, a);
+	long i = sa_find(&sg_regions, a);
 	size_t k;
 
-	if (i < 0 || sa_head(&regions, (size_t)i)->base != a)
+	if (i < 0 || sa_head(&sg_regions, (size_t)i)->base != a)
 		return false;
 	*first = (size_t)i;
 	for (k = (size_t)i; a < end; k++) {
 		const struct region *r;
 
-		if (k >= regions.n)
+		if (k >= sg_regions.n)
 			return false;
-		r = sa_at(&regions, k);
+		r = sa_at(&sg_regions, k);
 		if (r->base != a || !r->phys)
 			return false;
 		a += r->size;
@@ -860,23 +990,25 @@ simgpu_status_t simgpu_vmm_unmap(void *p, size_t size)
 	simgpu_init();
 	if (!p || size == 0 || !granular(size) || a % SIMGPU_GRANULARITY)
 		return SIMGPU_EINVAL;
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
 	if (split_at(a) || split_at(end) || !covered_by_maps(a, size, &first)) {
-		pthread_mutex_unlock(&lock);
+		pthread_mutex_unlock(&simgpu_lock);
 		return SIMGPU_EINVAL;
 	}
+	/* the op that still uses it would fault on a GPU */
+	sg_host_hazard(p, size, "cuMemUnmap", "unmaps");
 	if (reprotect_none(p, size)) {
-		pthread_mutex_unlock(&lock);
+		pthread_mutex_unlock(&simgpu_lock);
 		return SIMGPU_ENOMEM;
 	}
-	while (first < regions.n && sa_head(&regions, first)->base < end) {
-		struct phys *ph = ((struct region *)sa_at(&regions, first))->phys;
+	while (first < sg_regions.n && sa_head(&sg_regions, first)->base < end) {
+		struct phys *ph = ((struct region *)sa_at(&sg_regions, first))->phys;
 
-		sa_remove(&regions, first);
+		sa_remove(&sg_regions, first);
 		if (--ph->maps == 0 && ph->released)
 			phys_destroy(ph);
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
 	return SIMGPU_OK;
 }
 
@@ -902,15 +1034,15 @@ simgpu_status_t simgpu_vmm_set_access(void *p, size_t size, int prot)
 	default:
 		return SIMGPU_EINVAL;
 	}
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
 	if (split_at(a) || split_at(end) || !covered_by_maps(a, size, &first) ||
 	    mprotect(p, size, mp)) {
-		pthread_mutex_unlock(&lock);
+		pthread_mutex_unlock(&simgpu_lock);
 		return SIMGPU_EINVAL;
 	}
-	for (k = first; k < regions.n && sa_head(&regions, k)->base < end; k++)
-		((struct region *)sa_at(&regions, k))->prot = prot;
-	pthread_mutex_unlock(&lock);
+	for (k = first; k < sg_regions.n && sa_head(&sg_regions, k)->base < end; k++)
+		((struct region *)sa_at(&sg_regions, k))->prot = prot;
+	pthread_mutex_unlock(&simgpu_lock);
 	return SIMGPU_OK;
 }
 
@@ -920,14 +1052,34 @@ simgpu_status_t simgpu_vmm_handle_at(const void *p, uint64_t *handle)
 	simgpu_status_t st = SIMGPU_EINVAL;
 
 	simgpu_init();
-	pthread_mutex_lock(&lock);
-	i = sa_find(&regions, (uintptr_t)p);
-	if (i >= 0 && ((struct region *)sa_at(&regions, (size_t)i))->phys) {
+	pthread_mutex_lock(&simgpu_lock);
+	i = sa_find(&sg_regions, (uintptr_t)p);
+	if (i >= 0 && ((struct region *)sa_at(&sg_regions, (size_t)i))->phys) {
 		*handle = (uint64_t)(uintptr_t)
-			((struct region *)sa_at(&regions, (size_t)i))->phys;
+			((struct region *)sa_at(&sg_regions, (size_t)i))->phys;
 		st = SIMGPU_OK;
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
+	return st;
+}
+
+simgpu_status_t simgpu_vmm_export(uint64_t handle, int *fd)
+{
+	struct phys *ph;
+	simgpu_status_t st = SIMGPU_EINVAL;
+
+	simgpu_init();
+	if (!fd)
+		return SIMGPU_EINVAL;
+	pthread_mutex_lock(&simgpu_lock);
+	ph = phys_of(handle);
+	if (ph && !ph->released) {
+		/* a POSIX file descriptor onto the chunk's pages, as CUDA's
+		 * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR export gives */
+		*fd = dup(phys_fd);
+		st = *fd >= 0 ? SIMGPU_OK : SIMGPU_ENOMEM;
+	}
+	pthread_mutex_unlock(&simgpu_lock);
 	return st;
 }
 
@@ -944,20 +1096,34 @@ simgpu_status_t simgpu_host_alloc(void **p, size_t size)
 	*p = NULL;
 	if (size == 0)
 		return SIMGPU_OK;
-	m = mmap(NULL, round_up(size, page_size), PROT_READ | PROT_WRITE,
+	pthread_mutex_lock(&simgpu_lock);
+	if (sg_capture_forbids_unsafe()) {
+		pthread_mutex_unlock(&simgpu_lock);
+		return SIMGPU_ECAPTURE_UNSUPPORTED;
+	}
+	pthread_mutex_unlock(&simgpu_lock);
+	m = mmap(NULL, round_up(size, sg_page), PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
 		return SIMGPU_ENOMEM;
 	h.base = (uintptr_t)m;
-	h.size = round_up(size, page_size);
+	h.size = round_up(size, sg_page);
 	h.kind = HOST_ALLOC;
-	pthread_mutex_lock(&lock);
-	if (sa_insert(&hosts, &h)) {
-		pthread_mutex_unlock(&lock);
+	h.sh = calloc(1, sizeof(*h.sh));
+	if (!h.sh) {
 		munmap(m, h.size);
 		return SIMGPU_ENOMEM;
 	}
-	pthread_mutex_unlock(&lock);
+	if (sg_poison)
+		memset(m, POISON_BYTE, h.size);
+	pthread_mutex_lock(&simgpu_lock);
+	if (sa_insert(&sg_hosts, &h)) {
+		pthread_mutex_unlock(&simgpu_lock);
+		free(h.sh);
+		munmap(m, h.size);
+		return SIMGPU_ENOMEM;
+	}
+	pthread_mutex_unlock(&simgpu_lock);
 	*p = m;
 	return SIMGPU_OK;
 }
@@ -968,16 +1134,27 @@ static simgpu_status_t host_remove(void *p, int kind)
 	struct host_range h;
 
 	simgpu_init();
-	pthread_mutex_lock(&lock);
-	i = sa_find(&hosts, (uintptr_t)p);
-	if (i < 0 || sa_head(&hosts, (size_t)i)->base != (uintptr_t)p ||
-	    ((struct host_range *)sa_at(&hosts, (size_t)i))->kind != kind) {
-		pthread_mutex_unlock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
+	if (sg_capture_forbids_unsafe()) {
+		pthread_mutex_unlock(&simgpu_lock);
+		return SIMGPU_ECAPTURE_UNSUPPORTED;
+	}
+	i = sa_find(&sg_hosts, (uintptr_t)p);
+	if (i < 0 || sa_head(&sg_hosts, (size_t)i)->base != (uintptr_t)p ||
+	    ((struct host_range *)sa_at(&sg_hosts, (size_t)i))->kind != kind) {
+		pthread_mutex_unlock(&simgpu_lock);
 		return SIMGPU_EINVAL;
 	}
-	h = *(struct host_range *)sa_at(&hosts, (size_t)i);
-	sa_remove(&hosts, (size_t)i);
-	pthread_mutex_unlock(&lock);
+	h = *(struct host_range *)sa_at(&sg_hosts, (size_t)i);
+	if (kind == HOST_ALLOC)
+		sg_host_hazard(p, h.size, "cudaFreeHost", "frees");
+	else
+		sg_host_hazard(p, h.size, "cudaHostUnregister", "unregisters");
+	sg_pins_drop(h.base, h.size);
+	sa_remove(&sg_hosts, (size_t)i);
+	pthread_mutex_unlock(&simgpu_lock);
+	simgpu_shadow_free(h.sh);
+	free(h.sh);
 	if (kind == HOST_ALLOC)
 		munmap(p, h.size);
 	return SIMGPU_OK;
@@ -990,18 +1167,25 @@ simgpu_status_t simgpu_host_free(void *p)
 
 simgpu_status_t simgpu_host_register(void *p, size_t size)
 {
-	struct host_range h = { (uintptr_t)p, size, HOST_REGISTERED };
+	struct host_range h = { (uintptr_t)p, size, HOST_REGISTERED, NULL };
 	simgpu_status_t st = SIMGPU_OK;
 
 	simgpu_init();
 	if (!p || size == 0)
 		return SIMGPU_EINVAL;
-	pthread_mutex_lock(&lock);
-	if (sa_overlaps(&hosts, h.base, size) || sa_find(&resvs, h.base) >= 0)
+	h.sh = calloc(1, sizeof(*h.sh));
+	if (!h.sh)
+		return SIMGPU_ENOMEM;
+	pthread_mutex_lock(&simgpu_lock);
+	if (sg_capture_forbids_unsafe())
+		st = SIMGPU_ECAPTURE_UNSUPPORTED;
+	else if (sa_overlaps(&sg_hosts, h.base, size) || sa_find(&sg_resvs, h.base) >= 0)
 		st = SIMGPU_EINVAL;
-	else if (sa_insert(&hosts, &h))
+	else if (sa_insert(&sg_hosts, &h))
 		st = SIMGPU_ENOMEM;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
+	if (st != SIMGPU_OK)
+		free(h.sh);
 	return st;
 }
 
@@ -1016,544 +1200,47 @@ bool simgpu_is_pinned(const void *p, size_t n)
 	bool ok = false;
 
 	simgpu_init();
-	pthread_mutex_lock(&lock);
-	i = sa_find(&hosts, (uintptr_t)p);
+	pthread_mutex_lock(&simgpu_lock);
+	i = sa_find(&sg_hosts, (uintptr_t)p);
 	if (i >= 0) {
-		const struct range_head *h = sa_head(&hosts, (size_t)i);
+		const struct range_head *h = sa_head(&sg_hosts, (size_t)i);
 
 		ok = (uintptr_t)p - h->base + n <= h->size;
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
 	return ok;
 }
 
-/* ---- streams and events ---- */
-
-/* (lock held) The stream object for a handle, NULL when not one. */
-static struct stream *stream_of(void *s)
-{
-	struct stream *st = s;
-
-	if ((uintptr_t)s <= 2)
-		return &legacy;
-	if (st->magic == STREAM_DEAD) {
-		/* Undefined behaviour on a real GPU: fail loudly, never guess. */
-		fprintf(stderr, "simgpu: use of destroyed stream %p\n", s);
-		abort();
-	}
-	return st->magic == STREAM_MAGIC ? st : NULL;
-}
-
-/* (lock held) The legacy default stream orders with every blocking
- * stream: its work starts after theirs, theirs after its. */
-static double stream_floor(const struct stream *st)
-{
-	const struct stream *o;
-	double t = 0.0;
-
-	if (st != &legacy)
-		return st->flags & SIMGPU_STREAM_NONBLOCKING ? 0.0 : legacy.t;
-	for (o = streams; o; o = o->next) {
-		if (!(o->flags & SIMGPU_STREAM_NONBLOCKING))
-			t = dmax(t, o->t);
-	}
-	return t;
-}
-
-/* (lock held) When all work queued so far on st ends. */
-static double stream_end(const struct stream *st)
-{
-	return dmax(st->t, stream_floor(st));
-}
-
-simgpu_status_t simgpu_stream_create(void **s, unsigned flags, int priority)
-{
-	struct stream *st;
-
-	simgpu_init();
-	if (!s || (flags & ~SIMGPU_STREAM_NONBLOCKING))
-		return SIMGPU_EINVAL;
-	st = calloc(1, sizeof(*st));
-	if (!st)
-		return SIMGPU_ENOMEM;
-	st->magic = STREAM_MAGIC;
-	st->flags = flags;
-	st->priority = priority;
-	pthread_mutex_lock(&lock);
-	st->t = clk.host;       /* a new stream has nothing queued */
-	st->next = streams;
-	streams = st;
-	pthread_mutex_unlock(&lock);
-	*s = st;
-	return SIMGPU_OK;
-}
-
-simgpu_status_t simgpu_stream_destroy(void *s)
-{
-	struct stream **pp, *st;
-
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	st = stream_of(s);
-	if (!st || st == &legacy) {
-		pthread_mutex_unlock(&lock);
-		return SIMGPU_EHANDLE;
-	}
-	for (pp = &streams; *pp && *pp != st; pp = &(*pp)->next)
-		;
-	if (*pp)
-		*pp = st->next;
-	/* Never freed: a handle used after destruction must find the dead
-	 * mark, not reused memory (a few bytes per stream). */
-	st->magic = STREAM_DEAD;
-	pthread_mutex_unlock(&lock);
-	return SIMGPU_OK;
-}
-
-simgpu_status_t simgpu_stream_check(void *s)
-{
-	simgpu_status_t st;
-
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	st = stream_of(s) ? SIMGPU_OK : SIMGPU_EHANDLE;
-	pthread_mutex_unlock(&lock);
-	return st;
-}
-
-simgpu_status_t simgpu_stream_info(void *s, unsigned *flags, int *priority)
-{
-	struct stream *st;
-
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	st = stream_of(s);
-	if (st) {
-		if (flags)
-			*flags = st->flags;
-		if (priority)
-			*priority = st->priority;
-	}
-	pthread_mutex_unlock(&lock);
-	return st ? SIMGPU_OK : SIMGPU_EHANDLE;
-}
-
-simgpu_status_t simgpu_stream_sync(void *s)
-{
-	struct stream *st;
-
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	st = stream_of(s);
-	if (st)
-		simgpu_clock_wait(&clk, stream_end(st));
-	pthread_mutex_unlock(&lock);
-	return st ? SIMGPU_OK : SIMGPU_EHANDLE;
-}
-
-/* Polling: done when the work ended by the host's time; otherwise the
- * host spends the time until it ends (the next poll succeeds). */
-static simgpu_status_t poll_until(double t)
-{
-	if (t <= clk.host)
-		return SIMGPU_OK;
-	simgpu_clock_wait(&clk, t);
-	return SIMGPU_ENOTREADY;
-}
-
-simgpu_status_t simgpu_stream_query(void *s)
-{
-	struct stream *st;
-	simgpu_status_t r = SIMGPU_EHANDLE;
-
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	st = stream_of(s);
-	if (st)
-		r = poll_until(stream_end(st));
-	pthread_mutex_unlock(&lock);
-	return r;
-}
-
-static struct event *event_of(void *e)
-{
-	struct event *ev = e;
-
-	return ev && ev->magic == EVENT_MAGIC ? ev : NULL;
-}
-
-simgpu_status_t simgpu_stream_wait_event(void *s, void *e)
-{
-	struct stream *st;
-	struct event *ev;
-
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	st = stream_of(s);
-	ev = event_of(e);
-	if (st && ev && ev->recorded)
-		st->t = dmax(st->t, ev->t);
-	pthread_mutex_unlock(&lock);
-	return st && ev ? SIMGPU_OK : SIMGPU_EHANDLE;
-}
-
-simgpu_status_t simgpu_event_create(void **e, unsigned flags)
-{
-	struct event *ev;
-
-	simgpu_init();
-	if (!e)
-		return SIMGPU_EINVAL;
-	ev = calloc(1, sizeof(*ev));
-	if (!ev)
-		return SIMGPU_ENOMEM;
-	ev->magic = EVENT_MAGIC;
-	ev->flags = flags;
-	*e = ev;
-	return SIMGPU_OK;
-}
-
-simgpu_status_t simgpu_event_destroy(void *e)
-{
-	struct event *ev;
-
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	ev = event_of(e);
-	if (ev)
-		ev->magic = 0;
-	pthread_mutex_unlock(&lock);
-	if (!ev)
-		return SIMGPU_EHANDLE;
-	free(ev);
-	return SIMGPU_OK;
-}
-
-simgpu_status_t simgpu_event_record(void *e, void *s)
-{
-	struct stream *st;
-	struct event *ev;
-
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	st = stream_of(s);
-	ev = event_of(e);
-	if (st && ev) {
-		/* the stream reaches the event no earlier than the host
-		 * issued it */
-		ev->t = dmax(stream_end(st), clk.host);
-		ev->recorded = true;
-	}
-	pthread_mutex_unlock(&lock);
-	return st && ev ? SIMGPU_OK : SIMGPU_EHANDLE;
-}
-
-simgpu_status_t simgpu_event_query(void *e)
-{
-	struct event *ev;
-	simgpu_status_t r = SIMGPU_EHANDLE;
-
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	ev = event_of(e);
-	if (ev)
-		r = ev->recorded ? poll_until(ev->t) : SIMGPU_OK;
-	pthread_mutex_unlock(&lock);
-	return r;
-}
-
-simgpu_status_t simgpu_event_sync(void *e)
-{
-	struct event *ev;
-
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	ev = event_of(e);
-	if (ev && ev->recorded)
-		simgpu_clock_wait(&clk, ev->t);
-	pthread_mutex_unlock(&lock);
-	return ev ? SIMGPU_OK : SIMGPU_EHANDLE;
-}
-
-simgpu_status_t simgpu_event_elapsed(float *ms, void *start, void *end)
-{
-	struct event *a, *b;
-	simgpu_status_t r = SIMGPU_OK;
-
-	simgpu_init();
-	if (!ms)
-		return SIMGPU_EINVAL;
-	pthread_mutex_lock(&lock);
-	a = event_of(start);
-	b = event_of(end);
-	if (!a || !b || !a->recorded || !b->recorded ||
-	    (a->flags & SIMGPU_EVENT_DISABLE_TIMING) ||
-	    (b->flags & SIMGPU_EVENT_DISABLE_TIMING))
-		r = SIMGPU_EHANDLE;
-	else if (a->t > clk.host || b->t > clk.host)
-		r = SIMGPU_ENOTREADY;   /* as CUDA: not complete yet */
-	else
-		*ms = (float)((b->t - a->t) * 1e3);
-	pthread_mutex_unlock(&lock);
-	return r;
-}
-
-void simgpu_device_sync(void)
-{
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	simgpu_clock_wait(&clk, simgpu_clock_end(&clk));
-	pthread_mutex_unlock(&lock);
-}
-
-double simgpu_host_now(void)
-{
-	double t;
-
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	t = clk.host;
-	pthread_mutex_unlock(&lock);
-	return t;
-}
-
-/* (lock held) */
-static double submit_locked(struct stream *st, simgpu_engine_t e, double s)
-{
-	if (e == SIMGPU_ENGINE_COMPUTE)
-		n_compute++;
-	return simgpu_clock_submit(&clk, &st->t, stream_floor(st), e, s);
-}
-
-double simgpu_submit(void *stream, simgpu_engine_t engine, double seconds)
-{
-	struct stream *st;
-	double end;
-
-	simgpu_init();
-	pthread_mutex_lock(&lock);
-	st = stream_of(stream);
-	end = submit_locked(st ? st : &legacy, engine, seconds);
-	pthread_mutex_unlock(&lock);
-	return end;
-}
-
-double simgpu_op_seconds(double flops, double bytes)
-{
-	simgpu_init();
-	return simgpu_model_op_seconds(&model, flops, bytes);
-}
-
-double simgpu_copy_seconds(size_t bytes)
-{
-	simgpu_init();
-	return simgpu_model_copy_seconds(&model, (double)bytes);
-}
+/* ---- report counters ---- */
 
 void simgpu_count_copy(simgpu_engine_t engine, size_t bytes)
 {
 	simgpu_init();
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
 	if (engine == SIMGPU_ENGINE_H2D)
-		bytes_h2d += bytes;
+		sg_bytes_h2d += bytes;
 	else if (engine == SIMGPU_ENGINE_D2H)
-		bytes_d2h += bytes;
+		sg_bytes_d2h += bytes;
 	else if (engine == SIMGPU_ENGINE_D2D)
-		bytes_d2d += bytes;
-	pthread_mutex_unlock(&lock);
-}
-
-/* ---- copies, sets, launches ---- */
-
-/* Resolves cudaMemcpyDefault from where the pointers live. */
-static simgpu_copy_kind_t infer_kind(void *dst, const void *src)
-{
-	bool dd = simgpu_in_device_space(dst), sd = simgpu_in_device_space(src);
-
-	if (dd)
-		return sd ? SIMGPU_COPY_D2D : SIMGPU_COPY_H2D;
-	return sd ? SIMGPU_COPY_D2H : SIMGPU_COPY_H2H;
-}
-
-/* Checks both ranges and queues the copy's time; the caller moves data. */
-static simgpu_status_t copy_account(void *dst, size_t dn, const void *src,
-				    size_t sn, size_t bytes,
-				    simgpu_copy_kind_t kind, void *stream,
-				    bool sync)
-{
-	struct stream *st;
-	simgpu_engine_t e;
-	const void *host = NULL;
-	double end, dur;
-
-	switch (kind) {
-	case SIMGPU_COPY_H2D:
-		simgpu_check(dst, dn, false);
-		simgpu_check(src, sn, true);
-		e = SIMGPU_ENGINE_H2D;
-		host = src;
-		break;
-	case SIMGPU_COPY_D2H:
-		simgpu_check(src, sn, false);
-		simgpu_check(dst, dn, true);
-		e = SIMGPU_ENGINE_D2H;
-		host = dst;
-		break;
-	case SIMGPU_COPY_D2D:
-		simgpu_check(src, sn, false);
-		simgpu_check(dst, dn, false);
-		e = SIMGPU_ENGINE_D2D;
-		break;
-	case SIMGPU_COPY_H2H:
-		simgpu_check(src, sn, true);
-		simgpu_check(dst, dn, true);
-		return SIMGPU_OK;
-	default:
-		return SIMGPU_EINVAL;
-	}
-	/* pageable host memory: the copy is staged, the host waits */
-	if (host && !simgpu_is_pinned(host, host == src ? sn : dn))
-		sync = true;
-	dur = e == SIMGPU_ENGINE_D2D ?
-		simgpu_model_op_seconds(&model, 0.0, 2.0 * (double)bytes) :
-		simgpu_model_copy_seconds(&model, (double)bytes);
-	pthread_mutex_lock(&lock);
-	st = stream_of(stream);
-	if (!st) {
-		pthread_mutex_unlock(&lock);
-		return SIMGPU_EHANDLE;
-	}
-	end = simgpu_clock_submit(&clk, &st->t, stream_floor(st), e, dur);
-	if (sync)
-		simgpu_clock_wait(&clk, end);
-	if (e == SIMGPU_ENGINE_H2D)
-		bytes_h2d += bytes;
-	else if (e == SIMGPU_ENGINE_D2H)
-		bytes_d2h += bytes;
-	else
-		bytes_d2d += bytes;
-	pthread_mutex_unlock(&lock);
-	return SIMGPU_OK;
-}
-
-simgpu_status_t simgpu_copy(void *dst, const void *src, size_t n,
-			    simgpu_copy_kind_t kind, void *stream, bool sync,
-			    const char *op)
-{
-	simgpu_status_t r;
-
-	simgpu_init();
-	if (simgpu_stream_check(stream))
-		return SIMGPU_EHANDLE;
-	if (n == 0)
-		return SIMGPU_OK;
-	if (kind == SIMGPU_COPY_DEFAULT)
-		kind = infer_kind(dst, src);
-	simgpu_op_begin(op);
-	r = copy_account(dst, n, src, n, n, kind, stream, sync);
-	if (r == SIMGPU_OK && !dryrun)
-		memmove(dst, src, n);
-	simgpu_op_end();
-	return r;
-}
-
-simgpu_status_t simgpu_copy_2d(void *dst, size_t dpitch, const void *src,
-			       size_t spitch, size_t width, size_t height,
-			       simgpu_copy_kind_t kind, void *stream, bool sync,
-			       const char *op)
-{
-	simgpu_status_t r;
-	size_t i;
-
-	simgpu_init();
-	if (simgpu_stream_check(stream))
-		return SIMGPU_EHANDLE;
-	if (width > dpitch || width > spitch)
-		return SIMGPU_EINVAL;
-	if (width == 0 || height == 0)
-		return SIMGPU_OK;
-	if (kind == SIMGPU_COPY_DEFAULT)
-		kind = infer_kind(dst, src);
-	simgpu_op_begin(op);
-	r = copy_account(dst, dpitch * (height - 1) + width, src,
-			 spitch * (height - 1) + width, width * height, kind,
-			 stream, sync);
-	if (r == SIMGPU_OK && !dryrun) {
-		for (i = 0; i < height; i++)
-			memmove((char *)dst + i * dpitch,
-				(const char *)src + i * spitch, width);
-	}
-	simgpu_op_end();
-	return r;
-}
-
-simgpu_status_t simgpu_memset(void *p, int value, size_t n, void *stream,
-			      bool sync, const char *op)
-{
-	struct stream *st;
-	double end;
-
-	simgpu_init();
-	if (simgpu_stream_check(stream))
-		return SIMGPU_EHANDLE;
-	if (n == 0)
-		return SIMGPU_OK;
-	simgpu_op_begin(op);
-	simgpu_check(p, n, false);
-	if (!dryrun)
-		memset(p, value, n);
-	simgpu_op_end();
-	pthread_mutex_lock(&lock);
-	st = stream_of(stream);
-	end = submit_locked(st, SIMGPU_ENGINE_COMPUTE,
-			    simgpu_model_op_seconds(&model, 0.0, (double)n));
-	if (sync)
-		simgpu_clock_wait(&clk, end);
-	pthread_mutex_unlock(&lock);
-	return SIMGPU_OK;
-}
-
-simgpu_status_t simgpu_launch(const simgpu_kernel_t *k, void **args,
-			      uint64_t threads, void *stream)
-{
-	double flops = 0.0, bytes = 0.0;
-	struct stream *st;
-
-	simgpu_init();
-	if (!k)
-		return SIMGPU_ENOTFOUND;
-	if (!args && k->nparams)
-		return SIMGPU_EINVAL;
-	if (simgpu_stream_check(stream))
-		return SIMGPU_EHANDLE;
-	simgpu_op_begin(k->name);
-	k->run(args, threads > UINT32_MAX ? UINT32_MAX : (unsigned)threads);
-	simgpu_op_end();
-	if (k->cost)
-		k->cost(args, &flops, &bytes);
-	pthread_mutex_lock(&lock);
-	st = stream_of(stream);
-	submit_locked(st, SIMGPU_ENGINE_COMPUTE,
-		      simgpu_model_op_seconds(&model, flops, bytes));
-	pthread_mutex_unlock(&lock);
-	return SIMGPU_OK;
+		sg_bytes_d2d += bytes;
+	pthread_mutex_unlock(&simgpu_lock);
 }
 
 /* ---- driver entry points ---- */
 
 void simgpu_set_driver_proc(simgpu_driver_proc_fn fn)
 {
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
 	driver_proc = fn;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
 }
 
 simgpu_driver_proc_fn simgpu_get_driver_proc(void)
 {
 	simgpu_driver_proc_fn fn;
 
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&simgpu_lock);
 	fn = driver_proc;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&simgpu_lock);
 	return fn;
 }

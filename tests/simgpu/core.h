@@ -26,6 +26,16 @@ typedef enum {
 	SIMGPU_EHANDLE,    /* not a handle the simulator handed out */
 	SIMGPU_ENOTREADY,  /* event/stream work not finished in virtual time */
 	SIMGPU_ENOTFOUND,  /* unknown kernel or symbol name */
+	/* stream capture (CUDA's cudaErrorStreamCapture* family) */
+	SIMGPU_ECAPTURE_UNSUPPORTED,  /* not permitted while capturing */
+	SIMGPU_ECAPTURE_INVALIDATED,  /* the capture was invalidated earlier */
+	SIMGPU_ECAPTURE_IMPLICIT,     /* would join the legacy stream with a capture */
+	SIMGPU_ECAPTURE_ISOLATION,    /* a dependency across the capture boundary */
+	SIMGPU_ECAPTURE_MERGE,        /* would merge two capture sequences */
+	SIMGPU_ECAPTURE_UNMATCHED,    /* EndCapture on a stream that did not begin it */
+	SIMGPU_ECAPTURE_WRONG_THREAD, /* EndCapture from another thread */
+	SIMGPU_ECAPTURED_EVENT,       /* query/sync of an event recorded in a capture */
+	SIMGPU_EILLEGAL_STATE,        /* e.g. EndCapture on a stream not capturing */
 } simgpu_status_t;
 
 /* VMM granularity reported by cuMemGetAllocationGranularity. */
@@ -75,12 +85,32 @@ SIMGPU_API void simgpu_clock_wait(simgpu_clock_t *c, double t);
 /* The latest time anything ends: max(host, engines). */
 SIMGPU_API double simgpu_clock_end(const simgpu_clock_t *c);
 
+/* ---- race checker and poison (SIMGPU_RACECHECK, SIMGPU_POISON) ---- */
+/* True when fresh memory is poisoned (0xff bytes). */
+SIMGPU_API bool simgpu_poison(void);
+/* The innermost op name of this thread ("host code" outside ops). */
+SIMGPU_API const char *simgpu_op_current(void);
+/* Call number of the last op (race reports name ops by it); a test
+ * program reads it through dlsym to print the line it expects. */
+SIMGPU_API uint64_t simgpu_calls(void);
+
 /* ---- device memory (cudaMalloc / cuMemAlloc) ----
  * Each allocation is its own PROT_NONE reservation (plus a guard page) with
  * physical pages mapped read-write; accounted against SIMGPU_MEM in 512-byte
  * units.  ENOMEM past the capacity, EINVAL for a zero size. */
 SIMGPU_API simgpu_status_t simgpu_mem_alloc(void **p, size_t size);
 SIMGPU_API simgpu_status_t simgpu_mem_free(void *p);     /* EINVAL if unknown */
+/* Stream-ordered allocation (cudaMallocAsync / cudaFreeAsync): a block
+ * freed on stream s goes to a pool; work on s may reuse it at once, other
+ * streams once ordered after the free (an event, a host
+ * synchronisation).  A pooled block is unmapped from the program's view
+ * (a touch is an illegal address) until reused; it keeps its bytes and
+ * its race history, so a reuse that races with an access from before the
+ * free is reported.  Pooled memory is released at the host's
+ * synchronisations and when memory runs short. */
+SIMGPU_API simgpu_status_t simgpu_mem_alloc_async(void **p, size_t size,
+						  void *stream);
+SIMGPU_API simgpu_status_t simgpu_mem_free_async(void *p, void *stream);
 SIMGPU_API void simgpu_mem_info(size_t *free_bytes, size_t *total_bytes);
 /* Base and size of the allocation or VMM mapping holding p. */
 SIMGPU_API simgpu_status_t simgpu_mem_range(const void *p, void **base,
@@ -101,8 +131,14 @@ SIMGPU_API simgpu_status_t simgpu_vmm_map(void *p, size_t size, size_t offset,
 SIMGPU_API simgpu_status_t simgpu_vmm_unmap(void *p, size_t size);
 /* prot: 0 none, 1 read, 3 read-write (CUmemAccess_flags values). */
 SIMGPU_API simgpu_status_t simgpu_vmm_set_access(void *p, size_t size, int prot);
-/* The handle mapped at p (cuMemRetainAllocationHandle), EINVAL if none. */
+/* The handle mapped at p, EINVAL if none. */
 SIMGPU_API simgpu_status_t simgpu_vmm_handle_at(const void *p, uint64_t *handle);
+/* cuMemRetainAllocationHandle: the handle mapped at p with one more
+ * reference (released by one more simgpu_vmm_release). */
+SIMGPU_API simgpu_status_t simgpu_vmm_retain(const void *p, uint64_t *handle);
+/* cuMemExportToShareableHandle (POSIX file descriptor): a new descriptor
+ * of the device memory file; EINVAL for a released or unknown handle. */
+SIMGPU_API simgpu_status_t simgpu_vmm_export(uint64_t handle, int *fd);
 
 /* ---- host memory the simulator knows (pinned: copies are asynchronous) */
 SIMGPU_API simgpu_status_t simgpu_host_alloc(void **p, size_t size);
@@ -112,8 +148,11 @@ SIMGPU_API simgpu_status_t simgpu_host_unregister(void *p);
 SIMGPU_API bool simgpu_is_pinned(const void *p, size_t n);
 
 /* ---- streams and events (handles are the application's cudaStream_t /
- * cudaEvent_t; NULL, 0x1 (legacy) and 0x2 (per-thread) are the legacy
- * default stream).  Flag values are CUDA's. */
+ * cudaEvent_t; NULL and 0x1 (cudaStreamLegacy) are the legacy default
+ * stream, 0x2 (cudaStreamPerThread) the calling thread's per-thread
+ * default stream, which orders with the legacy stream like any blocking
+ * stream).  Flag values are CUDA's. */
+#define SIMGPU_STREAM_PER_THREAD ((void *)(uintptr_t)2)
 #define SIMGPU_STREAM_NONBLOCKING 0x1u
 #define SIMGPU_EVENT_DISABLE_TIMING 0x2u
 SIMGPU_API simgpu_status_t simgpu_stream_create(void **s, unsigned flags,
@@ -136,7 +175,7 @@ SIMGPU_API simgpu_status_t simgpu_event_sync(void *ev);
  * was never recorded or has timing disabled. */
 SIMGPU_API simgpu_status_t simgpu_event_elapsed(float *ms, void *start,
 						void *end);
-SIMGPU_API void simgpu_device_sync(void);
+SIMGPU_API simgpu_status_t simgpu_device_sync(void);
 /* Host virtual time now, in seconds. */
 SIMGPU_API double simgpu_host_now(void);
 
@@ -160,6 +199,13 @@ SIMGPU_API simgpu_status_t simgpu_copy_2d(void *dst, size_t dpitch,
 SIMGPU_API simgpu_status_t simgpu_memset(void *p, int value, size_t n,
 					 void *stream, bool sync,
 					 const char *op);
+/* cuMemsetD32-style: n 32-bit words of `value`. */
+SIMGPU_API simgpu_status_t simgpu_memset32(void *p, uint32_t value, size_t n,
+					   void *stream, const char *op);
+/* cudaLaunchHostFunc: runs fn(data) once the stream's earlier work is
+ * done (at once here), or records it when the stream captures. */
+SIMGPU_API simgpu_status_t simgpu_host_func(void *stream,
+					    void (*fn)(void *), void *data);
 
 /* ---- kernels ---- */
 /* Offset and size of parameter i (natural alignment, as nvcc lays out a
@@ -174,6 +220,28 @@ SIMGPU_API simgpu_status_t simgpu_launch(const simgpu_kernel_t *k,
 					 void *stream);
 /* The registry as an array (for handles and tests). */
 SIMGPU_API const simgpu_kernel_t *simgpu_kernel_table(size_t *count);
+
+/* ---- stream capture and graphs (core_graph.c).  Modes are CUDA's
+ * cudaStreamCaptureMode values (0 global, 1 thread-local, 2 relaxed). */
+SIMGPU_API simgpu_status_t simgpu_capture_begin(void *stream, int mode);
+/* Ends the capture begun on `stream`; *graph is the new graph, or NULL
+ * when the capture was invalidated (SIMGPU_ECAPTURE_INVALIDATED). */
+SIMGPU_API simgpu_status_t simgpu_capture_end(void *stream, void **graph);
+/* status: 0 none, 1 active, 2 invalidated (cudaStreamCaptureStatus). */
+SIMGPU_API simgpu_status_t simgpu_capture_info(void *stream, int *status,
+					       uint64_t *id);
+/* cudaThreadExchangeStreamCaptureMode: swaps the calling thread's mode. */
+SIMGPU_API simgpu_status_t simgpu_capture_exchange_mode(int *mode);
+/* A call that may not run while a capture forbids "potentially unsafe"
+ * calls to this thread: SIMGPU_ECAPTURE_UNSUPPORTED (the capture is
+ * invalidated), else SIMGPU_OK. */
+SIMGPU_API simgpu_status_t simgpu_capture_unsafe(void);
+SIMGPU_API simgpu_status_t simgpu_graph_instantiate(void **exec, void *graph);
+SIMGPU_API simgpu_status_t simgpu_graph_launch(void *exec, void *stream);
+SIMGPU_API simgpu_status_t simgpu_graph_exec_destroy(void *exec);
+SIMGPU_API simgpu_status_t simgpu_graph_destroy(void *graph);
+/* Nodes of a graph (cudaGraphGetNodes' count). */
+SIMGPU_API simgpu_status_t simgpu_graph_node_count(void *graph, size_t *n);
 
 /* ---- faults ---- */
 /* Prints "simgpu: illegal address 0x<addr> in <op>" and aborts. */

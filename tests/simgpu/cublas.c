@@ -209,6 +209,7 @@ static float scalar(cublasHandle_t h, const float *p)
 {
 	if (h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE) {
 		simgpu_check(p, sizeof(float), false);
+		simgpu_access(p, sizeof(float), SIMGPU_ACC_R);
 		if (simgpu_dryrun())
 			return 1.0f;
 	}
@@ -237,48 +238,111 @@ static size_t mat_bytes(int rows, int cols, int ld)
 	return ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * sizeof(float);
 }
 
-/* One float GEMM, arguments already validated except the matrices. */
-static cublasStatus_t sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
-			    int m, int n, int k, const float *alpha, const float *a, int lda,
-			    const float *b, int ldb, const float *beta, float *c, int ldc)
-{
+/* One float GEMM by value: what a CUDA graph replays.  Scalars are read
+ * at the call in host pointer mode (as cuBLAS does when it is captured)
+ * and at execution from device memory in device pointer mode. */
+typedef struct {
+	const char *op;
 	bool tra, trb;
+	int m, n, k, lda, ldb, ldc;
+	float al, be;
+	const float *alpha_dev, *beta_dev;   /* device pointer mode */
+	const float *a, *b;
+	float *c;
+	size_t ab, bb, cb;
+} gemm_args_t;
+
+static cublasStatus_t gemm_run(const gemm_args_t *g, cudaStream_t stream)
+{
+	float al = g->al, be = g->be;
+
+	simgpu_op_begin(g->op);
+	if (g->alpha_dev) {
+		simgpu_check(g->alpha_dev, sizeof(float), false);
+		simgpu_check(g->beta_dev, sizeof(float), false);
+		simgpu_access(g->alpha_dev, sizeof(float), SIMGPU_ACC_R);
+		simgpu_access(g->beta_dev, sizeof(float), SIMGPU_ACC_R);
+		if (!simgpu_dryrun())
+			al = *g->alpha_dev, be = *g->beta_dev;
+	}
+	if (g->ab) {
+		simgpu_check(g->a, g->ab, false);
+		simgpu_access(g->a, g->ab, SIMGPU_ACC_R);
+	}
+	if (g->bb) {
+		simgpu_check(g->b, g->bb, false);
+		simgpu_access(g->b, g->bb, SIMGPU_ACC_R);
+	}
+	simgpu_check(g->c, g->cb, false);
+	/* beta == 0 never reads C (cuBLAS's rule: NaN or poison in C stays out) */
+	simgpu_access(g->c, g->cb, g->alpha_dev || be != 0.0f ? SIMGPU_ACC_RW : SIMGPU_ACC_W);
+	if (!simgpu_dryrun() &&
+	    ref_sgemm(g->tra, g->trb, g->m, g->n, g->k, al, g->a, g->lda, g->b, g->ldb, be,
+		      g->c, g->ldc)) {
+		simgpu_access_discard();
+		simgpu_op_end();
+		return CUBLAS_STATUS_ALLOC_FAILED;
+	}
+	simgpu_submit(stream, SIMGPU_ENGINE_COMPUTE,
+		      simgpu_op_seconds(2.0 * g->m * g->n * g->k,
+					(double)g->ab + g->bb + 2.0 * g->cb));
+	simgpu_op_end();
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+static void gemm_replay(const void *args, void *stream)
+{
+	gemm_run(args, stream);
+}
+
+/* One float GEMM, arguments already validated except the matrices. */
+static cublasStatus_t sgemm(cublasHandle_t h, const char *op, cublasOperation_t ta,
+			    cublasOperation_t tb, int m, int n, int k, const float *alpha,
+			    const float *a, int lda, const float *b, int ldb, const float *beta,
+			    float *c, int ldc)
+{
+	gemm_args_t g;
 
 	if (!handle_ok(h))
 		return CUBLAS_STATUS_NOT_INITIALIZED;
-	if (!op_ok(ta, &tra) || !op_ok(tb, &trb) || m < 0 || n < 0 || k < 0 || !alpha || !beta)
+	memset(&g, 0, sizeof(g));
+	if (!op_ok(ta, &g.tra) || !op_ok(tb, &g.trb) || m < 0 || n < 0 || k < 0 || !alpha || !beta)
 		return CUBLAS_STATUS_INVALID_VALUE;
-	if (lda < (tra ? (k > 1 ? k : 1) : (m > 1 ? m : 1)) ||
-	    ldb < (trb ? (n > 1 ? n : 1) : (k > 1 ? k : 1)) || ldc < (m > 1 ? m : 1))
+	if (lda < (g.tra ? (k > 1 ? k : 1) : (m > 1 ? m : 1)) ||
+	    ldb < (g.trb ? (n > 1 ? n : 1) : (k > 1 ? k : 1)) || ldc < (m > 1 ? m : 1))
 		return CUBLAS_STATUS_INVALID_VALUE;
 	if (m == 0 || n == 0)
 		return CUBLAS_STATUS_SUCCESS;
-	float al = scalar(h, alpha), be = scalar(h, beta);
-	size_t ab = k ? mat_bytes(tra ? k : m, tra ? m : k, lda) : 0;
-	size_t bb = k ? mat_bytes(trb ? n : k, trb ? k : n, ldb) : 0;
-	size_t cb = mat_bytes(m, n, ldc);
-	if ((ab && !a) || (bb && !b) || !c)
+	g.op = op;
+	g.m = m, g.n = n, g.k = k, g.lda = lda, g.ldb = ldb, g.ldc = ldc;
+	if (h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE) {
+		g.alpha_dev = alpha;
+		g.beta_dev = beta;
+	} else {
+		g.al = *alpha;
+		g.be = *beta;
+	}
+	g.ab = k ? mat_bytes(g.tra ? k : m, g.tra ? m : k, lda) : 0;
+	g.bb = k ? mat_bytes(g.trb ? n : k, g.trb ? k : n, ldb) : 0;
+	g.cb = mat_bytes(m, n, ldc);
+	g.a = a, g.b = b, g.c = c;
+	if ((g.ab && !a) || (g.bb && !b) || !c)
 		return CUBLAS_STATUS_INVALID_VALUE;
-	if (ab)
-		simgpu_check(a, ab, false);
-	if (bb)
-		simgpu_check(b, bb, false);
-	simgpu_check(c, cb, false);
-	if (!simgpu_dryrun() &&
-	    ref_sgemm(tra, trb, m, n, k, al, a, lda, b, ldb, be, c, ldc))
-		return CUBLAS_STATUS_ALLOC_FAILED;
-	submit(h, 2.0 * m * n * k, (double)ab + bb + 2.0 * cb);
-	return CUBLAS_STATUS_SUCCESS;
+	switch (simgpu_capture(h->stream, op, gemm_replay, &g, sizeof(g))) {
+	case 1:
+		return CUBLAS_STATUS_SUCCESS;   /* recorded into the graph */
+	case -1:
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	default:
+		return gemm_run(&g, h->stream);
+	}
 }
 
 API cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
 				  int m, int n, int k, const float *alpha, const float *a, int lda,
 				  const float *b, int ldb, const float *beta, float *c, int ldc)
 {
-	simgpu_op_begin(__func__);
-	cublasStatus_t st = sgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-	simgpu_op_end();
-	return st;
+	return sgemm(h, __func__, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* float in, float out; fp32 and TF32 compute types are all computed in
@@ -310,13 +374,11 @@ API cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOp
 		return CUBLAS_STATUS_NOT_INITIALIZED;
 	if (!gemm_ex_types(at, bt, ct, comp))
 		return CUBLAS_STATUS_NOT_SUPPORTED;
-	simgpu_op_begin(__func__);
-	cublasStatus_t st = sgemm(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-	simgpu_op_end();
-	return st;
+	return sgemm(h, __func__, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-static cublasStatus_t sgemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+static cublasStatus_t sgemm_batched(cublasHandle_t h, const char *op, cublasOperation_t ta,
+				    cublasOperation_t tb,
 				    int m, int n, int k, const float *alpha, const float *a, int lda,
 				    long long sa, const float *b, int ldb, long long sb,
 				    const float *beta, float *c, int ldc, long long sc, int count)
@@ -324,7 +386,7 @@ static cublasStatus_t sgemm_batched(cublasHandle_t h, cublasOperation_t ta, cubl
 	if (count < 0)
 		return CUBLAS_STATUS_INVALID_VALUE;
 	for (int i = 0; i < count; i++) {
-		cublasStatus_t st = sgemm(h, ta, tb, m, n, k, alpha, a ? a + i * sa : NULL, lda,
+		cublasStatus_t st = sgemm(h, op, ta, tb, m, n, k, alpha, a ? a + i * sa : NULL, lda,
 					  b ? b + i * sb : NULL, ldb, beta, c ? c + i * sc : NULL, ldc);
 		if (st)
 			return st;
@@ -339,11 +401,8 @@ API cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t
 					     const float *beta, float *c, int ldc, long long sc,
 					     int count)
 {
-	simgpu_op_begin(__func__);
-	cublasStatus_t st = sgemm_batched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta,
-					  c, ldc, sc, count);
-	simgpu_op_end();
-	return st;
+	return sgemm_batched(h, __func__, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta,
+			     c, ldc, sc, count);
 }
 
 API cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
@@ -359,11 +418,8 @@ API cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_
 		return CUBLAS_STATUS_NOT_INITIALIZED;
 	if (!gemm_ex_types(at, bt, ct, comp))
 		return CUBLAS_STATUS_NOT_SUPPORTED;
-	simgpu_op_begin(__func__);
-	cublasStatus_t st = sgemm_batched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta,
-					  c, ldc, sc, count);
-	simgpu_op_end();
-	return st;
+	return sgemm_batched(h, __func__, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta,
+			     c, ldc, sc, count);
 }
 
 /* bytes spanned by n elements with increment inc */
@@ -384,10 +440,14 @@ API cublasStatus_t cublasSaxpy_v2(cublasHandle_t h, int n, const float *alpha, c
 		return CUBLAS_STATUS_SUCCESS;
 	if (!x || !y)
 		return CUBLAS_STATUS_INVALID_VALUE;
+	if (simgpu_capture_refuse(h->stream, __func__))
+		return CUBLAS_STATUS_NOT_SUPPORTED;
 	simgpu_op_begin(__func__);
 	float al = scalar(h, alpha);
 	simgpu_check(x, vec_bytes(n, incx), false);
 	simgpu_check(y, vec_bytes(n, incy), false);
+	simgpu_access(x, vec_bytes(n, incx), SIMGPU_ACC_R);
+	simgpu_access(y, vec_bytes(n, incy), SIMGPU_ACC_RW);
 	if (!simgpu_dryrun())
 		ref_saxpy(n, al, x, incx, y, incy);
 	submit(h, 2.0 * n, 12.0 * n);
@@ -405,9 +465,12 @@ API cublasStatus_t cublasSscal_v2(cublasHandle_t h, int n, const float *alpha, f
 		return CUBLAS_STATUS_SUCCESS;
 	if (!x)
 		return CUBLAS_STATUS_INVALID_VALUE;
+	if (simgpu_capture_refuse(h->stream, __func__))
+		return CUBLAS_STATUS_NOT_SUPPORTED;
 	simgpu_op_begin(__func__);
 	float al = scalar(h, alpha);
 	simgpu_check(x, vec_bytes(n, incx), false);
+	simgpu_access(x, vec_bytes(n, incx), SIMGPU_ACC_RW);
 	if (!simgpu_dryrun())
 		ref_sscal(n, al, x, incx);
 	submit(h, (double)n, 8.0 * n);

@@ -45,6 +45,24 @@ static cudaError_t from_status(simgpu_status_t st)
 		return cudaErrorNotReady;
 	case SIMGPU_ENOTFOUND:
 		return ret(cudaErrorSymbolNotFound);
+	case SIMGPU_ECAPTURE_UNSUPPORTED:
+		return ret(cudaErrorStreamCaptureUnsupported);
+	case SIMGPU_ECAPTURE_INVALIDATED:
+		return ret(cudaErrorStreamCaptureInvalidated);
+	case SIMGPU_ECAPTURE_IMPLICIT:
+		return ret(cudaErrorStreamCaptureImplicit);
+	case SIMGPU_ECAPTURE_ISOLATION:
+		return ret(cudaErrorStreamCaptureIsolation);
+	case SIMGPU_ECAPTURE_MERGE:
+		return ret(cudaErrorStreamCaptureMerge);
+	case SIMGPU_ECAPTURE_UNMATCHED:
+		return ret(cudaErrorStreamCaptureUnmatched);
+	case SIMGPU_ECAPTURE_WRONG_THREAD:
+		return ret(cudaErrorStreamCaptureWrongThread);
+	case SIMGPU_ECAPTURED_EVENT:
+		return ret(cudaErrorCapturedEvent);
+	case SIMGPU_EILLEGAL_STATE:
+		return ret(cudaErrorIllegalState);
 	case SIMGPU_EINVAL:
 	default:
 		return ret(cudaErrorInvalidValue);
@@ -75,6 +93,15 @@ static cudaError_t from_status(simgpu_status_t st)
 	X(cudaErrorHostMemoryAlreadyRegistered, "part or all of the requested memory range is already mapped") \
 	X(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region") \
 	X(cudaErrorNotSupported, "operation not supported") \
+	X(cudaErrorIllegalState, "the operation cannot be performed in the present state") \
+	X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing") \
+	X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture") \
+	X(cudaErrorStreamCaptureMerge, "operation would result in a merge of separate capture sequences") \
+	X(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began") \
+	X(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream") \
+	X(cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream") \
+	X(cudaErrorCapturedEvent, "operation not permitted on an event last recorded in a capturing stream") \
+	X(cudaErrorStreamCaptureWrongThread, "attempt to terminate a thread-local capture sequence from another thread") \
 	X(cudaErrorUnknown, "unknown error")
 
 API const char *cudaGetErrorString(cudaError_t error)
@@ -177,8 +204,7 @@ API cudaError_t cudaGetDeviceFlags(unsigned int *flags)
 
 API cudaError_t cudaDeviceSynchronize(void)
 {
-	simgpu_device_sync();
-	return cudaSuccess;
+	return from_status(simgpu_device_sync());
 }
 
 static void device_name(char *buf, size_t n, const simgpu_model_t *m)
@@ -333,21 +359,91 @@ API cudaError_t cudaFree(void *p)
 	return from_status(simgpu_mem_free(p));
 }
 
+/* Stream-ordered allocation (simgpu_mem_alloc_async in core.h): a block
+ * freed on a stream is reused by later work on that stream at once, by
+ * other streams once ordered after the free. */
 API cudaError_t cudaMallocAsync(void **p, size_t size, cudaStream_t stream)
 {
 	if (!p)
 		return ret(cudaErrorInvalidValue);
-	if (simgpu_stream_check(stream))
-		return ret(cudaErrorInvalidResourceHandle);
-	return from_status(simgpu_mem_alloc(p, size));
+	return from_status(simgpu_mem_alloc_async(p, size, stream));
 }
 
-/* Work is executed at submission, so freeing at once is stream-ordered. */
 API cudaError_t cudaFreeAsync(void *p, cudaStream_t stream)
 {
-	if (simgpu_stream_check(stream))
+	return from_status(simgpu_mem_free_async(p, stream));
+}
+
+/* _ptsz: a NULL stream is the calling thread's per-thread default stream */
+#define PTSZ(s) ((s) ? (s) : (cudaStream_t)SIMGPU_STREAM_PER_THREAD)
+
+API cudaError_t cudaMallocAsync_ptsz(void **p, size_t size, cudaStream_t stream)
+{
+	return cudaMallocAsync(p, size, PTSZ(stream));
+}
+
+API cudaError_t cudaFreeAsync_ptsz(void *p, cudaStream_t stream)
+{
+	return cudaFreeAsync(p, PTSZ(stream));
+}
+
+/* ---- IPC: handles exist so a shim can be seen refusing them.  A handle
+ * names a cudaMalloc block of this process (magic, pid, address); memory
+ * mapped with the VMM calls has none (cudaErrorInvalidValue), as in
+ * CUDA.  Opening is only possible in another process, which the
+ * simulator does not support: cudaErrorNotSupported there, and
+ * cudaErrorInvalidResourceHandle in the process that made the handle. */
+#define IPC_MAGIC 0x53474950u   /* "SGIP" */
+
+struct ipc_handle {
+	uint32_t magic;
+	int32_t pid;
+	uint64_t base;
+	uint64_t size;
+};
+
+API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *dev)
+{
+	struct ipc_handle h;
+	void *base;
+	size_t size;
+	uint64_t vmm;
+
+	if (!handle || !dev)
+		return ret(cudaErrorInvalidValue);
+	if (simgpu_mem_range(dev, &base, &size) != SIMGPU_OK)
+		return ret(cudaErrorInvalidValue);
+	if (simgpu_vmm_handle_at(dev, &vmm) == SIMGPU_OK)
+		return ret(cudaErrorInvalidValue);  /* not cudaMalloc memory */
+	memset(handle, 0, sizeof(*handle));
+	h.magic = IPC_MAGIC;
+	h.pid = (int32_t)getpid();
+	h.base = (uint64_t)(uintptr_t)base;
+	h.size = size;
+	memcpy(handle->reserved, &h, sizeof(h));
+	return cudaSuccess;
+}
+
+API cudaError_t cudaIpcOpenMemHandle(void **dev, cudaIpcMemHandle_t handle,
+				     unsigned int flags)
+{
+	struct ipc_handle h;
+
+	(void)flags;
+	if (!dev)
+		return ret(cudaErrorInvalidValue);
+	memcpy(&h, handle.reserved, sizeof(h));
+	if (h.magic != IPC_MAGIC)
+		return ret(cudaErrorInvalidValue);
+	if (h.pid == (int32_t)getpid())
 		return ret(cudaErrorInvalidResourceHandle);
-	return from_status(simgpu_mem_free(p));
+	return ret(cudaErrorNotSupported);
+}
+
+API cudaError_t cudaIpcCloseMemHandle(void *dev)
+{
+	(void)dev;
+	return ret(cudaErrorInvalidValue);  /* nothing can have been opened */
 }
 
 API cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
@@ -408,6 +504,8 @@ API cudaError_t cudaHostRegister(void *p, size_t size, unsigned int flags)
 		return cudaSuccess;
 	case SIMGPU_EINVAL:
 		return ret(cudaErrorHostMemoryAlreadyRegistered);
+	case SIMGPU_ECAPTURE_UNSUPPORTED:
+		return ret(cudaErrorStreamCaptureUnsupported);
 	default:
 		return ret(cudaErrorMemoryAllocation);
 	}
@@ -415,9 +513,14 @@ API cudaError_t cudaHostRegister(void *p, size_t size, unsigned int flags)
 
 API cudaError_t cudaHostUnregister(void *p)
 {
-	if (simgpu_host_unregister(p))
+	switch (simgpu_host_unregister(p)) {
+	case SIMGPU_OK:
+		return cudaSuccess;
+	case SIMGPU_ECAPTURE_UNSUPPORTED:
+		return ret(cudaErrorStreamCaptureUnsupported);
+	default:
 		return ret(cudaErrorHostMemoryNotRegistered);
-	return cudaSuccess;
+	}
 }
 
 API cudaError_t cudaHostGetDevicePointer(void **pdev, void *phost,
@@ -520,6 +623,54 @@ API cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s)
 					 "cudaMemsetAsync"));
 }
 
+/* The per-thread default stream forms (nvcc --default-stream per-thread
+ * and CUDA_API_PER_THREAD_DEFAULT_STREAM compile the calls to these):
+ * _ptds on that stream, _ptsz with a NULL stream meaning it. */
+API cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n,
+				enum cudaMemcpyKind kind)
+{
+	return copy(dst, src, n, kind, (cudaStream_t)SIMGPU_STREAM_PER_THREAD,
+		    true, "cudaMemcpy_ptds");
+}
+
+API cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n,
+				     enum cudaMemcpyKind kind, cudaStream_t s)
+{
+	return copy(dst, src, n, kind, PTSZ(s), false, "cudaMemcpyAsync_ptsz");
+}
+
+API cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src,
+				  size_t spitch, size_t width, size_t height,
+				  enum cudaMemcpyKind kind)
+{
+	return copy_2d(dst, dpitch, src, spitch, width, height, kind,
+		       (cudaStream_t)SIMGPU_STREAM_PER_THREAD, true,
+		       "cudaMemcpy2D_ptds");
+}
+
+API cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch,
+				       const void *src, size_t spitch,
+				       size_t width, size_t height,
+				       enum cudaMemcpyKind kind, cudaStream_t s)
+{
+	return copy_2d(dst, dpitch, src, spitch, width, height, kind, PTSZ(s),
+		       false, "cudaMemcpy2DAsync_ptsz");
+}
+
+API cudaError_t cudaMemset_ptds(void *p, int value, size_t n)
+{
+	return from_status(simgpu_memset(p, value, n,
+					 SIMGPU_STREAM_PER_THREAD, false,
+					 "cudaMemset_ptds"));
+}
+
+API cudaError_t cudaMemsetAsync_ptsz(void *p, int value, size_t n,
+				     cudaStream_t s)
+{
+	return from_status(simgpu_memset(p, value, n, PTSZ(s), false,
+					 "cudaMemsetAsync_ptsz"));
+}
+
 /* ---- streams ---- */
 
 API cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s,
@@ -562,6 +713,22 @@ API cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e,
 	return from_status(simgpu_stream_wait_event(s, e));
 }
 
+API cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s)
+{
+	return cudaStreamSynchronize(PTSZ(s));
+}
+
+API cudaError_t cudaStreamQuery_ptsz(cudaStream_t s)
+{
+	return cudaStreamQuery(PTSZ(s));
+}
+
+API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e,
+					 unsigned int flags)
+{
+	return cudaStreamWaitEvent(PTSZ(s), e, flags);
+}
+
 API cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int *flags)
 {
 	if (!flags)
@@ -585,18 +752,56 @@ API cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
 	return cudaSuccess;
 }
 
-/* Stream capture (CUDA graphs) is not simulated: nothing ever captures. */
+/* ---- stream capture and graphs (core_graph.c): ops issued to a
+ * capturing stream are recorded and replayed by cudaGraphLaunch. */
+
+API cudaError_t cudaStreamBeginCapture(cudaStream_t s,
+				       enum cudaStreamCaptureMode mode)
+{
+	return from_status(simgpu_capture_begin(s, (int)mode));
+}
+
+API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t s,
+					    enum cudaStreamCaptureMode mode)
+{
+	return cudaStreamBeginCapture(PTSZ(s), mode);
+}
+
+API cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
+{
+	if (!graph)
+		return ret(cudaErrorInvalidValue);
+	return from_status(simgpu_capture_end(s, (void **)graph));
+}
+
+API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t *graph)
+{
+	return cudaStreamEndCapture(PTSZ(s), graph);
+}
+
 API cudaError_t cudaStreamIsCapturing(cudaStream_t s,
 				      enum cudaStreamCaptureStatus *status)
 {
+	int st = 0;
+	simgpu_status_t r;
+
 	if (!status)
 		return ret(cudaErrorInvalidValue);
 	if (simgpu_stream_check(s))
 		return ret(cudaErrorInvalidResourceHandle);
-	*status = cudaStreamCaptureStatusNone;
-	return cudaSuccess;
+	r = simgpu_capture_info(s, &st, NULL);
+	*status = (enum cudaStreamCaptureStatus)st;
+	return from_status(r);
 }
 
+API cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t s,
+					   enum cudaStreamCaptureStatus *status)
+{
+	return cudaStreamIsCapturing(PTSZ(s), status);
+}
+
+/* Dependencies are not reported: the simulator replays a graph's nodes
+ * in capture order, so it keeps no edges. */
 API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s,
 					 enum cudaStreamCaptureStatus *status,
 					 unsigned long long *id,
@@ -605,12 +810,18 @@ API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s,
 					 const cudaGraphEdgeData **edges,
 					 size_t *ndeps)
 {
-	cudaError_t e = cudaStreamIsCapturing(s, status);
+	int st = 0;
+	uint64_t cid = 0;
+	simgpu_status_t r;
 
-	if (e != cudaSuccess)
-		return e;
+	if (!status)
+		return ret(cudaErrorInvalidValue);
+	if (simgpu_stream_check(s))
+		return ret(cudaErrorInvalidResourceHandle);
+	r = simgpu_capture_info(s, &st, &cid);
+	*status = (enum cudaStreamCaptureStatus)st;
 	if (id)
-		*id = 0;
+		*id = cid;
 	if (graph)
 		*graph = NULL;
 	if (deps)
@@ -619,27 +830,98 @@ API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s,
 		*edges = NULL;
 	if (ndeps)
 		*ndeps = 0;
-	return cudaSuccess;
+	return from_status(r);
+}
+
+API cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t s,
+					      enum cudaStreamCaptureStatus *status,
+					      unsigned long long *id,
+					      cudaGraph_t *graph,
+					      const cudaGraphNode_t **deps,
+					      const cudaGraphEdgeData **edges,
+					      size_t *ndeps)
+{
+	return cudaStreamGetCaptureInfo(PTSZ(s), status, id, graph, deps,
+					edges, ndeps);
 }
 
 API cudaError_t cudaThreadExchangeStreamCaptureMode(
 	enum cudaStreamCaptureMode *mode)
 {
+	int m;
+
 	if (!mode)
 		return ret(cudaErrorInvalidValue);
+	m = (int)*mode;
+	if (simgpu_capture_exchange_mode(&m))
+		return ret(cudaErrorInvalidValue);
+	*mode = (enum cudaStreamCaptureMode)m;
 	return cudaSuccess;
 }
 
-/* Work before the host function has already executed (submission order is
- * execution order here), so it runs at once. */
+API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+				     unsigned long long flags)
+{
+	(void)flags;
+	if (!exec)
+		return ret(cudaErrorInvalidValue);
+	return from_status(simgpu_graph_instantiate((void **)exec, graph));
+}
+
+API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec,
+					      cudaGraph_t graph,
+					      unsigned long long flags)
+{
+	return cudaGraphInstantiate(exec, graph, flags);
+}
+
+API cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
+{
+	return from_status(simgpu_graph_launch(exec, s));
+}
+
+API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t s)
+{
+	return cudaGraphLaunch(exec, PTSZ(s));
+}
+
+API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+	return from_status(simgpu_graph_exec_destroy(exec));
+}
+
+API cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+	return from_status(simgpu_graph_destroy(graph));
+}
+
+/* The node count only (nodes are not handed out). */
+API cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes,
+				  size_t *n)
+{
+	size_t k = 0;
+	simgpu_status_t r;
+
+	if (!n || nodes)
+		return ret(cudaErrorInvalidValue);
+	r = simgpu_graph_node_count(graph, &k);
+	*n = k;
+	return from_status(r);
+}
+
+/* Runs once the stream's earlier work is done: at once here, or recorded
+ * when the stream captures. */
 API cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data)
 {
 	if (!fn)
 		return ret(cudaErrorInvalidValue);
-	if (simgpu_stream_check(s))
-		return ret(cudaErrorInvalidResourceHandle);
-	fn(data);
-	return cudaSuccess;
+	return from_status(simgpu_host_func(s, fn, data));
+}
+
+API cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn,
+					void *data)
+{
+	return cudaLaunchHostFunc(PTSZ(s), fn, data);
 }
 
 API cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb,
@@ -649,6 +931,9 @@ API cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb,
 		return ret(cudaErrorInvalidValue);
 	if (simgpu_stream_check(s))
 		return ret(cudaErrorInvalidResourceHandle);
+	/* not capturable in CUDA (cudaLaunchHostFunc is) */
+	if (simgpu_capture_refuse(s, "cudaStreamAddCallback"))
+		return ret(cudaErrorStreamCaptureUnsupported);
 	cb(s, cudaSuccess, data);
 	return cudaSuccess;
 }
@@ -677,6 +962,17 @@ API cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s,
 {
 	(void)flags;
 	return from_status(simgpu_event_record(e, s));
+}
+
+API cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s)
+{
+	return cudaEventRecord(e, PTSZ(s));
+}
+
+API cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s,
+					      unsigned int flags)
+{
+	return cudaEventRecordWithFlags(e, PTSZ(s), flags);
 }
 
 API cudaError_t cudaEventQuery(cudaEvent_t e)
@@ -839,6 +1135,22 @@ API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config,
 		      config->stream);
 }
 
+API cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block,
+				      void **args, size_t shmem, cudaStream_t s)
+{
+	(void)shmem;
+	return launch(func, grid, block, args, PTSZ(s));
+}
+
+API cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config,
+					 const void *func, void **args)
+{
+	if (!config)
+		return ret(cudaErrorInvalidValue);
+	return launch(func, config->gridDim, config->blockDim, args,
+		      PTSZ(config->stream));
+}
+
 /* Kernel names let vmem's trace name launches ("mt_sgd_momentum"). */
 API cudaError_t cudaFuncGetName(const char **name, const void *func)
 {
@@ -900,5 +1212,5 @@ API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t k, dim3 grid, dim3 block,
 					void **args, size_t shmem, cudaStream_t s)
 {
 	(void)shmem;
-	return launch((const void *)k, grid, block, args, s);
+	return launch((const void *)k, grid, block, args, PTSZ(s));
 }

@@ -104,13 +104,17 @@ static cudnnStatus_t fail(cudnnStatus_t st, const char *fmt, const char *what)
 #define UNSUPPORTED(what) fail(CUDNN_STATUS_NOT_SUPPORTED, "simgpu cuDNN: not supported: %s", what)
 #define NO_MEMORY() fail(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "simgpu cuDNN: %s", "host scratch allocation failed")
 
-/* Runs `call` (a cudnnStatus_t expression) with the fault name set. */
-#define OP(call)                                        \
-	do {                                            \
-		simgpu_op_begin(__func__);              \
-		cudnnStatus_t op_st_ = (call);          \
-		simgpu_op_end();                        \
-		return op_st_;                          \
+/* Runs `call` (a cudnnStatus_t expression) with the fault name set.  On
+ * a capturing stream the op is refused (and the capture invalidated): the
+ * simulator captures convolutions only (dnn_conv_exec). */
+#define OP(call)                                                        \
+	do {                                                            \
+		if (dnn_handle_ok(h) && simgpu_capture_refuse(h->stream, __func__)) \
+			return UNSUPPORTED("this call in a stream capture (the simulated cuDNN captures convolutions only)"); \
+		simgpu_op_begin(__func__);                              \
+		cudnnStatus_t op_st_ = (call);                          \
+		simgpu_op_end();                                        \
+		return op_st_;                                          \
 	} while (0)
 
 /* ------------------------------------------------------- version, errors */
@@ -331,6 +335,28 @@ static void view_put(view_t *v, bool store)
 static void check4(const void *p, const dnn_t4_t *l)
 {
 	simgpu_check(p, span4(l) * sizeof(float), false);
+}
+
+/* An output's access: read too when beta is not 0. */
+#define OUT(beta) ((beta) != 0.0f ? SIMGPU_ACC_RW : SIMGPU_ACC_W)
+
+/* Checks a tensor and declares its access to the race checker, exactly:
+ * a strided view (a channel slice of a concatenation) is one range per
+ * image, so a neighbouring slice another stream writes is not touched. */
+static void acc4(const void *p, const dnn_t4_t *l, unsigned mode)
+{
+	size_t inner = 1;
+
+	check4(p, l);
+	for (int i = 1; i < 4; i++)
+		inner += (size_t)(l->dims[i] - 1) * (size_t)l->strides[i];
+	if (packed4(l) || l->dims[0] <= 1 || (size_t)l->strides[0] < inner) {
+		simgpu_access(p, span4(l) * sizeof(float), mode);
+		return;
+	}
+	for (int n = 0; n < l->dims[0]; n++)
+		simgpu_access((const float *)p + (size_t)n * (size_t)l->strides[0],
+			      inner * sizeof(float), mode);
 }
 
 static void submit(cudnnHandle_t h, double flops, double bytes)
@@ -942,48 +968,50 @@ DNN_HIDDEN double dnn_algo_seconds(dnn_dir_t dir, int algo, const dnn_conv_t *c)
 	return simgpu_op_seconds(2.0 * ref_conv_macs(cv) * (ai ? ai->factor : 1.0), bytes);
 }
 
-DNN_HIDDEN cudnnStatus_t dnn_conv_exec(cudnnHandle_t h, const char *op, dnn_dir_t dir,
-				       int algo, const dnn_conv_t *c, float alpha,
-				       const void *a, const void *b, float beta, void *out,
-				       void *ws, size_t ws_bytes)
+/* One convolution call by value: what a CUDA graph replays. */
+typedef struct {
+	const char *op;
+	dnn_dir_t dir;
+	int algo;
+	dnn_conv_t c;
+	float alpha, beta;
+	const void *a, *b;
+	void *out, *ws;
+	size_t need;
+} conv_args_t;
+
+static cudnnStatus_t conv_run(const conv_args_t *k, cudaStream_t stream)
 {
 	const dnn_t4_t *la, *lb, *lo;
-	size_t need;
+	const dnn_conv_t *c = &k->c;
 	cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
 
-	if (!dnn_handle_ok(h))
-		return BAD("handle");
-	if (!a || !b || !out)
-		return BAD("tensor pointer is NULL");
-	if (!dnn_algo_ws(dir, algo, c, &need))
-		return UNSUPPORTED("algorithm for this convolution");
-	if (need > ws_bytes || (need && !ws))
-		return BAD("workspace smaller than the algorithm needs");
-	switch (dir) {
+	switch (k->dir) {
 	case DNN_FWD: la = &c->x, lb = &c->w, lo = &c->y; break;
 	case DNN_BWD_DATA: la = &c->w, lb = &c->y, lo = &c->x; break;
 	default: la = &c->x, lb = &c->y, lo = &c->w; break;
 	}
-	simgpu_op_begin(op);
-	check4(a, la);
-	check4(b, lb);
-	check4(out, lo);
-	if (need) {
-		simgpu_check(ws, need, false);
+	simgpu_op_begin(k->op);
+	acc4(k->a, la, SIMGPU_ACC_R);
+	acc4(k->b, lb, SIMGPU_ACC_R);
+	acc4(k->out, lo, OUT(k->beta));
+	if (k->need) {
+		simgpu_check(k->ws, k->need, false);
+		simgpu_access(k->ws, k->need, SIMGPU_ACC_W);
 		if (!simgpu_dryrun())
-			memset(ws, 0x5a, need);
+			memset(k->ws, 0x5a, k->need);
 	}
 	if (!simgpu_dryrun()) {
 		view_t va, vb, vo;
-		bool ok = view_get(&va, la, a, true);
-		ok = view_get(&vb, lb, b, true) && ok;
-		ok = view_get(&vo, lo, out, beta != 0.0f) && ok;
+		bool ok = view_get(&va, la, k->a, true);
+		ok = view_get(&vb, lb, k->b, true) && ok;
+		ok = view_get(&vo, lo, k->out, k->beta != 0.0f) && ok;
 		int rc = -1;
 		if (ok) {
-			switch (dir) {
-			case DNN_FWD: rc = ref_conv_fwd(&c->cv, alpha, va.p, vb.p, beta, vo.p); break;
-			case DNN_BWD_DATA: rc = ref_conv_bwd_data(&c->cv, alpha, va.p, vb.p, beta, vo.p); break;
-			default: rc = ref_conv_bwd_filter(&c->cv, alpha, va.p, vb.p, beta, vo.p); break;
+			switch (k->dir) {
+			case DNN_FWD: rc = ref_conv_fwd(&c->cv, k->alpha, va.p, vb.p, k->beta, vo.p); break;
+			case DNN_BWD_DATA: rc = ref_conv_bwd_data(&c->cv, k->alpha, va.p, vb.p, k->beta, vo.p); break;
+			default: rc = ref_conv_bwd_filter(&c->cv, k->alpha, va.p, vb.p, k->beta, vo.p); break;
 			}
 		}
 		view_put(&va, false);
@@ -993,9 +1021,55 @@ DNN_HIDDEN cudnnStatus_t dnn_conv_exec(cudnnHandle_t h, const char *op, dnn_dir_
 			st = NO_MEMORY();
 	}
 	if (st == CUDNN_STATUS_SUCCESS)
-		simgpu_submit(h->stream, SIMGPU_ENGINE_COMPUTE, dnn_algo_seconds(dir, algo, c));
+		simgpu_submit(stream, SIMGPU_ENGINE_COMPUTE, dnn_algo_seconds(k->dir, k->algo, c));
+	else
+		simgpu_access_discard();
 	simgpu_op_end();
 	return st;
+}
+
+static void conv_replay(const void *args, void *stream)
+{
+	conv_run(args, stream);
+}
+
+DNN_HIDDEN cudnnStatus_t dnn_conv_exec(cudnnHandle_t h, const char *op, dnn_dir_t dir,
+				       int algo, const dnn_conv_t *c, float alpha,
+				       const void *a, const void *b, float beta, void *out,
+				       void *ws, size_t ws_bytes)
+{
+	conv_args_t k;
+	size_t need;
+
+	if (!dnn_handle_ok(h))
+		return BAD("handle");
+	if (!a || !b || !out)
+		return BAD("tensor pointer is NULL");
+	if (!dnn_algo_ws(dir, algo, c, &need))
+		return UNSUPPORTED("algorithm for this convolution");
+	if (need > ws_bytes || (need && !ws))
+		return BAD("workspace smaller than the algorithm needs");
+	memset(&k, 0, sizeof(k));
+	k.op = op;
+	k.dir = dir;
+	k.algo = algo;
+	k.c = *c;
+	k.alpha = alpha;
+	k.beta = beta;
+	k.a = a;
+	k.b = b;
+	k.out = out;
+	k.ws = ws;
+	k.need = need;
+	switch (simgpu_capture(h->stream, op, conv_replay, &k, sizeof(k))) {
+	case 1:
+		return CUDNN_STATUS_SUCCESS;    /* recorded into the graph */
+	case -1:
+		return fail(CUDNN_STATUS_EXECUTION_FAILED, "simgpu cuDNN: %s",
+			    "the stream capture is invalidated");
+	default:
+		return conv_run(&k, h->stream);
+	}
 }
 
 /* One row of a *AlgoPerf_t answer, before it is copied to the typed struct
@@ -1128,6 +1202,8 @@ static cudnnStatus_t find_ex(cudnnHandle_t h, const char *op, dnn_dir_t dir, con
 			     const void *a, const void *b, void *out, void *ws, size_t ws_bytes,
 			     perf_row_t *rows, int *n)
 {
+	if (simgpu_capture_refuse(h->stream, op))
+		return UNSUPPORTED("cudnnFind*AlgorithmEx in a stream capture");
 	if (!ws)
 		ws_bytes = 0;
 	*n = perf_rows(dir, c, ws_bytes, rows);
@@ -1142,6 +1218,7 @@ static cudnnStatus_t find_ex(cudnnHandle_t h, const char *op, dnn_dir_t dir, con
 		if (rows[i].status != CUDNN_STATUS_SUCCESS || !rows[i].memory)
 			continue;
 		simgpu_check(ws, rows[i].memory, false);
+		simgpu_access(ws, rows[i].memory, SIMGPU_ACC_W);
 		if (!simgpu_dryrun())
 			memset(ws, 0x5a, rows[i].memory);
 	}
@@ -1474,8 +1551,8 @@ static cudnnStatus_t bias_bwd(cudnnHandle_t h, const float *alpha, const cudnnTe
 		return st;
 	if (lb.dims[0] != 1 || lb.dims[1] != ly.dims[1] || lb.dims[2] != 1 || lb.dims[3] != 1)
 		return BAD("bias gradient must be 1 x C x 1 x 1");
-	check4(dy, &ly);
-	check4(db, &lb);
+	acc4(dy, &ly, SIMGPU_ACC_R);
+	acc4(db, &lb, OUT(*beta));
 	if (!simgpu_dryrun()) {
 		view_t vy, vb;
 		bool ok = view_get(&vy, &ly, dy, true);
@@ -1513,8 +1590,8 @@ static cudnnStatus_t add_tensor(cudnnHandle_t h, const float *alpha,
 		return st;
 	if (!broadcast_ok(&la, &lc))
 		return BAD("A's dims must equal C's or be 1");
-	check4(a, &la);
-	check4(c, &lc);
+	acc4(a, &la, SIMGPU_ACC_R);
+	acc4(c, &lc, OUT(*beta));
 	if (!simgpu_dryrun()) {
 		view_t va, vc;
 		bool ok = view_get(&va, &la, a, true);
@@ -1551,8 +1628,8 @@ static cudnnStatus_t transform(cudnnHandle_t h, const float *alpha, const cudnnT
 		return st;
 	if (!same_dims(&lx, &ly))
 		return BAD("x and y dims differ");
-	check4(x, &lx);
-	check4(y, &ly);
+	acc4(x, &lx, SIMGPU_ACC_R);
+	acc4(y, &ly, OUT(*beta));
 	if (!simgpu_dryrun()) {
 		view_t vx, vy;
 		bool ok = view_get(&vx, &lx, x, true);
@@ -1585,7 +1662,7 @@ static cudnnStatus_t set_scale(cudnnHandle_t h, const cudnnTensorDescriptor_t yd
 		return BAD("handle, tensor or value pointer");
 	if ((st = tensor4(yd, &ly)))
 		return st;
-	check4(y, &ly);
+	acc4(y, &ly, scale ? SIMGPU_ACC_RW : SIMGPU_ACC_W);
 	if (!simgpu_dryrun()) {
 		view_t vy;
 		if (!view_get(&vy, &ly, y, scale))
@@ -1667,10 +1744,10 @@ static cudnnStatus_t op_tensor(cudnnHandle_t h, const struct cudnnOpTensorStruct
 	}
 	if (!same_dims(&la, &lc))
 		return BAD("A's dims differ from C's");
-	check4(a, &la);
+	acc4(a, &la, SIMGPU_ACC_R);
 	if (op != REF_OP_SQRT)
-		check4(b, &lb);
-	check4(c, &lc);
+		acc4(b, &lb, SIMGPU_ACC_R);
+	acc4(c, &lc, OUT(*beta));
 	if (!simgpu_dryrun()) {
 		view_t va, vb = { 0 }, vc;
 		bool ok = view_get(&va, &la, a, true);
@@ -1770,8 +1847,8 @@ static cudnnStatus_t act_fwd(cudnnHandle_t h, const struct cudnnActivationStruct
 		return st;
 	if (!same_dims(&lx, &ly))
 		return BAD("x and y dims differ");
-	check4(x, &lx);
-	check4(y, &ly);
+	acc4(x, &lx, SIMGPU_ACC_R);
+	acc4(y, &ly, OUT(*beta));
 	if (!simgpu_dryrun()) {
 		view_t vx, vy;
 		bool ok = view_get(&vx, &lx, x, true);
@@ -1814,11 +1891,11 @@ static cudnnStatus_t act_bwd(cudnnHandle_t h, const struct cudnnActivationStruct
 		return st;
 	if (!same_dims(&ly, &ldy) || !same_dims(&ly, &ldx) || (x && !same_dims(&ly, &lx)))
 		return BAD("y, dy, x and dx dims differ");
-	check4(y, &ly);
-	check4(dy, &ldy);
+	acc4(y, &ly, SIMGPU_ACC_R);
+	acc4(dy, &ldy, SIMGPU_ACC_R);
 	if (x)
-		check4(x, &lx);
-	check4(dx, &ldx);
+		acc4(x, &lx, SIMGPU_ACC_R);
+	acc4(dx, &ldx, OUT(*beta));
 	if (!simgpu_dryrun()) {
 		view_t vy, vdy, vx = { 0 }, vdx;
 		bool ok = view_get(&vy, &ly, y, true);
@@ -1979,8 +2056,8 @@ static cudnnStatus_t pool_fwd(cudnnHandle_t h, const struct cudnnPoolingStruct *
 		return st;
 	if (ly.dims[0] != pl.n || ly.dims[1] != pl.c || ly.dims[2] != pl.p || ly.dims[3] != pl.q)
 		return BAD("y dims differ from the pooling output");
-	check4(x, &lx);
-	check4(y, &ly);
+	acc4(x, &lx, SIMGPU_ACC_R);
+	acc4(y, &ly, OUT(*beta));
 	if (!simgpu_dryrun()) {
 		view_t vx, vy;
 		bool ok = view_get(&vx, &lx, x, true);
@@ -2025,11 +2102,12 @@ static cudnnStatus_t pool_bwd(cudnnHandle_t h, const struct cudnnPoolingStruct *
 	if (y) {
 		if ((st = tensor4(yd, &ly)))
 			return st;
-		check4(y, &ly); /* read by cuDNN; the reference recomputes argmax from x */
+		/* read by cuDNN; the reference recomputes argmax from x */
+		acc4(y, &ly, SIMGPU_ACC_R);
 	}
-	check4(dy, &ldy);
-	check4(x, &lx);
-	check4(dx, &ldx);
+	acc4(dy, &ldy, SIMGPU_ACC_R);
+	acc4(x, &lx, SIMGPU_ACC_R);
+	acc4(dx, &ldx, OUT(*beta));
 	if (!simgpu_dryrun()) {
 		view_t vdy, vx, vdx;
 		bool ok = view_get(&vdy, &ldy, dy, true);
@@ -2097,8 +2175,8 @@ static cudnnStatus_t softmax_fwd(cudnnHandle_t h, cudnnSoftmaxAlgorithm_t algo,
 		return st;
 	if (!same_dims(&lx, &ly))
 		return BAD("x and y dims differ");
-	check4(x, &lx);
-	check4(y, &ly);
+	acc4(x, &lx, SIMGPU_ACC_R);
+	acc4(y, &ly, OUT(*beta));
 	if (!simgpu_dryrun()) {
 		view_t vx, vy;
 		bool ok = view_get(&vx, &lx, x, true);
@@ -2141,9 +2219,9 @@ static cudnnStatus_t softmax_bwd(cudnnHandle_t h, cudnnSoftmaxAlgorithm_t algo,
 		return st;
 	if (!same_dims(&ly, &ldy) || !same_dims(&ly, &ldx))
 		return BAD("y, dy and dx dims differ");
-	check4(y, &ly);
-	check4(dy, &ldy);
-	check4(dx, &ldx);
+	acc4(y, &ly, SIMGPU_ACC_R);
+	acc4(dy, &ldy, SIMGPU_ACC_R);
+	acc4(dx, &ldx, OUT(*beta));
 	if (!simgpu_dryrun()) {
 		view_t vy, vdy, vdx;
 		bool ok = view_get(&vy, &ly, y, true);
@@ -2213,10 +2291,13 @@ static cudnnStatus_t bn_setup(cudnnBatchNormMode_t mode, const cudnnTensorDescri
 	return CUDNN_STATUS_SUCCESS;
 }
 
-static void pcheck(const void *p, size_t n)
+/* A batch-norm parameter array of n floats, if given. */
+static void pacc(const void *p, size_t n, unsigned mode)
 {
-	if (p)
-		simgpu_check(p, n * sizeof(float), false);
+	if (!p)
+		return;
+	simgpu_check(p, n * sizeof(float), false);
+	simgpu_access(p, n * sizeof(float), mode);
 }
 
 static cudnnStatus_t bn_train(cudnnHandle_t h, cudnnBatchNormMode_t mode, const float *alpha,
@@ -2239,10 +2320,11 @@ static cudnnStatus_t bn_train(cudnnHandle_t h, cudnnBatchNormMode_t mode, const 
 		return BAD("epsilon below CUDNN_BN_MIN_EPSILON");
 	if ((st = bn_setup(mode, xd, yd, pd, &lx, &ly, &rm, &np)))
 		return st;
-	check4(x, &lx);
-	check4(y, &ly);
-	pcheck(scale, np), pcheck(bias, np), pcheck(rmean, np), pcheck(rvar, np);
-	pcheck(smean, np), pcheck(sinv, np);
+	acc4(x, &lx, SIMGPU_ACC_R);
+	acc4(y, &ly, OUT(*beta));
+	pacc(scale, np, SIMGPU_ACC_R), pacc(bias, np, SIMGPU_ACC_R);
+	pacc(rmean, np, SIMGPU_ACC_RW), pacc(rvar, np, SIMGPU_ACC_RW);
+	pacc(smean, np, SIMGPU_ACC_W), pacc(sinv, np, SIMGPU_ACC_W);
 	if (!simgpu_dryrun()) {
 		view_t vx, vy;
 		bool ok = view_get(&vx, &lx, x, true);
@@ -2289,9 +2371,10 @@ static cudnnStatus_t bn_infer(cudnnHandle_t h, cudnnBatchNormMode_t mode, const 
 		return BAD("epsilon below CUDNN_BN_MIN_EPSILON");
 	if ((st = bn_setup(mode, xd, yd, pd, &lx, &ly, &rm, &np)))
 		return st;
-	check4(x, &lx);
-	check4(y, &ly);
-	pcheck(scale, np), pcheck(bias, np), pcheck(mean, np), pcheck(var, np);
+	acc4(x, &lx, SIMGPU_ACC_R);
+	acc4(y, &ly, OUT(*beta));
+	pacc(scale, np, SIMGPU_ACC_R), pacc(bias, np, SIMGPU_ACC_R);
+	pacc(mean, np, SIMGPU_ACC_R), pacc(var, np, SIMGPU_ACC_R);
 	if (!simgpu_dryrun()) {
 		view_t vx, vy;
 		bool ok = view_get(&vx, &lx, x, true);
@@ -2345,10 +2428,12 @@ static cudnnStatus_t bn_bwd(cudnnHandle_t h, cudnnBatchNormMode_t mode, const fl
 		return st;
 	if (!same_dims(&lx, &ldy))
 		return BAD("x and dy dims differ");
-	check4(x, &lx);
-	check4(dy, &ldy);
-	check4(dx, &ldx);
-	pcheck(scale, np), pcheck(dscale, np), pcheck(dbias, np), pcheck(smean, np), pcheck(sinv, np);
+	acc4(x, &lx, SIMGPU_ACC_R);
+	acc4(dy, &ldy, SIMGPU_ACC_R);
+	acc4(dx, &ldx, OUT(*bd));
+	pacc(scale, np, SIMGPU_ACC_R);
+	pacc(dscale, np, OUT(*bp)), pacc(dbias, np, OUT(*bp));
+	pacc(smean, np, SIMGPU_ACC_R), pacc(sinv, np, SIMGPU_ACC_R);
 	if (!simgpu_dryrun()) {
 		view_t vx, vdy, vdx;
 		bool ok = view_get(&vx, &lx, x, true);
@@ -2477,7 +2562,8 @@ API cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
  * workspace; *rs_need is the reserve space the call uses. */
 static cudnnStatus_t bn_ex_buffers(cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
 				   const cudnnTensorDescriptor_t xd, void *ws, size_t ws_bytes,
-				   const void *rs, size_t rs_bytes, size_t *rs_need)
+				   const void *rs, size_t rs_bytes, size_t *rs_need,
+				   unsigned rs_mode)
 {
 	size_t np;
 	cudnnStatus_t st;
@@ -2491,6 +2577,8 @@ static cudnnStatus_t bn_ex_buffers(cudnnBatchNormMode_t mode, cudnnBatchNormOps_
 		return BAD("reserve space smaller than cudnnGetBatchNormalizationTrainingExReserveSpaceSize answers");
 	simgpu_check(ws, bn_ex_ws_bytes(np), false);
 	simgpu_check(rs, *rs_need, false);
+	simgpu_access(ws, bn_ex_ws_bytes(np), SIMGPU_ACC_W);
+	simgpu_access(rs, *rs_need, rs_mode);
 	if (!simgpu_dryrun())
 		memset(ws, 0x5a, bn_ex_ws_bytes(np));
 	return CUDNN_STATUS_SUCCESS;
@@ -2510,7 +2598,8 @@ static cudnnStatus_t bn_train_ex(cudnnHandle_t h, cudnnBatchNormMode_t mode,
 
 	if (!dnn_handle_ok(h))
 		return BAD("handle");
-	if ((st = bn_ex_buffers(mode, ops, xd, ws, ws_bytes, rs, rs_bytes, &rs_need)))
+	if ((st = bn_ex_buffers(mode, ops, xd, ws, ws_bytes, rs, rs_bytes, &rs_need,
+				 SIMGPU_ACC_W)))
 		return st;
 	if ((st = bn_train(h, mode, alpha, beta, xd, x, yd, y, pd, scale, bias, factor, rmean,
 			   rvar, eps, smean, sinv)))
@@ -2547,7 +2636,8 @@ static cudnnStatus_t bn_bwd_ex(cudnnHandle_t h, cudnnBatchNormMode_t mode,
 
 	if (!dnn_handle_ok(h))
 		return BAD("handle");
-	if ((st = bn_ex_buffers(mode, ops, xd, ws, ws_bytes, rs, rs_bytes, &rs_need)))
+	if ((st = bn_ex_buffers(mode, ops, xd, ws, ws_bytes, rs, rs_bytes, &rs_need,
+				 SIMGPU_ACC_R)))
 		return st;
 	if (!simgpu_dryrun()) {
 		const unsigned char *r = rs;

@@ -13,6 +13,7 @@
  *
  * Thread-safety: as the core; the current context is thread-local.
  */
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -36,6 +37,24 @@ static CUresult from_status(simgpu_status_t st)
 		return CUDA_ERROR_NOT_READY;
 	case SIMGPU_ENOTFOUND:
 		return CUDA_ERROR_NOT_FOUND;
+	case SIMGPU_ECAPTURE_UNSUPPORTED:
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	case SIMGPU_ECAPTURE_INVALIDATED:
+		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	case SIMGPU_ECAPTURE_IMPLICIT:
+		return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+	case SIMGPU_ECAPTURE_ISOLATION:
+		return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+	case SIMGPU_ECAPTURE_MERGE:
+		return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+	case SIMGPU_ECAPTURE_UNMATCHED:
+		return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+	case SIMGPU_ECAPTURE_WRONG_THREAD:
+		return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+	case SIMGPU_ECAPTURED_EVENT:
+		return CUDA_ERROR_CAPTURED_EVENT;
+	case SIMGPU_EILLEGAL_STATE:
+		return CUDA_ERROR_ILLEGAL_STATE;
 	case SIMGPU_EINVAL:
 	default:
 		return CUDA_ERROR_INVALID_VALUE;
@@ -61,6 +80,15 @@ static CUresult from_status(simgpu_status_t st)
 	X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered") \
 	X(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure") \
 	X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported") \
+	X(CUDA_ERROR_ILLEGAL_STATE, "the operation cannot be performed in the present state") \
+	X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing") \
+	X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "operation failed due to a previous error during capture") \
+	X(CUDA_ERROR_STREAM_CAPTURE_MERGE, "operation would result in a merge of separate capture sequences") \
+	X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, "capture was not ended in the same stream as it began") \
+	X(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "dependency created on uncaptured work in another stream") \
+	X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "operation would make the legacy stream depend on a capturing blocking stream") \
+	X(CUDA_ERROR_CAPTURED_EVENT, "operation not permitted on an event last recorded in a capturing stream") \
+	X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "attempt to terminate a thread-local capture sequence from another thread") \
 	X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 API CUresult cuGetErrorString(CUresult error, const char **str)
@@ -265,8 +293,7 @@ API CUresult cuCtxGetDevice(CUdevice *dev)
 
 API CUresult cuCtxSynchronize(void)
 {
-	simgpu_device_sync();
-	return CUDA_SUCCESS;
+	return from_status(simgpu_device_sync());
 }
 
 /* ---- memory ---- */
@@ -342,38 +369,209 @@ API CUresult cuMemHostUnregister(void *p)
 }
 
 #define DPTR(d) ((void *)(uintptr_t)(d))
+#define PTDS ((CUstream)SIMGPU_STREAM_PER_THREAD)
+/* _ptsz: a NULL stream is the calling thread's per-thread default stream */
+#define PTSZ(s) ((s) ? (s) : PTDS)
+
+/* Copies and sets.  The synchronous copies to or from host memory make
+ * the host wait; device-to-device copies and the sets are asynchronous
+ * with respect to the host, as CUDA documents ("API synchronization
+ * behavior").  Each has its per-thread default stream form (_ptds, and
+ * _ptsz for the asynchronous ones). */
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s,
+		     bool sync, const char *op)
+{
+	return from_status(simgpu_copy(DPTR(dst), src, n, SIMGPU_COPY_H2D,
+				       s, sync, op));
+}
+
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s,
+		     bool sync, const char *op)
+{
+	return from_status(simgpu_copy(dst, DPTR(src), n, SIMGPU_COPY_D2H,
+				       s, sync, op));
+}
+
+static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s,
+		     const char *op)
+{
+	return from_status(simgpu_copy(DPTR(dst), DPTR(src), n,
+				       SIMGPU_COPY_D2D, s, false, op));
+}
+
+static CUresult unified(CUdeviceptr dst, CUdeviceptr src, size_t n,
+			CUstream s, bool sync, const char *op)
+{
+	return from_status(simgpu_copy(DPTR(dst), DPTR(src), n,
+				       SIMGPU_COPY_DEFAULT, s, sync, op));
+}
 
 API CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
 {
-	return from_status(simgpu_copy(DPTR(dst), src, n, SIMGPU_COPY_H2D,
-				       NULL, true, "cuMemcpyHtoD"));
+	return htod(dst, src, n, NULL, true, "cuMemcpyHtoD_v2");
+}
+
+API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
+{
+	return htod(dst, src, n, PTDS, true, "cuMemcpyHtoD_v2_ptds");
 }
 
 API CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
 {
-	return from_status(simgpu_copy(dst, DPTR(src), n, SIMGPU_COPY_D2H,
-				       NULL, true, "cuMemcpyDtoH"));
+	return dtoh(dst, src, n, NULL, true, "cuMemcpyDtoH_v2");
+}
+
+API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
+{
+	return dtoh(dst, src, n, PTDS, true, "cuMemcpyDtoH_v2_ptds");
 }
 
 API CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
-	return from_status(simgpu_copy(DPTR(dst), DPTR(src), n,
-				       SIMGPU_COPY_D2D, NULL, false,
-				       "cuMemcpyDtoD"));
+	return dtod(dst, src, n, NULL, "cuMemcpyDtoD_v2");
+}
+
+API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	return dtod(dst, src, n, PTDS, "cuMemcpyDtoD_v2_ptds");
+}
+
+API CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n,
+			       CUstream s)
+{
+	return htod(dst, src, n, s, false, "cuMemcpyHtoDAsync_v2");
+}
+
+API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src,
+				       size_t n, CUstream s)
+{
+	return htod(dst, src, n, PTSZ(s), false, "cuMemcpyHtoDAsync_v2_ptsz");
+}
+
+API CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n,
+			       CUstream s)
+{
+	return dtoh(dst, src, n, s, false, "cuMemcpyDtoHAsync_v2");
+}
+
+API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n,
+				       CUstream s)
+{
+	return dtoh(dst, src, n, PTSZ(s), false, "cuMemcpyDtoHAsync_v2_ptsz");
+}
+
+API CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
+			       CUstream s)
+{
+	return dtod(dst, src, n, s, "cuMemcpyDtoDAsync_v2");
+}
+
+API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src,
+				       size_t n, CUstream s)
+{
+	return dtod(dst, src, n, PTSZ(s), "cuMemcpyDtoDAsync_v2_ptsz");
+}
+
+/* Unified addressing: the direction comes from where the pointers live. */
+API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	return unified(dst, src, n, NULL, true, "cuMemcpy");
+}
+
+API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	return unified(dst, src, n, PTDS, true, "cuMemcpy_ptds");
 }
 
 API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
 			   CUstream s)
 {
-	return from_status(simgpu_copy(DPTR(dst), DPTR(src), n,
-				       SIMGPU_COPY_DEFAULT, s, false,
-				       "cuMemcpyAsync"));
+	return unified(dst, src, n, s, false, "cuMemcpyAsync");
+}
+
+API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n,
+				CUstream s)
+{
+	return unified(dst, src, n, PTSZ(s), false, "cuMemcpyAsync_ptsz");
 }
 
 API CUresult cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
 {
 	return from_status(simgpu_memset(DPTR(dst), v, n, NULL, false,
-					 "cuMemsetD8"));
+					 "cuMemsetD8_v2"));
+}
+
+API CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char v, size_t n)
+{
+	return from_status(simgpu_memset(DPTR(dst), v, n, PTDS, false,
+					 "cuMemsetD8_v2_ptds"));
+}
+
+API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n,
+			     CUstream s)
+{
+	return from_status(simgpu_memset(DPTR(dst), v, n, s, false,
+					 "cuMemsetD8Async"));
+}
+
+API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char v, size_t n,
+				  CUstream s)
+{
+	return from_status(simgpu_memset(DPTR(dst), v, n, PTSZ(s), false,
+					 "cuMemsetD8Async_ptsz"));
+}
+
+API CUresult cuMemsetD32(CUdeviceptr dst, unsigned int v, size_t n)
+{
+	return from_status(simgpu_memset32(DPTR(dst), v, n, NULL,
+					   "cuMemsetD32_v2"));
+}
+
+API CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int v, size_t n)
+{
+	return from_status(simgpu_memset32(DPTR(dst), v, n, PTDS,
+					   "cuMemsetD32_v2_ptds"));
+}
+
+API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n,
+			      CUstream s)
+{
+	return from_status(simgpu_memset32(DPTR(dst), v, n, s,
+					   "cuMemsetD32Async"));
+}
+
+API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int v, size_t n,
+				   CUstream s)
+{
+	return from_status(simgpu_memset32(DPTR(dst), v, n, PTSZ(s),
+					   "cuMemsetD32Async_ptsz"));
+}
+
+/* IPC: a cudaMalloc-style block of this process has a handle (the same
+ * as the runtime's: magic, pid, address); VMM memory has none. */
+API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr)
+{
+	struct {
+		uint32_t magic;
+		int32_t pid;
+		uint64_t base, size;
+	} v;
+	void *base;
+	size_t size;
+	uint64_t vmm;
+
+	if (!h || !dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (simgpu_mem_range(DPTR(dptr), &base, &size) != SIMGPU_OK ||
+	    simgpu_vmm_handle_at(DPTR(dptr), &vmm) == SIMGPU_OK)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(h, 0, sizeof(*h));
+	v.magic = 0x53474950u;
+	v.pid = (int32_t)getpid();
+	v.base = (uint64_t)(uintptr_t)base;
+	v.size = size;
+	memcpy(h->reserved, &v, sizeof(v));
+	return CUDA_SUCCESS;
 }
 
 /* ---- virtual memory management ---- */
@@ -445,6 +643,42 @@ API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 	return from_status(simgpu_vmm_release(handle));
 }
 
+/* The handle of the allocation mapped at addr, with a reference that
+ * needs its own cuMemRelease. */
+API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+					 void *addr)
+{
+	uint64_t h;
+	simgpu_status_t st;
+
+	if (!handle)
+		return CUDA_ERROR_INVALID_VALUE;
+	st = simgpu_vmm_retain(addr, &h);
+	if (st == SIMGPU_OK)
+		*handle = h;
+	return from_status(st);
+}
+
+/* A POSIX file descriptor onto the chunk (the only handle type the
+ * simulator has; a Linux GPU's default).  Others: not supported. */
+API CUresult cuMemExportToShareableHandle(void *shareable,
+					  CUmemGenericAllocationHandle handle,
+					  CUmemAllocationHandleType type,
+					  unsigned long long flags)
+{
+	int fd;
+	simgpu_status_t st;
+
+	if (!shareable || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	st = simgpu_vmm_export(handle, &fd);
+	if (st == SIMGPU_OK)
+		*(int *)shareable = fd;
+	return from_status(st);
+}
+
 API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 		      CUmemGenericAllocationHandle handle,
 		      unsigned long long flags)
@@ -498,6 +732,14 @@ API CUresult cuStreamCreate(CUstream *s, unsigned int flags)
 	return from_status(simgpu_stream_create((void **)s, flags, 0));
 }
 
+API CUresult cuStreamCreateWithPriority(CUstream *s, unsigned int flags,
+					int priority)
+{
+	if (!s)
+		return CUDA_ERROR_INVALID_VALUE;
+	return from_status(simgpu_stream_create((void **)s, flags, priority));
+}
+
 API CUresult cuStreamDestroy(CUstream s)
 {
 	return from_status(simgpu_stream_destroy(s));
@@ -544,6 +786,75 @@ API CUresult cuEventSynchronize(CUevent e)
 API CUresult cuEventDestroy(CUevent e)
 {
 	return from_status(simgpu_event_destroy(e));
+}
+
+API CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags)
+{
+	(void)flags;
+	return from_status(simgpu_event_record(e, s));
+}
+
+/* ---- stream capture and graphs (core_graph.c) ---- */
+
+API CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
+{
+	return from_status(simgpu_capture_begin(s, (int)mode));
+}
+
+API CUresult cuStreamEndCapture(CUstream s, CUgraph *graph)
+{
+	if (!graph)
+		return CUDA_ERROR_INVALID_VALUE;
+	return from_status(simgpu_capture_end(s, (void **)graph));
+}
+
+API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+{
+	int st = 0;
+	simgpu_status_t r;
+
+	if (!status)
+		return CUDA_ERROR_INVALID_VALUE;
+	r = simgpu_capture_info(s, &st, NULL);
+	*status = (CUstreamCaptureStatus)st;
+	return from_status(r);
+}
+
+API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+	int m;
+
+	if (!mode)
+		return CUDA_ERROR_INVALID_VALUE;
+	m = (int)*mode;
+	if (simgpu_capture_exchange_mode(&m))
+		return CUDA_ERROR_INVALID_VALUE;
+	*mode = (CUstreamCaptureMode)m;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphInstantiate(CUgraphExec *exec, CUgraph graph,
+				unsigned long long flags)
+{
+	(void)flags;
+	if (!exec)
+		return CUDA_ERROR_INVALID_VALUE;
+	return from_status(simgpu_graph_instantiate((void **)exec, graph));
+}
+
+API CUresult cuGraphLaunch(CUgraphExec exec, CUstream s)
+{
+	return from_status(simgpu_graph_launch(exec, s));
+}
+
+API CUresult cuGraphExecDestroy(CUgraphExec exec)
+{
+	return from_status(simgpu_graph_exec_destroy(exec));
+}
+
+API CUresult cuGraphDestroy(CUgraph graph)
+{
+	return from_status(simgpu_graph_destroy(graph));
 }
 
 /* ---- libraries, modules and kernels: any image loads; kernels come
@@ -714,6 +1025,19 @@ static const struct {
 	const char *name, *symbol;
 	void *fn;
 } procs[] = {
+	/* per-thread default stream forms, by their exported names */
+	{ "cuMemcpyHtoD_v2_ptds", "cuMemcpyHtoD_v2_ptds", (void *)cuMemcpyHtoD_v2_ptds },
+	{ "cuMemcpyDtoH_v2_ptds", "cuMemcpyDtoH_v2_ptds", (void *)cuMemcpyDtoH_v2_ptds },
+	{ "cuMemcpyDtoD_v2_ptds", "cuMemcpyDtoD_v2_ptds", (void *)cuMemcpyDtoD_v2_ptds },
+	{ "cuMemcpyHtoDAsync_v2_ptsz", "cuMemcpyHtoDAsync_v2_ptsz", (void *)cuMemcpyHtoDAsync_v2_ptsz },
+	{ "cuMemcpyDtoHAsync_v2_ptsz", "cuMemcpyDtoHAsync_v2_ptsz", (void *)cuMemcpyDtoHAsync_v2_ptsz },
+	{ "cuMemcpyDtoDAsync_v2_ptsz", "cuMemcpyDtoDAsync_v2_ptsz", (void *)cuMemcpyDtoDAsync_v2_ptsz },
+	{ "cuMemcpy_ptds", "cuMemcpy_ptds", (void *)cuMemcpy_ptds },
+	{ "cuMemcpyAsync_ptsz", "cuMemcpyAsync_ptsz", (void *)cuMemcpyAsync_ptsz },
+	{ "cuMemsetD8_v2_ptds", "cuMemsetD8_v2_ptds", (void *)cuMemsetD8_v2_ptds },
+	{ "cuMemsetD32_v2_ptds", "cuMemsetD32_v2_ptds", (void *)cuMemsetD32_v2_ptds },
+	{ "cuMemsetD8Async_ptsz", "cuMemsetD8Async_ptsz", (void *)cuMemsetD8Async_ptsz },
+	{ "cuMemsetD32Async_ptsz", "cuMemsetD32Async_ptsz", (void *)cuMemsetD32Async_ptsz },
 	P(cuGetErrorString), P(cuGetErrorName), P(cuInit),
 	P(cuDriverGetVersion), P(cuDeviceGet), P(cuDeviceGetCount),
 	P(cuDeviceGetName), P(cuDeviceTotalMem), P(cuDeviceGetAttribute),
@@ -724,6 +1048,14 @@ static const struct {
 	P(cuMemAllocHost), P(cuMemFreeHost), P(cuMemHostRegister),
 	P(cuMemHostUnregister), P(cuMemcpyHtoD), P(cuMemcpyDtoH),
 	P(cuMemcpyDtoD), P(cuMemcpyAsync), P(cuMemsetD8),
+	P(cuMemcpyHtoDAsync), P(cuMemcpyDtoHAsync), P(cuMemcpyDtoDAsync),
+	P(cuMemcpy), P(cuMemsetD32), P(cuMemsetD8Async), P(cuMemsetD32Async),
+	P(cuIpcGetMemHandle), P(cuMemRetainAllocationHandle),
+	P(cuMemExportToShareableHandle), P(cuStreamCreateWithPriority),
+	P(cuEventRecordWithFlags), P(cuStreamBeginCapture),
+	P(cuStreamEndCapture), P(cuStreamIsCapturing),
+	P(cuThreadExchangeStreamCaptureMode), P(cuGraphInstantiate),
+	P(cuGraphLaunch), P(cuGraphExecDestroy), P(cuGraphDestroy),
 	P(cuMemGetAllocationGranularity), P(cuMemAddressReserve),
 	P(cuMemAddressFree), P(cuMemCreate), P(cuMemRelease), P(cuMemMap),
 	P(cuMemUnmap), P(cuMemSetAccess), P(cuStreamCreate),
@@ -757,14 +1089,39 @@ static void *proc_lookup(const char *name, int version)
 	return NULL;
 }
 
+/* With CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, the per-thread
+ * default stream form of the call when it has one (the exported name
+ * plus _ptds or _ptsz), as the driver answers. */
+static void *proc_lookup_flags(const char *name, int version, cuuint64_t flags)
+{
+	size_t i;
+
+	if (name && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) {
+		for (i = 0; i < sizeof(procs) / sizeof(procs[0]); i++) {
+			char pt[128];
+			void *fn;
+
+			if (strcmp(name, procs[i].name) && strcmp(name, procs[i].symbol))
+				continue;
+			snprintf(pt, sizeof(pt), "%s_ptds", procs[i].symbol);
+			if ((fn = proc_lookup(pt, version)))
+				return fn;
+			snprintf(pt, sizeof(pt), "%s_ptsz", procs[i].symbol);
+			if ((fn = proc_lookup(pt, version)))
+				return fn;
+			break;
+		}
+	}
+	return proc_lookup(name, version);
+}
+
 API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version,
 			      cuuint64_t flags,
 			      CUdriverProcAddressQueryResult *status)
 {
-	(void)flags;
 	if (!symbol || !pfn)
 		return CUDA_ERROR_INVALID_VALUE;
-	*pfn = proc_lookup(symbol, version);
+	*pfn = proc_lookup_flags(symbol, version, flags);
 	if (status)
 		*status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS :
 				 CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;

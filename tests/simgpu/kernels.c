@@ -8,10 +8,13 @@
  * vmem reads the parameter buffer layout through cudaFuncGetParamInfo to
  * find the device pointers a launch touches.
  *
- * Each run function, in dry-run mode, only checks the ranges it would touch
- * (simgpu_check), so stray pointers are still caught without computing.
- * The cost functions count FLOPs and bytes moved for the roofline model in
- * simgpu_op_seconds.
+ * Each run function first declares every range it reads or writes
+ * (simgpu_access: the race checker judges them when the launch is
+ * submitted), exactly as large as the kernel touches, so neighbouring
+ * tensors are not confused; in dry-run mode it then only checks those
+ * ranges (simgpu_check), so stray pointers are still caught without
+ * computing.  The cost functions count FLOPs and bytes moved for the
+ * roofline model in simgpu_op_seconds.
  */
 #include <math.h>
 #include <string.h>
@@ -19,6 +22,15 @@
 #include "core.h"
 
 #define ARG(type, i) (*(type *)args[i])
+
+/* Declares an access; in dry-run also checks the range (nothing else
+ * would touch it). */
+static void acc(const void *p, size_t n, unsigned mode)
+{
+	simgpu_access(p, n, mode);
+	if (simgpu_dryrun())
+		simgpu_check(p, n, false);
+}
 
 /* ---- mt_sgd_momentum(float *w, float *v, const float *dw, float lr,
  *                      float momentum, float weight_decay,
@@ -33,12 +45,11 @@ static void sgd_run(void **args, unsigned threads)
 	unsigned long long n = ARG(unsigned long long, 6), i;
 
 	(void)threads;
-	if (simgpu_dryrun()) {
-		simgpu_check(w, n * sizeof(float), false);
-		simgpu_check(v, n * sizeof(float), false);
-		simgpu_check(dw, n * sizeof(float), false);
+	acc(w, n * sizeof(float), SIMGPU_ACC_RW);
+	acc(v, n * sizeof(float), SIMGPU_ACC_RW);
+	acc(dw, n * sizeof(float), SIMGPU_ACC_R);
+	if (simgpu_dryrun())
 		return;
-	}
 	for (i = 0; i < n; i++) {
 		v[i] = mom * v[i] + dw[i] + wd * w[i];
 		w[i] = w[i] - lr * v[i];
@@ -71,13 +82,12 @@ static void xent_run(void **args, unsigned threads)
 	if (batch <= 0 || classes <= 0)
 		return;
 	nc = (size_t)batch * (size_t)classes;
-	if (simgpu_dryrun()) {
-		simgpu_check(prob, nc * sizeof(float), false);
-		simgpu_check(labels, (size_t)batch * sizeof(int), false);
-		simgpu_check(dlogits, nc * sizeof(float), false);
-		simgpu_check(loss, (size_t)batch * sizeof(float), false);
+	acc(prob, nc * sizeof(float), SIMGPU_ACC_R);
+	acc(labels, (size_t)batch * sizeof(int), SIMGPU_ACC_R);
+	acc(dlogits, nc * sizeof(float), SIMGPU_ACC_W);
+	acc(loss, (size_t)batch * sizeof(float), SIMGPU_ACC_W);
+	if (simgpu_dryrun())
 		return;
-	}
 	for (b = 0; b < (size_t)batch; b++) {
 		int label = labels[b];
 		const float *pr = prob + b * (size_t)classes;
@@ -112,22 +122,22 @@ static const uint16_t chan_sizes[] = { 8, 8, 4, 4, 4, 4, 4, 4 };
 /* Moves `nimg` blocks of `len` floats: block i goes from
  * src + i*sstride to dst + i*dstride. */
 static void chan_move(float *dst, size_t dstride, const float *src,
-		      size_t sstride, size_t nimg, size_t len, int acc)
+		      size_t sstride, size_t nimg, size_t len, int acc_mode)
 {
 	size_t i, k;
 
-	if (simgpu_dryrun()) {
-		for (i = 0; i < nimg; i++) {
-			simgpu_check(dst + i * dstride, len * sizeof(float), false);
-			simgpu_check(src + i * sstride, len * sizeof(float), false);
-		}
-		return;
+	for (i = 0; i < nimg; i++) {
+		acc(dst + i * dstride, len * sizeof(float),
+		    acc_mode ? SIMGPU_ACC_RW : SIMGPU_ACC_W);
+		acc(src + i * sstride, len * sizeof(float), SIMGPU_ACC_R);
 	}
+	if (simgpu_dryrun())
+		return;
 	for (i = 0; i < nimg; i++) {
 		float *d = dst + i * dstride;
 		const float *s = src + i * sstride;
 
-		if (acc) {
+		if (acc_mode) {
 			for (k = 0; k < len; k++)
 				d[k] += s[k];
 		} else {
@@ -197,10 +207,9 @@ static void fill_run(void **args, unsigned threads)
 	unsigned long long n = ARG(unsigned long long, 2), i;
 
 	(void)threads;
-	if (simgpu_dryrun()) {
-		simgpu_check(p, n * sizeof(float), false);
+	acc(p, n * sizeof(float), SIMGPU_ACC_W);
+	if (simgpu_dryrun())
 		return;
-	}
 	for (i = 0; i < n; i++)
 		p[i] = value;
 }
@@ -221,11 +230,10 @@ static void probe_run(void **args, unsigned threads)
 	float *a = ARG(float *, 0), *b = ARG(float *, 2);
 
 	(void)threads;
-	if (simgpu_dryrun()) {
-		simgpu_check(a, sizeof(float), false);
-		simgpu_check(b, sizeof(float), false);
+	acc(a, sizeof(float), SIMGPU_ACC_W);
+	acc(b, sizeof(float), SIMGPU_ACC_W);
+	if (simgpu_dryrun())
 		return;
-	}
 	a[0] = (float)ARG(int, 3);
 	b[0] = (float)ARG(double, 4);
 }
@@ -254,10 +262,9 @@ static void list_run(void **args, unsigned threads)
 
 	(void)threads;
 	for (int k = 0; k < n && k < LIST_MAX; k++) {
-		if (simgpu_dryrun()) {
-			simgpu_check(p[k], count * sizeof(float), false);
+		acc(p[k], count * sizeof(float), SIMGPU_ACC_W);
+		if (simgpu_dryrun())
 			continue;
-		}
 		for (i = 0; i < count; i++)
 			p[k][i] = v;
 	}

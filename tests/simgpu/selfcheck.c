@@ -137,7 +137,7 @@ static float ms_between(cudaEvent_t a, cudaEvent_t b)
 static void streams_and_kernel(void)
 {
 	size_t n = 32 * MIB;
-	void *h = NULL, *d1 = NULL, *d2 = NULL;
+	void *h = NULL, *h2 = NULL, *d1 = NULL, *d2 = NULL;
 	cudaStream_t s1, s2;
 	cudaEvent_t e0, e1, e2;
 	cudaLibrary_t lib;
@@ -148,6 +148,9 @@ static void streams_and_kernel(void)
 	dim3 grid = { 1024, 1, 1 }, block = { 256, 1, 1 };
 
 	cuda_ok("cudaMallocHost", cudaMallocHost(&h, n));
+	/* the overlapping copies must not share a host buffer: one would
+	 * write what the other reads (the race checker stops that) */
+	cuda_ok("cudaMallocHost", cudaMallocHost(&h2, n));
 	cuda_ok("cudaMalloc", cudaMalloc(&d1, n));
 	cuda_ok("cudaMalloc", cudaMalloc(&d2, n));
 	cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking);
@@ -167,7 +170,7 @@ static void streams_and_kernel(void)
 	cudaEventRecord(e0, s1);
 	cudaStreamWaitEvent(s2, e0, 0);
 	cudaMemcpyAsync(d1, h, n, cudaMemcpyHostToDevice, s1);
-	cudaMemcpyAsync(h, d2, n, cudaMemcpyDeviceToHost, s2);
+	cudaMemcpyAsync(h2, d2, n, cudaMemcpyDeviceToHost, s2);
 	cudaEventRecord(e2, s2);
 	cudaStreamWaitEvent(s1, e2, 0);
 	cudaEventRecord(e1, s1);
@@ -201,6 +204,7 @@ static void streams_and_kernel(void)
 	cudaFree(d1);
 	cudaFree(d2);
 	cudaFreeHost(h);
+	cudaFreeHost(h2);
 }
 
 int main(void)

@@ -11,7 +11,14 @@
  *
  * Environment (read once, bad values stop with one line naming the
  * variable and value): SIMGPU_MEM, SIMGPU_MODEL, SIMGPU_DRYRUN,
- * SIMGPU_REPORT.  See docs/simgpu.md.
+ * SIMGPU_REPORT, SIMGPU_RACECHECK, SIMGPU_POISON.  See docs/simgpu.md.
+ *
+ * How a library op is written (cuDNN, cuBLAS, a kernel): inside
+ * simgpu_op_begin(name) it declares every range it reads or writes with
+ * simgpu_access, computes, and queues its time with simgpu_submit on its
+ * stream.  simgpu_submit is also where the race checker judges the
+ * declared accesses against CUDA's ordering (core_race.h).  An op that can
+ * be captured into a CUDA graph first offers itself to simgpu_capture.
  */
 #ifndef SIMGPU_H
 #define SIMGPU_H
@@ -48,6 +55,18 @@ SIMGPU_API void simgpu_check(const void *p, size_t n, bool host_ok);
 /* True when [p, p+n) lies entirely in mapped simulated device memory. */
 SIMGPU_API bool simgpu_is_device(const void *p, size_t n);
 
+/* ---- the race checker: what the op being built touches.  Modes are
+ * SIMGPU_ACC_R, SIMGPU_ACC_W and SIMGPU_ACC_RW (read-modify-write). */
+enum { SIMGPU_ACC_R = 1u, SIMGPU_ACC_W = 2u, SIMGPU_ACC_RW = 3u };
+/* Declares an access of [p, p+n) by the op this thread is building; the
+ * next simgpu_submit on this thread checks and records it (device memory
+ * by physical memory, pinned host memory by address; other host memory is
+ * not tracked).  Cheap; thread-safe (thread-local list). */
+SIMGPU_API void simgpu_access(const void *p, size_t n, unsigned mode);
+/* Drops the accesses declared since the last submit (an op that failed
+ * before it ran). */
+SIMGPU_API void simgpu_access_discard(void);
+
 /* ---- streams and events.  A stream handle is the application's
  * cudaStream_t (NULL = legacy default stream); engines are the compute
  * engine and the copy engines. */
@@ -56,6 +75,20 @@ typedef enum { SIMGPU_ENGINE_COMPUTE, SIMGPU_ENGINE_H2D, SIMGPU_ENGINE_D2H, SIMG
  * the stream, the engine and the host clock all allow, and the stream's
  * clock moves to its end.  Returns the virtual completion time. */
 SIMGPU_API double simgpu_submit(void *stream, simgpu_engine_t engine, double seconds);
+/* Stream capture (CUDA graphs).  A library op on a capturing stream must
+ * not run: simgpu_capture records it instead, with a copy of `args`
+ * (`size` bytes, by value: pointers in it must stay valid until the graph
+ * is destroyed), to be replayed by `fn(args, launch_stream)` at each
+ * cudaGraphLaunch.  Returns 0 when `stream` is not capturing (run the op
+ * now), 1 when the op was recorded, -1 when it cannot be (the capture is
+ * invalidated; the op must fail without running). */
+typedef void (*simgpu_replay_fn)(const void *args, void *stream);
+SIMGPU_API int simgpu_capture(void *stream, const char *op,
+			      simgpu_replay_fn fn, const void *args,
+			      size_t size);
+/* For an op the simulator cannot capture: when `stream` is capturing,
+ * invalidates the capture and returns true (the op must fail). */
+SIMGPU_API bool simgpu_capture_refuse(void *stream, const char *op);
 /* Duration of a compute op of `flops` FLOPs touching `bytes` bytes:
  * launch cost + max(flops / flops_rate, bytes / mem_bw). */
 SIMGPU_API double simgpu_op_seconds(double flops, double bytes);

@@ -28,8 +28,20 @@
  *                      together, its return value ignored as a <<<>>>
  *                      launch does; prints the cudaGetLastError that
  *                      follows ("last=<name>") and "ok"
+ *   hookprog unseen-write  launches of mt_fill and mt_probe through
+ *                      kernel handles vmem never saw handed out (taken
+ *                      from the simulated libcudart directly), so their
+ *                      parameter layouts are unknown to vmem, the second
+ *                      while an error of the application
+ *                      (cudaSetDevice(7)) is pending; checks that the
+ *                      error survives and both kernels ran; prints "ok"
+ *   hookprog ipc       (run with an 8 MiB budget) the IPC, handle and
+ *                      pointer queries on a 4 MiB allocation pushed out
+ *                      of the budget (and on pinned host memory); prints
+ *                      one "call=result" line each, for the runner
  * Exit status 0 on success; every failure prints what was expected and got.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +51,15 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#define CHECK_CU(call)                                                           \
+	do {                                                                     \
+		CUresult r_ = (call);                                            \
+		if (r_ != CUDA_SUCCESS) {                                        \
+			fprintf(stderr, "hookprog: %s failed: CUresult %d, expected CUDA_SUCCESS\n", \
+				#call, (int)r_);                                 \
+			exit(1);                                                 \
+		}                                                                \
+	} while (0)
 #define CHECK(call)                                                              \
 	do {                                                                     \
 		cudaError_t e_ = (call);                                         \
@@ -351,10 +372,135 @@ static int destroyed_streams(void)
 	return 0;
 }
 
+/* A launch vmem cannot read the parameters of may write vmem memory
+ * unseen: the runner checks that vmem counted both (VMEM_STATS). */
+static int unseen_write(void)
+{
+	typedef cudaError_t (*get_kernel_fn)(cudaKernel_t *, cudaLibrary_t, const char *);
+	void *rt = dlopen("libcudart.so.13", RTLD_NOLOAD | RTLD_LAZY);
+	get_kernel_fn get = rt ? (get_kernel_fn)dlsym(rt, "cudaLibraryGetKernel") : NULL;
+	unsigned long long n = 1024, x = 0;
+	float *d, *e, v = 6.5f, h[1024];
+	int y = 7;
+	double z = 3.5;
+	const void *c = NULL;
+	void *fill_args[] = { &d, &v, &n };
+	void *probe_args[] = { &d, &x, &e, &y, &z, &c };
+	cudaLibrary_t lib;
+	cudaKernel_t kfill, kprobe;
+	cudaError_t last;
+
+	if (!get) {
+		fprintf(stderr, "hookprog: cudaLibraryGetKernel not found in libcudart.so.13\n");
+		return 1;
+	}
+	CHECK(cudaLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+	CHECK(get(&kfill, lib, "mt_fill"));
+	CHECK(get(&kprobe, lib, "mt_probe"));
+	CHECK(cudaMalloc((void **)&d, n * sizeof(float)));
+	CHECK(cudaMalloc((void **)&e, n * sizeof(float)));
+	/* 1: a layout vmem cannot learn */
+	CHECK(cudaLaunchKernel((const void *)kfill, (dim3){ 4, 1, 1 }, (dim3){ 256, 1, 1 }, fill_args,
+			       0, NULL));
+	(void)cudaGetLastError();
+	/* 2: another kernel, while an error of the application is pending */
+	if (cudaSetDevice(7) == cudaSuccess) {
+		fprintf(stderr, "hookprog: cudaSetDevice(7) succeeded on a one-device simulator\n");
+		return 1;
+	}
+	CHECK(cudaLaunchKernel((const void *)kprobe, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, probe_args,
+			       0, NULL));
+	last = cudaGetLastError();
+	if (last != cudaErrorInvalidDevice) {
+		fprintf(stderr, "hookprog: cudaGetLastError after the launch returned %s, expected the "
+			"application's cudaErrorInvalidDevice\n", cudaGetErrorName(last));
+		return 1;
+	}
+	CHECK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+	if (h[0] != 7.0f || h[1] != 6.5f || h[1023] != 6.5f) {
+		fprintf(stderr, "hookprog: d holds %g %g ... %g, expected 7 (mt_probe) 6.5 ... 6.5 "
+			"(mt_fill)\n", h[0], h[1], h[1023]);
+		return 1;
+	}
+	CHECK(cudaMemcpy(h, e, sizeof(float), cudaMemcpyDeviceToHost));
+	if (h[0] != 3.5f) {
+		fprintf(stderr, "hookprog: e[0] = %g after mt_probe, expected 3.5\n", h[0]);
+		return 1;
+	}
+	CHECK(cudaFree(d));
+	CHECK(cudaFree(e));
+	printf("ok\n");
+	return 0;
+}
+
+static const char *cu_name(CUresult r)
+{
+	const char *n = NULL;
+
+	return cuGetErrorName(r, &n) == CUDA_SUCCESS && n ? n : "?";
+}
+
+/* The calls that would hand out or describe vmem's physical chunks. */
+static int ipc(void)
+{
+	char *p, *filler, *host;
+	cudaIpcMemHandle_t rh;
+	CUipcMemHandle dh;
+	CUmemGenericAllocationHandle gh;
+	CUdeviceptr base = 0, dp;
+	size_t size = 0;
+	unsigned int mtype = 0;
+	int ordinal = -1, mapped = -1, managed = -1;
+	void *hostp = (void *)1;
+	CUpointer_attribute attrs[] = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+					CU_POINTER_ATTRIBUTE_HOST_POINTER,
+					CU_POINTER_ATTRIBUTE_IS_MANAGED };
+	void *data[] = { &mtype, &hostp, &managed };
+	struct cudaPointerAttributes pa;
+
+	CHECK(cudaMalloc((void **)&p, 4 << 20));
+	CHECK(cudaMemset(p, 1, 4 << 20));
+	CHECK(cudaMalloc((void **)&filler, 8 << 20));
+	CHECK(cudaMemset(filler, 2, 8 << 20));   /* pushes p out of the budget */
+	dp = (CUdeviceptr)(uintptr_t)(p + 100);
+	printf("cudaIpcGetMemHandle=%s\n", cudaGetErrorName(cudaIpcGetMemHandle(&rh, p)));
+	printf("cuIpcGetMemHandle=%s\n", cu_name(cuIpcGetMemHandle(&dh, (CUdeviceptr)(uintptr_t)p)));
+	printf("cuMemRetainAllocationHandle=%s\n", cu_name(cuMemRetainAllocationHandle(&gh, p + 100)));
+	printf("cuMemGetAddressRange=%s\n", cu_name(cuMemGetAddressRange(&base, &size, dp)));
+	printf("cuPointerGetAttribute(RANGE_START_ADDR)=%s\n",
+	       cu_name(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, dp)));
+	CHECK_CU(cuPointerGetAttribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dp));
+	CHECK_CU(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, dp));
+	CHECK_CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, dp));
+	CHECK_CU(cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, dp));
+	printf("cuPointerGetAttribute=type %u ptr_ok %d device %d mapped %d\n", mtype,
+	       base == dp, ordinal, mapped);
+	mtype = 0;
+	CHECK_CU(cuPointerGetAttributes(3, attrs, data, dp));
+	printf("cuPointerGetAttributes=type %u host %p managed %d\n", mtype, hostp, managed);
+	CHECK(cudaPointerGetAttributes(&pa, p + 100));
+	printf("cudaPointerGetAttributes=type %d ptr_ok %d device %d\n", (int)pa.type,
+	       pa.devicePointer == p + 100, pa.device);
+	/* memory that is not vmem's is the driver's business */
+	CHECK(cudaHostAlloc((void **)&host, 4096, 0));
+	CHECK(cudaPointerGetAttributes(&pa, host));
+	printf("cudaPointerGetAttributes(host)=type %d\n", (int)pa.type);
+	CHECK(cudaFreeHost(host));
+	/* the data survived all of it */
+	CHECK(cudaMemcpy(&mtype, p + 100, 1, cudaMemcpyDeviceToHost));
+	printf("byte=%u\n", mtype & 0xff);
+	CHECK(cudaFree(p));
+	CHECK(cudaFree(filler));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "basic";
 
+	/* before vmem sees any kernel handle handed out */
+	if (strcmp(mode, "unseen-write") == 0)
+		return unseen_write();
 	load_kernels();
 	if (strcmp(mode, "basic") == 0)
 		return basic();
@@ -372,7 +518,10 @@ int main(int argc, char **argv)
 		return launch_oom();
 	if (strcmp(mode, "destroyed-streams") == 0)
 		return destroyed_streams();
+	if (strcmp(mode, "ipc") == 0)
+		return ipc();
+
 	fprintf(stderr, "hookprog: unknown mode '%s'; expected basic, threads, probe, driver, "
-		"stub-launch, many-args, launch-oom or destroyed-streams\n", mode);
+		"stub-launch, many-args, launch-oom, destroyed-streams, unseen-write or ipc\n", mode);
 	return 2;
 }

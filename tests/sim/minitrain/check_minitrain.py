@@ -26,6 +26,7 @@ CHECKSUM = re.compile(r"^checksum: (0x[0-9a-f]{16})$", re.M)
 PEAK = re.compile(r"^peak: (\d+) MiB$", re.M)
 ITER = re.compile(r"^iter (\d+) loss (\S+) time (\S+) ms$", re.M)
 EVAL = re.compile(r"^eval (\d+) loss (\S+) time (\S+) ms$", re.M)
+REUSE = re.compile(r"^cache reuse: (\d+) larger, (\d+) smaller, (\d+) same size$", re.M)
 
 
 def fail(msg):
@@ -63,6 +64,13 @@ def parse(p, args):
         print(p.stdout[-3000:])
         fail("expected one 'checksum:' and one 'peak:' line, got %d and %d"
              % (len(cs), len(pk)))
+    if "caching" in args:
+        # the caching style must hand out block starts for tensors of other
+        # sizes, larger ones included: what defeats extent guessing in a shim
+        m = REUSE.search(p.stdout)
+        if not m or int(m.group(1)) == 0 or int(m.group(2)) == 0:
+            fail("caching style: expected 'cache reuse: N larger, M smaller, K same size' with "
+                 "N, M > 0, got %r" % (m.group(0) if m else None))
     if "--json" in args:
         last = p.stdout.strip().splitlines()[-1]
         j = json.loads(last)

@@ -119,6 +119,49 @@ def case_host_limit(a):
         fail("expected about 12 tensors of 8 MiB before failing, got %s" % (m and m.group(1)))
 
 
+def case_small(a):
+    # issue 10: small allocations of many sizes take a third of a 64 MiB
+    # budget, then large tensors fill the rest and more: the small chunks
+    # must be packed (one per size class took most of the budget) and, when
+    # cold, evicted whole; every byte is checked.
+    p = run([a.prog, "small"], {"SIMGPU_MEM": "1G", "VMEM_DEVICE_LIMIT": "64M",
+                                "VMEM_STATS": "1"}, True, a.vmem)
+    expect_ok(p, "small allocations beside large ones under a 64 MiB budget")
+    m = re.search(r"^\s*small slack\s+([\d.]+)\s+([\d.]+)", p.stderr, re.M)
+    if not m:
+        fail("expected a 'small slack' row in VMEM_STATS")
+    if float(m.group(2)) > 0.05 * 64:
+        fail("small allocations' waste on the device peaked at %s MiB, expected at most 5%% of "
+             "the 64 MiB budget" % m.group(2))
+    print("small slack: %s MiB now, %s MiB at peak" % (m.group(1), m.group(2)))
+
+
+def case_expandable(a):
+    # issue 14: what PyTorch's expandable segments do (driver entry points,
+    # a reserved range grown by 2 and 20 MiB handles) to 120 MiB under a
+    # 64 MiB budget.  Served by vmem, the segment is in the budget: the
+    # simulated device never holds more than it, and every byte survives.
+    rep = os.path.join(a.workdir, "pool-expandable-report.txt")
+    grow = str(120 * MiB)
+    alone = run([a.prog, "expandable", grow], {"SIMGPU_MEM": "80M"}, False, a.vmem)
+    if alone.returncode == 0:
+        fail("without vmem on an 80 MiB device: expected the 120 MiB segment to fail, got exit 0")
+    p = run([a.prog, "expandable", grow],
+            {"SIMGPU_MEM": "1G", "VMEM_DEVICE_LIMIT": "64M", "VMEM_STATS": "1",
+             "SIMGPU_REPORT": rep}, True, a.vmem)
+    expect_ok(p, "an expandable segment of 120 MiB under a 64 MiB budget")
+    peak = int(report(rep)["peak_device_bytes"])
+    if peak > 64 * MiB:
+        fail("simulated device peak %d bytes, expected at most the 64 MiB budget: the segment's "
+             "memory was not vmem's" % peak)
+    ev = stat(p.stderr, "evictions")
+    if not ev:
+        fail("expected evictions in VMEM_STATS (the segment is larger than the budget), got %s" % ev)
+    if "cuMemExportToShareableHandle: refused" not in p.stderr:
+        fail("expected the export of a vmem handle to be refused with a message on stderr")
+    print("expandable: peak device bytes %d (budget %d), evictions %d" % (peak, 64 * MiB, ev))
+
+
 def checksum(p):
     m = re.search(r"checksum: (0x[0-9a-f]+)", p.stdout)
     return m and m.group(1)
@@ -133,7 +176,7 @@ def case_vgg16_half(a):
     # (caching) at peak; 300 MiB is half of what per-tensor needs.  The
     # largest single call, SGD on the 4096x4096 FC layer, touches 192 MiB.
     args = [a.minitrain, "--net", "vgg16", "--batch", "4", "--image", "64",
-            "--iters", "2", "--alloc", a.alloc]
+            "--iters", "2", "--alloc", a.alloc] + (a.mt_args.split() if a.mt_args else [])
     r_full = os.path.join(a.workdir, "pool-vgg16-%s-full.txt" % a.alloc)
     r_half = os.path.join(a.workdir, "pool-vgg16-%s-half.txt" % a.alloc)
     full = run(args, {"SIMGPU_MEM": "12G", "SIMGPU_REPORT": r_full}, False, a.vmem)
@@ -164,10 +207,12 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--minitrain")
     ap.add_argument("--alloc", default="per-tensor")
+    ap.add_argument("--mt-args", default="", help="more minitrain arguments")
     a = ap.parse_args()
     cases = {"meminfo": case_meminfo, "stress": case_stress,
              "stress-small-chunks": case_stress_small_chunks, "oom": case_oom,
-             "host-limit": case_host_limit, "fork": case_fork, "vgg16-half": case_vgg16_half}
+             "host-limit": case_host_limit, "fork": case_fork, "vgg16-half": case_vgg16_half,
+             "small": case_small, "expandable": case_expandable}
     if a.case not in cases:
         fail("unknown case %r; known: %s" % (a.case, ", ".join(sorted(cases))))
     cases[a.case](a)

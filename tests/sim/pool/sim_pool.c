@@ -19,6 +19,18 @@
  *                              do); each child must not hang and must not use
  *                              the parent's pool: its cudaMemGetInfo is the
  *                              device's own (DEVTOTAL), not vmem's budget
+ *   sim-pool small             small allocations of 40 sizes (256 B .. 768 KiB),
+ *                              a third of the budget, written, then large
+ *                              tensors over the rest of the budget twice: the
+ *                              cold small chunks must move out (issue 10) and
+ *                              every small byte read back
+ *   sim-pool expandable        what PyTorch's expandable segments do, through the
+ *                              driver entry points: reserve a large range, grow
+ *                              a segment by mapping 2 MiB and 20 MiB handles
+ *                              (cuMemCreate, cuMemMap, cuMemSetAccess) to more
+ *                              than the budget, write it (a tensor straddling
+ *                              two handles too), shrink (cuMemUnmap,
+ *                              cuMemRelease), grow again, read every byte back
  *   sim-pool hostlimit         8 MiB tensors are written until one fails because
  *                              the pinned host memory (VMEM_HOST_LIMIT) is full;
  *                              after freeing one, every other reads back intact
@@ -32,6 +44,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
@@ -332,6 +347,233 @@ static int cmd_fork(int n, uint64_t devtotal)
 	return 0;
 }
 
+static void fill_tensor(tensor_t *t, uint64_t seed)
+{
+	fill(t->shadow, t->n, seed);
+	CK(cudaMemcpy(t->d, t->shadow, t->n, cudaMemcpyHostToDevice));
+}
+
+static int cmd_small(void)
+{
+	size_t fr, budget;
+	static tensor_t t[4096];
+	int nt = 0;
+	size_t small = 0;
+
+	CK(cudaMemGetInfo(&fr, &budget));
+	rng = 12345;
+	size_t sizes[40];
+	for (int i = 0; i < 40; i++)
+		sizes[i] = (256u << (rnd() % 11)) + rnd() % 4096;   /* 256 B .. 260 KiB */
+	sizes[0] = 768 << 10;
+	while (small < budget / 3 && nt < 4096) {
+		tensor_t *x = &t[nt];
+		x->n = sizes[nt % 40];
+		x->shadow = malloc(x->n);
+		CK(cudaMalloc(&x->d, x->n));
+		fill_tensor(x, (uint64_t)nt + 1);
+		small += x->n;
+		nt++;
+	}
+	/* large tensors over the rest of the budget and beyond: the small
+	 * chunks are the coldest pages */
+	for (int round = 0; round < 2; round++) {
+		tensor_t big[4];
+		for (int i = 0; i < 4; i++) {
+			big[i].n = budget / 4;
+			big[i].shadow = malloc(big[i].n);
+			cudaError_t e = cudaMalloc(&big[i].d, big[i].n);
+			if (e != cudaSuccess) {
+				fprintf(stderr, "sim-pool: a %zu-byte tensor beside %zu bytes of small "
+					"allocations (budget %zu): expected success, got %s\n",
+					big[i].n, small, budget, cudaGetErrorString(e));
+				return 1;
+			}
+			fill_tensor(&big[i], 100000u + (uint64_t)i);
+		}
+		for (int i = 0; i < 4; i++) {
+			if (compare(&big[i], "large tensor"))
+				return 1;
+			CK(cudaFree(big[i].d));
+			free(big[i].shadow);
+		}
+	}
+	for (int i = 0; i < nt; i++)
+		if (compare(&t[i], "small allocation after the large ones"))
+			return 1;
+	for (int i = 0; i < nt; i++) {
+		CK(cudaFree(t[i].d));
+		free(t[i].shadow);
+	}
+	printf("small allocations: %d, %zu bytes, budget %zu\n", nt, small, budget);
+	printf("ok\n");
+	return 0;
+}
+
+/* ---- expandable segments (issue 14) ---- */
+
+typedef CUresult (*reserve_fn)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+typedef CUresult (*addr_free_fn)(CUdeviceptr, size_t);
+typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+			      unsigned long long);
+typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
+typedef CUresult (*map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+typedef CUresult (*unmap_fn)(CUdeviceptr, size_t);
+typedef CUresult (*access_fn)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+typedef CUresult (*gran_fn)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+typedef CUresult (*export_fn)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+			      unsigned long long);
+
+#define CU(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { \
+	fprintf(stderr, "sim-pool: %s failed: CUDA error %d at line %d\n", #x, (int)r_, __LINE__); \
+	exit(1); } } while (0)
+
+static void *entry(const char *name)
+{
+	void *fn = NULL;
+	enum cudaDriverEntryPointQueryResult q;
+	/* as PyTorch does (c10/cuda/driver_api.cpp) */
+	CK(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q));
+	if (!fn || q != cudaDriverEntryPointSuccess) {
+		fprintf(stderr, "sim-pool: driver entry point %s not found\n", name);
+		exit(1);
+	}
+	return fn;
+}
+
+#define NSEG 48
+
+/* The segment is larger than the budget: written and read in windows of
+ * 12 MiB + 4 KiB, which straddle the handles' boundaries. */
+#define WIN ((size_t)12 * 1048576 + 4096)
+
+static void seg_write(CUdeviceptr seg, const uint8_t *shadow, size_t from, size_t to)
+{
+	for (size_t o = from; o < to; o += WIN) {
+		size_t n = to - o < WIN ? to - o : WIN;
+		CK(cudaMemcpy((void *)(uintptr_t)(seg + o), shadow + o, n, cudaMemcpyHostToDevice));
+	}
+}
+
+static int seg_check(CUdeviceptr seg, const uint8_t *shadow, size_t from, size_t to, const char *when)
+{
+	for (size_t o = from; o < to; o += WIN) {
+		tensor_t t = { (void *)(uintptr_t)(seg + o), (uint8_t *)shadow + o,
+			       to - o < WIN ? to - o : WIN };
+		if (compare(&t, when))
+			return 1;
+	}
+	return 0;
+}
+
+static int cmd_expandable(size_t grow_to)
+{
+	reserve_fn reserve = (reserve_fn)entry("cuMemAddressReserve");
+	addr_free_fn addr_free = (addr_free_fn)entry("cuMemAddressFree");
+	create_fn create = (create_fn)entry("cuMemCreate");
+	release_fn release = (release_fn)entry("cuMemRelease");
+	map_fn map = (map_fn)entry("cuMemMap");
+	unmap_fn unmap = (unmap_fn)entry("cuMemUnmap");
+	access_fn access = (access_fn)entry("cuMemSetAccess");
+	gran_fn gran = (gran_fn)entry("cuMemGetAllocationGranularity");
+	int dev;
+	size_t g;
+
+	CK(cudaFree(NULL));
+	CK(cudaGetDevice(&dev));
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;   /* as PyTorch asks */
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = dev;
+	CU(gran(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	CUmemAccessDesc desc;
+	memset(&desc, 0, sizeof(desc));
+	desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	desc.location.id = dev;
+	desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+
+	/* PyTorch reserves 1.125 x the device per segment; 1 GiB here */
+	size_t vsize = (size_t)1 << 30;
+	CUdeviceptr seg;
+	CU(reserve(&seg, vsize, 0, 0, 0));
+	CUmemGenericAllocationHandle h[NSEG];
+	size_t hsz[NSEG], mapped = 0;
+	int nh = 0;
+	/* grow: 2 MiB handles (the small pool) and 20 MiB ones (the large) */
+	while (mapped < grow_to && nh < NSEG) {
+		hsz[nh] = (nh % 3 == 2 ? 20 : 2) * g;
+		CU(create(&h[nh], hsz[nh], &prop, 0));
+		CU(map(seg + mapped, hsz[nh], 0, h[nh], 0));
+		CU(access(seg + mapped, hsz[nh], &desc, 1));
+		mapped += hsz[nh];
+		nh++;
+	}
+	/* the whole segment written and read back in windows that straddle
+	 * the handles, more than the budget in all */
+	uint8_t *shadow = malloc(mapped);
+	fill(shadow, mapped, 7);
+	seg_write(seg, shadow, 0, mapped);
+	if (seg_check(seg, shadow, 0, mapped, "segment after growing"))
+		return 1;
+	/* a tensor across one boundary, written alone */
+	tensor_t mid = { (void *)(uintptr_t)(seg + hsz[0] + hsz[1] - 4096), malloc(8192), 8192 };
+	fill_tensor(&mid, 8);
+	memcpy(shadow + hsz[0] + hsz[1] - 4096, mid.shadow, 8192);
+	/* shrink: the last third of the handles go */
+	int keep = nh - nh / 3;
+	size_t kept = 0;
+	for (int i = 0; i < keep; i++)
+		kept += hsz[i];
+	CK(cudaDeviceSynchronize());   /* as PyTorch does before unmapping */
+	for (int i = nh - 1, off = 0; i >= keep; i--) {
+		size_t at = kept;
+		for (int j = keep; j < i; j++)
+			at += hsz[j];
+		CU(unmap(seg + at, hsz[i]));
+		CU(release(h[i]));
+		(void)off;
+	}
+	if (seg_check(seg, shadow, 0, kept, "segment after shrinking"))
+		return 1;
+	/* grow again over the same addresses */
+	size_t regrown = kept;
+	for (int i = keep; i < nh; i++) {
+		CU(create(&h[i], hsz[i], &prop, 0));
+		CU(map(seg + regrown, hsz[i], 0, h[i], 0));
+		CU(access(seg + regrown, hsz[i], &desc, 1));
+		regrown += hsz[i];
+	}
+	fill(shadow + kept, regrown - kept, 9);
+	seg_write(seg, shadow, kept, regrown);
+	if (seg_check(seg, shadow, 0, regrown, "segment after growing again"))
+		return 1;
+	/* vmem's handles cannot leave the process */
+	export_fn exp = (export_fn)dlsym(RTLD_DEFAULT, "cuMemExportToShareableHandle");
+	if (exp && getenv("LD_PRELOAD")) {
+		int fd = -1;
+		CUresult r = exp(&fd, h[0], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+		if (r != CUDA_ERROR_NOT_SUPPORTED) {
+			fprintf(stderr, "sim-pool: exporting a handle vmem serves: expected "
+				"CUDA_ERROR_NOT_SUPPORTED, got %d\n", (int)r);
+			return 1;
+		}
+	}
+	CK(cudaDeviceSynchronize());
+	size_t at = 0;
+	for (int i = 0; i < nh; i++) {
+		CU(unmap(seg + at, hsz[i]));
+		CU(release(h[i]));
+		at += hsz[i];
+	}
+	CU(addr_free(seg, vsize));
+	printf("expandable segment: %d handles, %zu MiB mapped, shrunk to %zu MiB, grown back\n",
+	       nh, mapped >> 20, kept >> 20);
+	printf("ok\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && !strcmp(argv[1], "meminfo"))
@@ -344,6 +586,10 @@ int main(int argc, char **argv)
 		return cmd_fork(atoi(argv[2]), strtoull(argv[3], NULL, 0));
 	if (argc >= 2 && !strcmp(argv[1], "hostlimit"))
 		return cmd_hostlimit();
-	fprintf(stderr, "usage: sim-pool meminfo TOTAL | stress ROUNDS SEED | oom | fork N DEVTOTAL | hostlimit\n");
+	if (argc >= 2 && !strcmp(argv[1], "small"))
+		return cmd_small();
+	if (argc >= 3 && !strcmp(argv[1], "expandable"))
+		return cmd_expandable(strtoull(argv[2], NULL, 0));
+	fprintf(stderr, "usage: sim-pool meminfo TOTAL | stress ROUNDS SEED | oom | fork N DEVTOTAL | hostlimit | small | expandable BYTES\n");
 	return 2;
 }

@@ -62,7 +62,7 @@ static void test_defaults_when_nothing_is_set(void **state)
 	assert_true(cfg.enabled);
 	assert_int_equal(cfg.policy, VMEM_POLICY_NONE);
 	assert_int_equal(cfg.device_limit, 0);
-	assert_int_equal(cfg.device_reserve, 512ull << 20);
+	assert_true(cfg.device_reserve == VMEM_SIZE_AUTO);
 	assert_int_equal(cfg.small_threshold, 1ull << 20);
 	assert_int_equal(cfg.workspace, VMEM_WS_OFF);
 	assert_int_equal(cfg.log_level, VMEM_LOG_WARN);
@@ -98,6 +98,24 @@ static void test_good_values_of_every_kind(void **state)
 	assert_int_equal(cfg.log_level, VMEM_LOG_DEBUG);
 	assert_true(cfg.stats);
 	assert_int_equal(cfg.small_threshold, 0);
+}
+
+/* Issue 12: app and fit are choices of their own; default stays the
+ * default (conv_exec.c reads it as fit under a policy, app under none). */
+static void test_conv_algo_accepts_app_and_fit(void **state)
+{
+	static const char *const app[] = { "VMEM_CONV_ALGO", "app", NULL };
+	static const char *const fit[] = { "VMEM_CONV_ALGO", "Fit", NULL };
+	vmem_config_t cfg;
+	errs_t errs;
+
+	(void)state;
+	assert_int_equal(parse(&cfg, &errs, app), 0);
+	assert_int_equal(cfg.conv_algo, VMEM_ALGO_APP);
+	assert_int_equal(parse(&cfg, &errs, fit), 0);
+	assert_int_equal(cfg.conv_algo, VMEM_ALGO_FIT);
+	assert_int_equal(parse(&cfg, &errs, (const char *const[]){ NULL }), 0);
+	assert_int_equal(cfg.conv_algo, VMEM_ALGO_DEFAULT);
 }
 
 static void test_disable_makes_vmem_pass_through(void **state)
@@ -195,7 +213,7 @@ static void test_bad_values_give_one_line_each(void **state)
 {
 	(void)state;
 	expect_bad("VMEM_POLICY", "fast", "unknown value; accepted: none, all, conv, dyn");
-	expect_bad("VMEM_CONV_ALGO", "best", "unknown value; accepted: default, mem, perf");
+	expect_bad("VMEM_CONV_ALGO", "best", "unknown value; accepted: default, app, mem, perf, fit");
 	expect_bad("VMEM_WORKSPACE", "on", "unknown value");
 	expect_bad("VMEM_MICROBATCH", "two", "unknown value; accepted: all, pow2, undivided");
 	expect_bad("VMEM_LOG", "loud", "unknown value; accepted: error, warn, info, debug");
@@ -239,10 +257,11 @@ static void test_settings_json_lists_every_variable(void **state)
 	assert_non_null(strstr(buf, "\"device_limit\":1073741824"));
 	assert_non_null(strstr(buf, "\"trace\":\"/tmp/a \\\"b\\\".jsonl\""));
 	assert_non_null(strstr(buf, "\"stats\":false"));
+	assert_non_null(strstr(buf, "\"device_reserve\":\"auto\""));
 	while (vmem_config_value(&cfg, n, &name, val, sizeof(val)) == 0)
 		n++;
-	assert_int_equal(n, 16);
-	assert_int_equal(vmem_config_value(&cfg, 2, &name, val, sizeof(val)), 0);
+	assert_int_equal(n, 18);
+	assert_int_equal(vmem_config_value(&cfg, 4, &name, val, sizeof(val)), 0);
 	assert_string_equal(name, "VMEM_DEVICE_LIMIT");
 	assert_string_equal(val, "1G");
 }
@@ -261,11 +280,63 @@ static void test_json_escape_handles_quotes_and_controls(void **state)
 	assert_true(strlen(buf) < 8);
 }
 
+/* The default reserve follows the device: a fixed 512 MiB left a device
+ * with less free memory no budget at all (vmem switched itself off). */
+static void test_default_reserve_is_proportional_with_floor_and_cap(void **state)
+{
+	static const struct { uint64_t total, want; } cases[] = {
+		{ 80ull << 30, 1ull << 30 },    /* H100: capped at 1 GiB */
+		{ 8ull << 30, 1ull << 30 },     /* 1/8 is exactly the cap */
+		{ 4ull << 30, 512ull << 20 },   /* 1/8 */
+		{ 2ull << 30, 256ull << 20 },
+		{ 256ull << 20, 32ull << 20 },  /* 1/8 is exactly the floor */
+		{ 100ull << 20, 32ull << 20 },  /* floor */
+	};
+	static const char *const kv_auto[] = { NULL };
+	static const char *const kv_set[] = { "VMEM_DEVICE_RESERVE", "100M", NULL };
+	static const char *const kv_word[] = { "VMEM_DEVICE_RESERVE", "AUTO", NULL };
+	vmem_config_t cfg;
+	errs_t errs;
+	const char *name;
+	char val[64];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t got = vmem_default_reserve(cases[i].total);
+
+		if (got != cases[i].want)
+			fail_msg("default reserve of a %llu MiB device: expected %llu MiB, got %llu MiB",
+				 (unsigned long long)(cases[i].total >> 20),
+				 (unsigned long long)(cases[i].want >> 20),
+				 (unsigned long long)(got >> 20));
+	}
+	assert_int_equal(parse(&cfg, &errs, kv_auto), 0);
+	assert_int_equal(vmem_device_reserve(&cfg, 4ull << 30), 512ull << 20);
+	assert_int_equal(vmem_config_value(&cfg, 5, &name, val, sizeof(val)), 0);
+	assert_string_equal(name, "VMEM_DEVICE_RESERVE");
+	assert_string_equal(val, "auto");
+	assert_int_equal(parse(&cfg, &errs, kv_word), 0);
+	assert_true(cfg.device_reserve == VMEM_SIZE_AUTO);
+	/* a stated reserve is used as stated, whatever the device */
+	assert_int_equal(parse(&cfg, &errs, kv_set), 0);
+	assert_int_equal(vmem_device_reserve(&cfg, 80ull << 30), 100ull << 20);
+	assert_int_equal(vmem_device_reserve(&cfg, 64ull << 20), 100ull << 20);
+}
+
+/* Only VMEM_DEVICE_RESERVE takes "auto"; the other sizes refuse it. */
+static void test_auto_is_refused_where_it_has_no_meaning(void **state)
+{
+	(void)state;
+	expect_bad("VMEM_DEVICE_LIMIT", "auto", "not a size; accepted: bytes");
+	expect_bad("VMEM_DEVICE_RESERVE", "automatic", "not a size; accepted: auto, or bytes");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults_when_nothing_is_set),
 		cmocka_unit_test(test_good_values_of_every_kind),
+		cmocka_unit_test(test_conv_algo_accepts_app_and_fit),
 		cmocka_unit_test(test_disable_makes_vmem_pass_through),
 		cmocka_unit_test(test_size_suffixes_are_binary),
 		cmocka_unit_test(test_size_syntax_errors),
@@ -274,6 +345,8 @@ int main(void)
 		cmocka_unit_test(test_several_bad_values_are_all_reported),
 		cmocka_unit_test(test_settings_json_lists_every_variable),
 		cmocka_unit_test(test_json_escape_handles_quotes_and_controls),
+		cmocka_unit_test(test_default_reserve_is_proportional_with_floor_and_cap),
+		cmocka_unit_test(test_auto_is_refused_where_it_has_no_meaning),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

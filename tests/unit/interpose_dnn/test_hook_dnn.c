@@ -320,9 +320,10 @@ static void test_forward_conv_reads_x_w_writes_y(void **state)
 	assert_true(ex.known_plan);
 	EXPECT_U64("refs (x, y, w, ws)", 4, ex.nrefs);
 	expect_ref(&ex, 0xa000, "x", VMEM_ACCESS_R, XB);
-	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W, YB);
+	/* a packed output with beta 0 and a sized workspace: whole overwrites */
+	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, YB);
 	expect_ref(&ex, 0xc000, "w", VMEM_ACCESS_R, WB);
-	expect_ref(&ex, 0xd000, "ws", VMEM_ACCESS_W, 4096);
+	expect_ref(&ex, 0xd000, "ws", VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, 4096);
 	assert_true(ex.have_conv);
 	for (int i = 0; i < 7; i++)
 		EXPECT_U64("conv n,c,h,w,k,r,s", conv[i], ex.conv[i]);
@@ -338,7 +339,7 @@ static void test_backward_data_x_uid_is_grad_input_written(void **state)
 	build_conv_plan(t, BWD_DATA, 0.0f);
 	hook_bdt_execute(t, H(PLAN), H(VP), &ex);
 	expect_kind(&ex, VMEM_OP_CONV_BWD_DATA);
-	expect_ref(&ex, 0xa000, "dx", VMEM_ACCESS_W, XB);
+	expect_ref(&ex, 0xa000, "dx", VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, XB);
 	expect_ref(&ex, 0xb000, "dy", VMEM_ACCESS_R, YB);
 	expect_ref(&ex, 0xc000, "w", VMEM_ACCESS_R, WB);
 	EXPECT_U64("n from dx", 2, ex.conv[0]);
@@ -357,7 +358,7 @@ static void test_backward_filter_w_uid_is_grad_weight_written(void **state)
 	expect_kind(&ex, VMEM_OP_CONV_BWD_FILTER);
 	expect_ref(&ex, 0xa000, "x", VMEM_ACCESS_R, XB);
 	expect_ref(&ex, 0xb000, "dy", VMEM_ACCESS_R, YB);
-	expect_ref(&ex, 0xc000, "dw", VMEM_ACCESS_W, WB);
+	expect_ref(&ex, 0xc000, "dw", VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, WB);
 	hook_bdt_free(t);
 }
 
@@ -380,7 +381,7 @@ static void test_nonzero_beta_makes_output_read_write(void **state)
 	hook_bdt_set(t, H(OP), CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_DOUBLE,
 		     1, &one);
 	hook_bdt_execute(t, H(PLAN), H(VP), &ex);
-	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W, YB);
+	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, YB);
 	hook_bdt_free(t);
 }
 
@@ -400,7 +401,7 @@ static void test_plan_survives_destroyed_graph(void **state)
 	hook_bdt_execute(t, H(PLAN), H(VP), &ex);
 	expect_kind(&ex, VMEM_OP_CONV_FWD);
 	expect_ref(&ex, 0xa000, "x", VMEM_ACCESS_R, XB);
-	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W, YB);
+	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, YB);
 	hook_bdt_free(t);
 }
 
@@ -425,6 +426,52 @@ static void test_engine_built_from_graph_leads_to_conv(void **state)
 	/* the plan's workspace size was not asked for: unknown */
 	expect_ref(&ex, 0xd000, "ws", VMEM_ACCESS_W, 0);
 	hook_bdt_free(t);
+}
+
+static void test_output_with_gaps_is_not_a_whole_overwrite(void **state)
+{
+	hook_bdt_t *t = hook_bdt_new(64);
+	hook_bdt_exec_t ex;
+	/* y is a channel slice of a 2x8x6x6 tensor (a concatenation's part):
+	 * its span holds the other channels too */
+	int64_t dims[4] = { 2, 4, 6, 6 }, str[4] = { 8 * 36, 36, 6, 1 };
+
+	(void)state;
+	build_conv_plan(t, FWD, 0.0f);
+	set_i64(t, H(TY), CUDNN_ATTR_TENSOR_DIMENSIONS, 4, dims);
+	set_i64(t, H(TY), CUDNN_ATTR_TENSOR_STRIDES, 4, str);
+	set_desc(t, H(OP), CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, H(TY));
+	set_desc(t, H(GRAPH), CUDNN_ATTR_OPERATIONGRAPH_OPS, H(OP));
+	set_desc(t, H(HEUR), CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, H(GRAPH));
+	{
+		uintptr_t cfg = H(CFG);
+
+		hook_bdt_get(t, H(HEUR), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+			     1, &cfg);
+	}
+	set_desc(t, H(PLAN), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, H(CFG));
+	hook_bdt_execute(t, H(PLAN), H(VP), &ex);
+	expect_ref(&ex, 0xb000, "y", VMEM_ACCESS_W, (uint64_t)((1 * 8 * 36 + 3 * 36 + 5 * 6 + 5 + 1) * 4));
+	hook_bdt_free(t);
+}
+
+static void test_dense_strides_and_dtypes(void **state)
+{
+	int64_t d[4] = { 2, 3, 4, 5 };
+	int64_t nchw[4] = { 60, 20, 5, 1 }, nhwc[4] = { 60, 1, 15, 3 };
+	int64_t slice[4] = { 120, 20, 5, 1 }, bcast[4] = { 0, 20, 5, 1 };
+
+	(void)state;
+	assert_true(hook_strided_dense(4, d, nchw));
+	assert_true(hook_strided_dense(4, d, nhwc));
+	assert_false(hook_strided_dense(4, d, slice));
+	assert_false(hook_strided_dense(4, d, bcast));
+	assert_false(hook_strided_dense(0, d, nchw));
+	assert_int_equal(hook_cudnn_dtype(CUDNN_DATA_BFLOAT16), VMEM_DTYPE_BF16);
+	assert_int_equal(hook_cudnn_dtype(CUDNN_DATA_FLOAT), VMEM_DTYPE_F32);
+	assert_int_equal(hook_cudnn_dtype(-1), VMEM_DTYPE_UNKNOWN);
+	assert_int_equal(hook_cuda_dtype(CUDA_R_16F), VMEM_DTYPE_F16);
+	assert_int_equal(hook_cuda_dtype(CUDA_R_32F), VMEM_DTYPE_F32);
 }
 
 static void test_unknown_plan_is_other_with_every_pointer_rw(void **state)
@@ -509,7 +556,87 @@ static void test_reused_handle_forgets_what_it_was(void **state)
 	assert_false(ex.known_plan);
 	EXPECT_U64("type of the reused handle", CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR,
 		   hook_bdt_type(t, H(PLAN)));
-	EXPECT_U64("untracked type", (uint64_t)-1, (uint64_t)hook_bdt_type(t, H(CONVD)));
+	/* convolution descriptors are followed (their pads, strides and
+	 * dilations build vmem's micro-batch plans); knob choices are not */
+	EXPECT_U64("convolution descriptor", CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR,
+		   (uint64_t)hook_bdt_type(t, H(CONVD)));
+	assert_true(hook_bdt_create(t, 0x7777, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR));
+	EXPECT_U64("untracked type", (uint64_t)-1, (uint64_t)hook_bdt_type(t, 0x7777));
+	hook_bdt_free(t);
+}
+
+/* vmem builds its own plans for slices of a graph-API convolution: the
+ * table must carry everything the operation was built from, through the
+ * graph, heuristics, engine config and plan, after the building blocks
+ * are destroyed (PyTorch destroys them before executing). */
+static void test_conv_geometry_follows_the_chain_to_the_plan(void **state)
+{
+	hook_bdt_t *t = hook_bdt_new(64);
+	hook_conv_geom_t g;
+	int64_t two = 2, pad[2] = { 1, 2 }, str[2] = { 1, 2 }, dil[2] = { 1, 3 };
+	int comp = CUDNN_DATA_FLOAT, mode = CUDNN_CROSS_CORRELATION;
+	uintptr_t conv = H(CONVD), handle = 0xbeef;
+	double alpha = 0.5;
+	int64_t align = 16;
+
+	(void)state;
+	build_conv_plan(t, BWD_FILTER, 1.0f);
+	/* before the convolution descriptor is attached: not enough */
+	assert_false(hook_bdt_conv_geom(t, H(PLAN), &g));
+	hook_bdt_set(t, H(CONVD), CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+	hook_bdt_set(t, H(CONVD), CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1,
+		     &mode);
+	set_i64(t, H(CONVD), CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, 1, &two);
+	set_i64(t, H(CONVD), CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, 2, pad);
+	set_i64(t, H(CONVD), CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, 2, pad);
+	set_i64(t, H(CONVD), CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, 2, str);
+	set_i64(t, H(CONVD), CUDNN_ATTR_CONVOLUTION_DILATIONS, 2, dil);
+	set_i64(t, H(TX), CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 1, &align);
+	/* rebuild the operation and its chain with the descriptor attached */
+	assert_true(hook_bdt_create(t, H(OP), CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR));
+	set_desc(t, H(OP), CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, H(TX));
+	set_desc(t, H(OP), CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, H(TW));
+	set_desc(t, H(OP), CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, H(TY));
+	hook_bdt_set(t, H(OP), CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+		     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
+	hook_bdt_set(t, H(OP), CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_DOUBLE,
+		     1, &alpha);
+	double one = 1.0;
+	hook_bdt_set(t, H(OP), CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_DOUBLE,
+		     1, &one);
+	assert_true(hook_bdt_create(t, H(GRAPH), CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
+	hook_bdt_set(t, H(GRAPH), CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+	set_desc(t, H(GRAPH), CUDNN_ATTR_OPERATIONGRAPH_OPS, H(OP));
+	assert_true(hook_bdt_create(t, H(CFG), CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+	uintptr_t cfg = H(CFG);
+	assert_true(hook_bdt_create(t, H(HEUR), CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
+	set_desc(t, H(HEUR), CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, H(GRAPH));
+	hook_bdt_get(t, H(HEUR), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+		     &cfg);
+	assert_true(hook_bdt_create(t, H(PLAN), CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
+	set_desc(t, H(PLAN), CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, H(CFG));
+	/* the building blocks go away */
+	for (int d = TX; d <= HEUR; d++)
+		hook_bdt_destroy(t, H(d));
+	hook_bdt_destroy(t, H(CFG));
+	if (!hook_bdt_conv_geom(t, H(PLAN), &g))
+		fail_msg("expected the plan to lead to a full convolution geometry, got none");
+	EXPECT_U64("op type", CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+		   (uint64_t)g.optype);
+	EXPECT_U64("x uid", 'x', (uint64_t)g.t[0].uid);
+	EXPECT_U64("w (dw) uid", 'w', (uint64_t)g.t[1].uid);
+	EXPECT_U64("y (dy) uid", 'y', (uint64_t)g.t[2].uid);
+	EXPECT_U64("x N", 2, (uint64_t)g.t[0].dims[0]);
+	EXPECT_U64("y C", 4, (uint64_t)g.t[2].dims[1]);
+	EXPECT_U64("x alignment", 16, (uint64_t)g.t[0].align);
+	EXPECT_U64("spatial dims", 2, (uint64_t)g.nsp);
+	EXPECT_U64("pad w", 2, (uint64_t)g.pre[1]);
+	EXPECT_U64("stride w", 2, (uint64_t)g.stride[1]);
+	EXPECT_U64("dilation w", 3, (uint64_t)g.dil[1]);
+	EXPECT_U64("mode", CUDNN_CROSS_CORRELATION, (uint64_t)g.mode);
+	EXPECT_U64("scale type", CUDNN_TYPE_DOUBLE, (uint64_t)g.scale_type);
+	assert_true(g.alpha == 0.5 && g.beta == 1.0);
+	EXPECT_U64("handle", 0xbeef, (uint64_t)g.handle);
 	hook_bdt_free(t);
 }
 
@@ -657,9 +784,12 @@ int main(void)
 		cmocka_unit_test(test_nonzero_beta_makes_output_read_write),
 		cmocka_unit_test(test_plan_survives_destroyed_graph),
 		cmocka_unit_test(test_engine_built_from_graph_leads_to_conv),
+		cmocka_unit_test(test_output_with_gaps_is_not_a_whole_overwrite),
+		cmocka_unit_test(test_dense_strides_and_dtypes),
 		cmocka_unit_test(test_unknown_plan_is_other_with_every_pointer_rw),
 		cmocka_unit_test(test_fused_graph_is_other_with_every_pointer_rw),
 		cmocka_unit_test(test_reused_handle_forgets_what_it_was),
+		cmocka_unit_test(test_conv_geometry_follows_the_chain_to_the_plan),
 		cmocka_unit_test(test_table_memory_is_bounded),
 		cmocka_unit_test(test_variant_pack_beyond_limit_refuses_the_execution),
 		cmocka_unit_test(test_two_threads_use_the_table_at_once),

@@ -48,72 +48,215 @@ static bool access_range(fake_t *f, uintptr_t va, void *buf, uint64_t n, bool wr
 
 bool fake_write(fake_t *f, uintptr_t va, const void *src, uint64_t n)
 {
-	return access_range(f, va, (void *)src, n, true);
+	pthread_mutex_lock(&f->lock);
+	bool ok = access_range(f, va, (void *)src, n, true);
+	pthread_mutex_unlock(&f->lock);
+	return ok;
 }
 
 bool fake_read(fake_t *f, uintptr_t va, void *dst, uint64_t n)
 {
-	return access_range(f, va, dst, n, false);
+	pthread_mutex_lock(&f->lock);
+	bool ok = access_range(f, va, dst, n, false);
+	pthread_mutex_unlock(&f->lock);
+	return ok;
 }
 
 bool fake_is_mapped(fake_t *f, uintptr_t va)
 {
+	pthread_mutex_lock(&f->lock);
 	uint8_t **s = page_slot(f, va);
-	return s && *s;
+	bool ok = s && *s;
+	pthread_mutex_unlock(&f->lock);
+	return ok;
+}
+
+/* ---------------------------------------------------------------- streams */
+
+static fake_stream_t *stream_of(fake_t *f, void *id)
+{
+	for (int i = 0; i < f->nstreams; i++)
+		if (f->streams[i].id == id)
+			return &f->streams[i];
+	if (f->nstreams == FAKE_STREAMS) {
+		violation(f, "more than %d streams", FAKE_STREAMS);
+		return &f->streams[0];
+	}
+	fake_stream_t *s = &f->streams[f->nstreams++];
+	s->id = id;
+	s->head = s->tail = NULL;
+	return s;
+}
+
+static bool runnable(const fake_op_t *op)
+{
+	return op->kind != FAKE_WAIT || op->fence->pending == 0;
 }
 
 static void run_one(fake_t *f, fake_op_t *op)
 {
-	if (op->dir == 0)
+	switch (op->kind) {
+	case FAKE_D2H:
 		access_range(f, op->va, op->host, op->n, false);
-	else if (op->dir == 1)
+		break;
+	case FAKE_H2D:
 		access_range(f, op->va, op->host, op->n, true);
-	f->completed = op->seq;
+		break;
+	case FAKE_KERNEL:
+		access_range(f, op->va, op->host, op->n, op->write);
+		if (op->write)
+			free(op->host);
+		break;
+	case FAKE_MARK:
+		op->fence->pending--;
+		break;
+	}
 }
 
-static void run_until(fake_t *f, uint64_t seq)
+static uint64_t rnd(fake_t *f)
 {
-	while (f->head && f->head->seq <= seq) {
-		fake_op_t *op = f->head;
-		f->head = op->next;
-		if (!f->head)
-			f->tail = NULL;
-		run_one(f, op);
-		free(op);
+	f->rng ^= f->rng << 13;
+	f->rng ^= f->rng >> 7;
+	f->rng ^= f->rng << 17;
+	return f->rng;
+}
+
+/* Runs one operation: the oldest runnable head, or a random one. */
+static bool step(fake_t *f)
+{
+	fake_stream_t *cand[FAKE_STREAMS];
+	int n = 0;
+	for (int i = 0; i < f->nstreams; i++)
+		if (f->streams[i].head && runnable(f->streams[i].head))
+			cand[n++] = &f->streams[i];
+	if (!n)
+		return false;
+	fake_stream_t *s = cand[0];
+	if (f->shuffle && f->hold) {
+		s = cand[rnd(f) % (uint64_t)n];
+	} else if (f->newest_first && f->hold) {
+		for (int i = 1; i < n; i++)
+			if (cand[i]->head->seq > s->head->seq)
+				s = cand[i];
+	} else {
+		for (int i = 1; i < n; i++)
+			if (cand[i]->head->seq < s->head->seq)
+				s = cand[i];
 	}
-	if (f->completed < seq)
-		f->completed = seq;
+	fake_op_t *op = s->head;
+	s->head = op->next;
+	if (!s->head)
+		s->tail = NULL;
+	run_one(f, op);
+	free(op);
+	return true;
+}
+
+static bool queue_empty(fake_t *f)
+{
+	for (int i = 0; i < f->nstreams; i++)
+		if (f->streams[i].head)
+			return false;
+	return true;
+}
+
+static void drain_locked(fake_t *f)
+{
+	while (step(f))
+		;
+	if (!queue_empty(f))
+		violation(f, "deadlock: operations queued behind waits that never complete");
 }
 
 void fake_drain(fake_t *f)
 {
-	run_until(f, f->issued);
+	pthread_mutex_lock(&f->lock);
+	drain_locked(f);
+	pthread_mutex_unlock(&f->lock);
 }
 
-static void enqueue(fake_t *f, int dir, uintptr_t va, void *host, uint64_t n)
+int fake_queued(fake_t *f)
 {
+	int n = 0;
+	pthread_mutex_lock(&f->lock);
+	for (int i = 0; i < f->nstreams; i++)
+		for (fake_op_t *op = f->streams[i].head; op; op = op->next)
+			n++;
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
+static fake_op_t *enqueue(fake_t *f, void *stream, int kind, uintptr_t va, void *host, uint64_t n)
+{
+	fake_stream_t *s = stream_of(f, stream);
 	fake_op_t *op = calloc(1, sizeof(*op));
 	op->seq = ++f->issued;
-	op->dir = dir;
+	op->kind = kind;
 	op->va = va;
 	op->host = host;
 	op->n = n;
-	if (f->tail)
-		f->tail->next = op;
+	if (s->tail)
+		s->tail->next = op;
 	else
-		f->head = op;
-	f->tail = op;
-	if (!f->hold)
-		run_until(f, op->seq);
+		s->head = op;
+	s->tail = op;
+	return op;
 }
+
+static void settle(fake_t *f)
+{
+	if (!f->hold)
+		while (step(f))
+			;
+}
+
+void fake_kernel_write(fake_t *f, void *stream, uintptr_t va, const void *src, uint64_t n)
+{
+	pthread_mutex_lock(&f->lock);
+	void *copy = malloc(n);
+	memcpy(copy, src, n);
+	fake_op_t *op = enqueue(f, stream, FAKE_KERNEL, va, copy, n);
+	op->write = true;
+	f->kernels++;
+	settle(f);
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_kernel_read(fake_t *f, void *stream, uintptr_t va, void *dst, uint64_t n)
+{
+	pthread_mutex_lock(&f->lock);
+	enqueue(f, stream, FAKE_KERNEL, va, dst, n);
+	f->kernels++;
+	settle(f);
+	pthread_mutex_unlock(&f->lock);
+}
+
+void fake_app_order(fake_t *f, void *from, void *to)
+{
+	if (from == to)
+		return;
+	pthread_mutex_lock(&f->lock);
+	fake_fence_t *ff = calloc(1, sizeof(*ff));
+	ff->all_next = f->fences_all;
+	f->fences_all = ff;
+	enqueue(f, from, FAKE_MARK, 0, NULL, 0)->fence = ff;
+	ff->pending = 1;
+	enqueue(f, to, FAKE_WAIT, 0, NULL, 0)->fence = ff;
+	settle(f);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* ------------------------------------------------------------------- ops */
 
 static int f_va_reserve(void *ctx, uint64_t size, uint64_t align, uintptr_t *base)
 {
 	fake_t *f = ctx;
 	(void)align;
+	pthread_mutex_lock(&f->lock);
 	if (size != f->va_size)
 		violation(f, "va_reserve of %lu, expected %lu", (unsigned long)size, (unsigned long)f->va_size);
 	*base = f->va_base;
+	pthread_mutex_unlock(&f->lock);
 	return 0;
 }
 
@@ -127,77 +270,100 @@ static void f_va_release(void *ctx, uintptr_t base, uint64_t size)
 static int f_chunk_create(void *ctx, uint64_t size, uint64_t *h)
 {
 	fake_t *f = ctx;
+	int rc = 0;
+	pthread_mutex_lock(&f->lock);
 	if (size != f->chunk)
 		violation(f, "chunk of %lu bytes, chunk size is %lu", (unsigned long)size, (unsigned long)f->chunk);
 	if (f->created + size > f->budget) {
 		violation(f, "physical memory %lu + %lu would exceed the budget %lu",
 			  (unsigned long)f->created, (unsigned long)size, (unsigned long)f->budget);
-		return POOL_ENOMEM;
+		rc = POOL_ENOMEM;
+	} else {
+		uint8_t *b = malloc(size);
+		memset(b, 0xee, size);
+		f->created += size;
+		if (f->created > f->peak_created)
+			f->peak_created = f->created;
+		*h = (uint64_t)(uintptr_t)b;
 	}
-	uint8_t *b = malloc(size);
-	memset(b, 0xee, size);
-	f->created += size;
-	if (f->created > f->peak_created)
-		f->peak_created = f->created;
-	*h = (uint64_t)(uintptr_t)b;
-	return 0;
+	pthread_mutex_unlock(&f->lock);
+	return rc;
 }
 
 static void f_chunk_release(void *ctx, uint64_t h)
 {
 	fake_t *f = ctx;
+	pthread_mutex_lock(&f->lock);
 	free((void *)(uintptr_t)h);
 	f->created -= f->chunk;
+	pthread_mutex_unlock(&f->lock);
 }
 
 static int f_map(void *ctx, uintptr_t va, uint64_t size, uint64_t h)
 {
 	fake_t *f = ctx;
+	int rc = 0;
+	pthread_mutex_lock(&f->lock);
 	uint8_t **s = page_slot(f, va);
 	if (!s || (va - f->va_base) % f->chunk || size != f->chunk) {
 		violation(f, "map of a bad range 0x%lx+%lu", (unsigned long)va, (unsigned long)size);
-		return POOL_EDEVICE;
+		rc = POOL_EDEVICE;
+	} else if (++f->maps == f->map_fail_at) {
+		rc = POOL_EDEVICE;
+	} else {
+		if (*s)
+			violation(f, "map over a mapped page 0x%lx", (unsigned long)va);
+		for (uint64_t i = 0; i < f->va_size / f->chunk; i++)
+			if (f->map[i] == (uint8_t *)(uintptr_t)h)
+				violation(f, "chunk mapped twice (at 0x%lx too)",
+					  (unsigned long)(f->va_base + i * f->chunk));
+		*s = (uint8_t *)(uintptr_t)h;
+		f->mapped += size;
+		if (f->mapped > f->peak_mapped)
+			f->peak_mapped = f->mapped;
 	}
-	if (++f->maps == f->map_fail_at)
-		return POOL_EDEVICE;
-	if (*s)
-		violation(f, "map over a mapped page 0x%lx", (unsigned long)va);
-	for (uint64_t i = 0; i < f->va_size / f->chunk; i++)
-		if (f->map[i] == (uint8_t *)(uintptr_t)h)
-			violation(f, "chunk mapped twice (at 0x%lx too)", (unsigned long)(f->va_base + i * f->chunk));
-	*s = (uint8_t *)(uintptr_t)h;
-	f->mapped += size;
-	if (f->mapped > f->peak_mapped)
-		f->peak_mapped = f->mapped;
-	return 0;
+	pthread_mutex_unlock(&f->lock);
+	return rc;
 }
 
 static int f_unmap(void *ctx, uintptr_t va, uint64_t size)
 {
 	fake_t *f = ctx;
+	int rc = 0;
+	pthread_mutex_lock(&f->lock);
 	uint8_t **s = page_slot(f, va);
 	if (!s || !*s) {
 		violation(f, "unmap of an unmapped page 0x%lx", (unsigned long)va);
-		return POOL_EDEVICE;
+		rc = POOL_EDEVICE;
+	} else {
+		for (int i = 0; i < f->nstreams; i++)
+			for (fake_op_t *op = f->streams[i].head; op; op = op->next)
+				if ((op->kind == FAKE_D2H || op->kind == FAKE_H2D || op->kind == FAKE_KERNEL) &&
+				    op->va < va + size && va < op->va + op->n)
+					violation(f, "unmap of 0x%lx while %s on it is still queued",
+						  (unsigned long)va, op->kind == FAKE_KERNEL ? "a kernel" : "a copy");
+		*s = NULL;
+		f->mapped -= size;
+		f->unmaps++;
 	}
-	for (fake_op_t *op = f->head; op; op = op->next)
-		if (op->dir != 2 && op->va < va + size && va < op->va + op->n)
-			violation(f, "unmap of 0x%lx while a copy of it is still queued", (unsigned long)va);
-	*s = NULL;
-	f->mapped -= size;
-	f->unmaps++;
-	return 0;
+	pthread_mutex_unlock(&f->lock);
+	return rc;
 }
 
 static int f_host_alloc(void *ctx, uint64_t size, void **p)
 {
 	fake_t *f = ctx;
-	if (f->host_fail_after && f->host_bytes + size > f->host_fail_after)
-		return POOL_ENOMEM;
-	*p = malloc(size);
-	memset(*p, 0xdd, size);
-	f->host_bytes += size;
-	return 0;
+	int rc = 0;
+	pthread_mutex_lock(&f->lock);
+	if (f->host_fail_after && f->host_bytes + size > f->host_fail_after) {
+		rc = POOL_ENOMEM;
+	} else {
+		*p = malloc(size);
+		memset(*p, 0xdd, size);
+		f->host_bytes += size;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
 }
 
 static void f_host_free(void *ctx, void *p)
@@ -206,97 +372,178 @@ static void f_host_free(void *ctx, void *p)
 	free(p);
 }
 
+static void *g_d2h_id, *g_h2d_id;
+
 static int f_copy_d2h(void *ctx, void *dst, uintptr_t src, uint64_t n)
 {
 	fake_t *f = ctx;
-	f->d2h_copies++;
-	enqueue(f, 0, src, dst, n);
-	return 0;
+	int rc = 0;
+	pthread_mutex_lock(&f->lock);
+	if (++f->d2h_copies == f->d2h_fail_at) {
+		rc = POOL_EDEVICE;
+	} else {
+		enqueue(f, g_d2h_id, FAKE_D2H, src, dst, n);
+		settle(f);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
 }
 
 static int f_copy_h2d(void *ctx, uintptr_t dst, const void *src, uint64_t n)
 {
 	fake_t *f = ctx;
-	f->h2d_copies++;
-	enqueue(f, 1, dst, (void *)src, n);
-	return 0;
+	int rc = 0;
+	pthread_mutex_lock(&f->lock);
+	if (++f->h2d_copies == f->h2d_fail_at) {
+		rc = POOL_EDEVICE;
+	} else {
+		enqueue(f, g_h2d_id, FAKE_H2D, dst, (void *)src, n);
+		settle(f);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
 }
 
+/* A fence on `stream`, or on every stream seen so far (and the legacy
+ * stream NULL) when `all`: a marker on each. */
 static int f_fence_record(void *ctx, void *stream, bool all, void **fence)
 {
 	fake_t *f = ctx;
-	(void)stream;
-	(void)all;
-	if (++f->fences == f->fence_fail_at)
-		return POOL_EDEVICE;   /* an event record the device refused */
-	enqueue(f, 2, 0, NULL, 0);
-	*fence = (void *)(uintptr_t)f->issued;
-	return 0;
+	int rc = 0;
+	pthread_mutex_lock(&f->lock);
+	if (++f->fences == f->fence_fail_at) {
+		rc = POOL_EDEVICE;   /* an event record the device refused */
+	} else {
+		fake_fence_t *ff = calloc(1, sizeof(*ff));
+		ff->all_next = f->fences_all;
+		f->fences_all = ff;
+		if (all) {
+			stream_of(f, NULL);
+			for (int i = 0; i < f->nstreams; i++) {
+				void *id = f->streams[i].id;
+				if (id == g_d2h_id || id == g_h2d_id)
+					continue;
+				enqueue(f, id, FAKE_MARK, 0, NULL, 0)->fence = ff;
+				ff->pending++;
+			}
+		} else {
+			enqueue(f, stream, FAKE_MARK, 0, NULL, 0)->fence = ff;
+			ff->pending++;
+		}
+		ff->seq = f->issued;
+		*fence = ff;
+		settle(f);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
 }
 
 static int f_fence_query(void *ctx, void *fence)
 {
 	fake_t *f = ctx;
-	return f->completed >= (uint64_t)(uintptr_t)fence;
+	fake_fence_t *ff = fence;
+	pthread_mutex_lock(&f->lock);
+	if (ff->destroyed)
+		violation(f, "query of a destroyed fence");
+	int r = f->query_fails ? -1 : ff->pending == 0;
+	pthread_mutex_unlock(&f->lock);
+	return r;
 }
 
 static int f_fence_wait(void *ctx, void *fence)
 {
 	fake_t *f = ctx;
+	fake_fence_t *ff = fence;
+	if (f->on_wait)
+		f->on_wait(f->on_wait_arg);
+	pthread_mutex_lock(&f->lock);
 	f->waits++;
-	run_until(f, (uint64_t)(uintptr_t)fence);
-	return 0;
+	if (ff->destroyed)
+		violation(f, "wait on a destroyed fence");
+	int rc = 0;
+	if (f->wait_fails) {
+		rc = POOL_EDEVICE;
+	} else {
+		while (ff->pending && step(f))
+			;
+		if (ff->pending)
+			violation(f, "wait on a fence that can never complete (deadlock)");
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
 }
 
 static void f_fence_destroy(void *ctx, void *fence)
 {
-	(void)ctx;
-	(void)fence;
+	fake_t *f = ctx;
+	fake_fence_t *ff = fence;
+	pthread_mutex_lock(&f->lock);
+	if (ff->destroyed)
+		violation(f, "fence destroyed twice");
+	ff->destroyed = true;
+	pthread_mutex_unlock(&f->lock);
 }
 
 static int f_stream_wait(void *ctx, void *stream, void *fence)
 {
-	(void)ctx;
-	(void)stream;
-	(void)fence;
-	return 0;   /* one FIFO: every stream is already ordered */
+	fake_t *f = ctx;
+	pthread_mutex_lock(&f->lock);
+	if (((fake_fence_t *)fence)->destroyed)
+		violation(f, "stream wait on a destroyed fence");
+	enqueue(f, stream, FAKE_WAIT, 0, NULL, 0)->fence = fence;
+	f->stream_waits++;
+	settle(f);
+	pthread_mutex_unlock(&f->lock);
+	return 0;
 }
 
 static uint64_t f_now(void *ctx)
 {
 	fake_t *f = ctx;
-	return f->now += 1000;
+	return __atomic_add_fetch(&f->now, 1000, __ATOMIC_RELAXED);
 }
 
 static void f_record(void *ctx, const pool_event_t *ev)
 {
 	fake_t *f = ctx;
+	pthread_mutex_lock(&f->lock);
 	if ((unsigned)ev->kind < 8)
 		f->events[ev->kind]++;
 	if (ev->resident > f->budget)
 		violation(f, "event reports %lu resident bytes over the budget %lu",
 			  (unsigned long)ev->resident, (unsigned long)f->budget);
+	pthread_mutex_unlock(&f->lock);
 }
 
 void fake_init(fake_t *f, uint64_t chunk, uint64_t budget, uint64_t va_size)
 {
 	memset(f, 0, sizeof(*f));
+	pthread_mutex_init(&f->lock, NULL);
 	f->chunk = chunk;
 	f->budget = budget;
 	f->va_base = 0x200000000000ull;
 	f->va_size = va_size;
 	f->map = calloc(va_size / chunk, sizeof(*f->map));
+	f->rng = 0x9e3779b97f4a7c15ull;
 }
 
 void fake_fini(fake_t *f)
 {
 	fake_drain(f);
+	while (f->fences_all) {
+		fake_fence_t *ff = f->fences_all;
+		f->fences_all = ff->all_next;
+		free(ff);
+	}
 	free(f->map);
+	pthread_mutex_destroy(&f->lock);
 }
 
 pool_ops_t fake_ops(fake_t *f)
 {
 	static int d2h, h2d;
+	g_d2h_id = &d2h;
+	g_h2d_id = &h2d;
 	return (pool_ops_t){
 		.ctx = f, .d2h_stream = &d2h, .h2d_stream = &h2d,
 		.va_reserve = f_va_reserve, .va_release = f_va_release,

@@ -145,6 +145,23 @@ class SteadyTest(TraceCase):
 		st = self.summary(p)['steady']
 		self.assertEqual((st['start_seq'], st['end_seq']), info['last_iter'])
 
+	def test_steady_iteration_when_scanned_extents_move(self):
+		# a kernel argument's extent is the rest of its allocation: where a
+		# caching allocator puts the block changes it every iteration
+		def build(tb):
+			seg = tb.alloc(1 << 20)
+			for it in range(4):
+				off = 4096 * (it % 2)
+				tb.op('conv_fwd', 'cudnnConvolutionForward', [(seg, 'w', 'y', 1024, 0)])
+				tb.op('launch', 'cudaLaunchKernel', [(seg, 'rw', 'arg0', (1 << 20) - off, off)],
+				      {'kernel': 'relu'})
+				tb.op('gemm', 'cublasSgemm_v2', [(seg, 'r', 'B', 1024, 0)])
+				tb.op('sync', 'cudaStreamSynchronize')
+		p = self.small_trace('mv.jsonl', build)
+		st = self.summary(p)['steady']
+		self.assertIsNotNone(st)
+		self.assertEqual(st['period'], 4)
+
 	def test_no_steady_iteration_in_a_single_iteration(self):
 		p = self.path('one.jsonl')
 		tracegen.vgg16_trace(p, iters=1)
@@ -253,6 +270,99 @@ class GraphTest(TraceCase):
 		self.assertGreater(len(edges), 16)
 
 
+class GraphPhaseTest(TraceCase):
+	def test_graph_clusters_forward_and_backward_and_marks_offload_candidates(self):
+		p = self.path('v.jsonl')
+		tracegen.vgg16_trace(p, iters=3)
+		out, _ = self.ok('graph', p)
+		fwd = out[out.index('subgraph cluster_forward'):out.index('subgraph cluster_backward')]
+		bwd = out[out.index('subgraph cluster_backward'):]
+		bwd = bwd[:bwd.index('  }')]
+		(nodes, edges) = parse_dot(out)
+		kind = {s: lbl.split('\n')[0] for s, lbl in nodes.items()}
+		in_fwd = {int(m) for m in re.findall(r'n(\d+) \[label', fwd)}
+		in_bwd = {int(m) for m in re.findall(r'n(\d+) \[label', bwd)}
+		self.assertEqual(in_fwd | in_bwd, set(nodes))
+		# forward ends with the softmax; the loss kernel starts backward
+		self.assertEqual(max(in_fwd), max(s for s in nodes if kind[s] == 'softmax_fwd'))
+		self.assertTrue(all(kind[s] != 'conv_fwd' for s in in_bwd))
+		self.assertTrue(all(not kind[s].endswith('_bwd') for s in in_fwd))
+		# red edges: exactly those from forward to backward
+		red = set(re.findall(r'n(\d+) -> n(\d+) \[[^\n]*offload candidate', out))
+		expect = {(str(a), str(b)) for a, b, _ in edges if a in in_fwd and b in in_bwd}
+		self.assertTrue(expect)
+		self.assertEqual(red, expect)
+		m = re.search(r'(\d+) offload candidates', out)
+		self.assertEqual(int(m.group(1)), len(expect))
+		# conv and GEMM nodes carry the shape the trace gives
+		convs = [lbl for lbl in nodes.values() if lbl.startswith('conv_fwd')]
+		self.assertTrue(convs and all(lbl.split('\n')[2] == 'n2' for lbl in convs), convs[:2])
+		self.assertIn('m4096 n2 k4096', [lbl.split('\n')[2] for lbl in nodes.values()
+						  if lbl.startswith('gemm')])
+
+
+class EventsTest(TraceCase):
+	def test_events_lines_are_the_calls_with_whole_writes_inferred(self):
+		def build(tb):
+			a, b = tb.alloc(4096), tb.alloc(8192)
+			tb.op('memcpy', 'cudaMemcpyAsync', [(a, 'w', 'dst')], {'bytes': 4096, 'kind': 1})  # 3
+			tb.op('sync', 'cudaStreamSynchronize')                                             # 4
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(a, 'r', 'x'), (b, 'w', 'y')],
+			      {'algo': 1, 'ws': 0, 'n': 2, 'c': 3, 'h': 8, 'w': 8, 'k': 4, 'r': 3, 's': 3})  # 5
+			tb.op('launch', 'cudaLaunchKernel', [(b, 'rw', 'arg0')], {'kernel': 'k', 'grid': [4, 1, 1],
+										   'block': [256, 1, 1]})  # 6
+			tb.op('stream', 'cudnnSetStream')                                                  # 7
+			tb.free(a)
+		p = self.small_trace('e.jsonl', build)
+		out, _ = self.ok('events', p)
+		lines = [x for x in out.splitlines() if not x.startswith('#')]
+		self.assertEqual(lines[0], 'A 1 4096')
+		self.assertEqual(lines[1], 'A 2 8192')
+		self.assertEqual(lines[2].split(' | ')[1], '1:0:4096:w!:dst')
+		self.assertIn(' memcpy cudaMemcpyAsync 3000 copy:4096:1', lines[2])
+		self.assertEqual(lines[3].split()[4], 'sync')
+		self.assertEqual(lines[4].split()[7], 'conv:0:2:3:8:8:4:3:3:1:0:0')
+		self.assertEqual(lines[4].split(' | ')[1], '1:0:4096:r:x 2:0:8192:w!:y')
+		# a kernel argument stays read-write; the stream op is left out
+		self.assertEqual(lines[5].split(' | ')[1], '2:0:8192:rw:arg0')
+		self.assertEqual(lines[6], 'F 1')
+		out, _ = self.ok('events', p, '--no-infer-whole', '--from', '5', '--to', '5')
+		lines = [x for x in out.splitlines() if not x.startswith('#')]
+		self.assertEqual(len(lines), 1)
+		self.assertTrue(lines[0].endswith('1:0:4096:r:x 2:0:8192:w:y'))
+
+
+@unittest.skipUnless(os.environ.get('VMEM_PLAN_BIN'), 'VMEM_PLAN_BIN (build/policy/vmem-plan) not set')
+class PlanTest(TraceCase):
+	def test_plan_dry_run_finds_the_iteration_and_plans_offloads(self):
+		p = self.path('v.jsonl')
+		tracegen.vgg16_trace(p, iters=5)
+		out, _ = self.ok('plan', p, '--offload', 'conv', '--offload-min', '0', '-a')
+		m = re.search(r'plan 1 made \(period (\d+)', out)
+		self.assertIsNotNone(m, out)
+		self.assertIn('policy: ', out)
+		# iterations planned whole: each offloads the 12 conv inputs that
+		# are not the preloaded batch (written by a copy nobody waits for)
+		m = re.search(r'iterations planned +(\d+)', out)
+		self.assertGreaterEqual(int(m.group(1)), 1)
+		self.assertRegex(out, r'offload +[1-9][0-9]* ')
+		self.assertIn(': offload a', out)
+		self.assertIn(': prefetch a', out)
+
+	def test_plan_without_the_tool_is_a_clear_error(self):
+		p = self.path('v.jsonl')
+		tracegen.vgg16_trace(p, iters=2)
+		env = dict(os.environ)
+		env.pop('VMEM_PLAN_BIN', None)
+		env['PATH'] = '/nonexistent'
+		proc = subprocess.run([sys.executable, os.path.abspath(VMEM_TRACE), 'plan', p,
+				       '--plan-bin', '/no/such'],
+				      stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+				      env=env, cwd=self.dir)
+		self.assertEqual(proc.returncode, 2)
+		self.assertIn('--plan-bin /no/such: not an executable file', proc.stderr)
+
+
 class ChromeTest(TraceCase):
 	def test_chrome_is_valid_json_with_stream_copy_and_counter_tracks(self):
 		p = self.path('v.jsonl')
@@ -317,6 +427,39 @@ class MemoryTest(TraceCase):
 			self.assertIn('resident', texts)
 			self.assertIn('budget', texts)
 			self.assertIn('steady iteration', texts)
+
+	def test_memory_svg_legend_fits_and_plans_are_marked(self):
+		def build(tb):
+			big = tb.alloc(3 << 30)        # "resident (peak 3.0 GiB)"
+			a = tb.alloc(1 << 20)
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(a, 'w', 'y')])
+			tb.plan('made', plan=1, period=2)
+			tb.offload(a)
+			tb.op('act_fwd', 'cudnnActivationForward', [(a, 'r', 'x')])
+			tb.prefetch(a)
+			tb.drop(big)
+			tb.plan('suspended', plan=1, period=2)
+			tb.op('act_fwd', 'cudnnActivationForward', [(a, 'r', 'x')])
+			tb.plan('resumed', plan=1, period=2)
+			tb.free(a)
+		p = self.small_trace('pl.jsonl', build)
+		out = self.path('pl.svg')
+		_, err = self.ok('memory', p, '-o', out)
+		self.assertNotIn('do not know', err)
+		root = ET.parse(out).getroot()
+		ns = '{http://www.w3.org/2000/svg}'
+		width = float(root.get('width'))
+		for t in root.iter(ns + 'text'):
+			x = float(t.get('x'))
+			# 12 px Helvetica: under 7 px a character
+			self.assertLessEqual(x + 7 * len(t.text or ''), width,
+					     'legend text %r cut at the right edge (%s)' % (t.text, width))
+		texts = [t.text for t in root.iter(ns + 'text')]
+		self.assertIn('planned iterations', texts)
+		for k in ('drop (1)', 'offload (1)', 'prefetch (1)'):
+			self.assertIn(k, texts)
+		bands = [r for r in root.iter(ns + 'rect') if r.get('fill') == '#7fbf7f' and r.find(ns + 'title') is not None]
+		self.assertEqual(len(bands), 2)   # made..suspended, resumed..end
 
 	def test_memory_svg_falls_back_to_seq_when_clocks_disagree(self):
 		def build(tb):

@@ -94,6 +94,21 @@ class TraceBuilder:
 		self.host -= n
 		return self._mem('prefetch', aid, n, n, stream='0xh2d', dur=n // 20)
 
+	def drop(self, aid):
+		"""Pages of a dead range dropped without a copy (liveness)."""
+		n = self.allocs[aid]
+		self.resident -= n
+		return self._mem('drop', aid, n, n, api='liveness')
+
+	def plan(self, event, plan=1, period=10, **extra):
+		"""A plan record of the proactive layer (docs/trace-format.md)."""
+		seq, t = self._tick(0)
+		rec = {'type': 'plan', 'seq': seq, 't': t, 'tid': 1, 'event': event, 'plan': plan,
+		       'period': period}
+		rec.update(extra)
+		self._line(rec)
+		return seq
+
 	def evict(self, aid):
 		n = self.allocs[aid]
 		self.resident -= n

@@ -36,12 +36,42 @@ void simgpu_check(const void *p, size_t n, bool host_ok)
 	nchecked++;
 }
 
+/* simgpu_access: what each launch declares to the race checker */
+static struct {
+	const void *p;
+	size_t n;
+	unsigned mode;
+} declared[16];
+static int ndeclared;
+
+void simgpu_access(const void *p, size_t n, unsigned mode)
+{
+	if (ndeclared < 16) {
+		declared[ndeclared].p = p;
+		declared[ndeclared].n = n;
+		declared[ndeclared].mode = mode;
+	}
+	ndeclared++;
+}
+
 static int reset(void **state)
 {
 	(void)state;
 	fake_dryrun = false;
 	nchecked = 0;
+	ndeclared = 0;
 	return 0;
+}
+
+static void expect_declared(int i, const void *p, size_t n, unsigned mode)
+{
+	if (i >= ndeclared || declared[i].p != p || declared[i].n != n ||
+	    declared[i].mode != mode)
+		fail_msg("access %d: expected %p, %zu bytes, mode %u; got %p, %zu "
+			 "bytes, mode %u (%d declared)", i, p, n, mode,
+			 i < ndeclared ? declared[i].p : NULL,
+			 i < ndeclared ? declared[i].n : 0,
+			 i < ndeclared ? declared[i].mode : 0, ndeclared);
 }
 
 static const simgpu_kernel_t *kernel(const char *name)
@@ -197,6 +227,39 @@ static void test_probe_writes_y_and_z_and_never_reads_c(void **state)
 	assert_float_equal(b, 6.5f, 0);
 }
 
+/* The race checker must see what a kernel touches, byte-exact: a channel
+ * copy into a concatenation buffer writes one block per image, leaving
+ * the other channels (another layer's output) alone. */
+static void test_kernels_declare_exact_reads_and_writes(void **state)
+{
+	float w[4], v[4], dw[4], src[2 * 2 * 3], dst[2 * 5 * 3];
+	float *pw = w, *pv = v, *psrc = src, *pdst = dst;
+	const float *pdw = dw;
+	float lr = 0.1f, mom = 0.9f, wd = 0.0f;
+	unsigned long long n = 4;
+	int ni = 2, c_src = 2, c_dst = 5, c_off = 1, hw = 3, accum = 1;
+	void *sargs[] = { &pw, &pv, &pdw, &lr, &mom, &wd, &n };
+	void *cargs[] = { &pdst, &psrc, &ni, &c_src, &c_dst, &c_off, &hw, &accum };
+
+	(void)state;
+	memset(w, 0, sizeof(w)), memset(v, 0, sizeof(v)), memset(dw, 0, sizeof(dw));
+	memset(src, 0, sizeof(src)), memset(dst, 0, sizeof(dst));
+	kernel("mt_sgd_momentum")->run(sargs, 1);
+	assert_int_equal(ndeclared, 3);
+	expect_declared(0, w, sizeof(w), SIMGPU_ACC_RW);
+	expect_declared(1, v, sizeof(v), SIMGPU_ACC_RW);
+	expect_declared(2, dw, sizeof(dw), SIMGPU_ACC_R);
+
+	ndeclared = 0;
+	kernel("mt_channel_copy")->run(cargs, 1);
+	assert_int_equal(ndeclared, 4);
+	/* image i: dst channels 1..2 (read too: accumulate), src image i */
+	expect_declared(0, dst + 1 * 3, 2 * 3 * sizeof(float), SIMGPU_ACC_RW);
+	expect_declared(1, src, 2 * 3 * sizeof(float), SIMGPU_ACC_R);
+	expect_declared(2, dst + (5 + 1) * 3, 2 * 3 * sizeof(float), SIMGPU_ACC_RW);
+	expect_declared(3, src + 2 * 3, 2 * 3 * sizeof(float), SIMGPU_ACC_R);
+}
+
 static void test_dryrun_checks_ranges_without_writing(void **state)
 {
 	float buf[4] = { 7, 7, 7, 7 }, *p = buf, v = 1.0f;
@@ -224,6 +287,7 @@ int main(void)
 		cmocka_unit_test_setup(test_xent_grad_gives_scaled_gradient_and_loss, reset),
 		cmocka_unit_test_setup(test_channel_copy_then_slice_round_trips, reset),
 		cmocka_unit_test_setup(test_probe_writes_y_and_z_and_never_reads_c, reset),
+		cmocka_unit_test_setup(test_kernels_declare_exact_reads_and_writes, reset),
 		cmocka_unit_test_setup(test_dryrun_checks_ranges_without_writing, reset),
 	};
 

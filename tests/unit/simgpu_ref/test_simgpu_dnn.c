@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include <cublas_v2.h>
+#include <cublasLt.h>
 #include <cudnn.h>
 
 #include "tests/simgpu/ref.h"
@@ -64,6 +65,36 @@ double simgpu_submit(void *stream, simgpu_engine_t e, double s)
 double simgpu_op_seconds(double flops, double bytes)
 {
 	return 5e-6 + fmax(flops / 7e12, bytes / 336e9);
+}
+
+/* what the op being built declares to the race checker (simgpu_access);
+ * the list is kept until the next op begins, so a test reads it after
+ * the call */
+#define MAX_DECL 64
+static struct { const void *p; size_t n; unsigned mode; } decl[MAX_DECL];
+static int ndecl;
+void simgpu_access(const void *p, size_t n, unsigned mode)
+{
+	if (ndecl < MAX_DECL)
+		decl[ndecl].p = p, decl[ndecl].n = n, decl[ndecl].mode = mode;
+	ndecl++;
+}
+void simgpu_access_discard(void) { ndecl = 0; }
+/* capture: a test makes the handle's stream "capturing" with fake_capturing */
+static bool fake_capturing;
+static int fake_captured;
+int simgpu_capture(void *stream, const char *op, simgpu_replay_fn fn, const void *args, size_t size)
+{
+	(void)stream, (void)op, (void)fn, (void)args, (void)size;
+	if (!fake_capturing)
+		return 0;
+	fake_captured++;
+	return 1;
+}
+bool simgpu_capture_refuse(void *stream, const char *op)
+{
+	(void)stream, (void)op;
+	return fake_capturing;
 }
 
 static void *dev_alloc(size_t n)
@@ -272,6 +303,81 @@ static void test_every_algorithm_writes_its_whole_workspace(void **state)
 	if (fake_faults != 1 || strcmp(fault_op, "cudnnConvolutionForward") != 0)
 		fail_msg("expected 1 fault in cudnnConvolutionForward, got %d in '%s'", fake_faults, fault_op);
 	free(host);
+	conv_teardown(&f);
+}
+
+static void expect_decl(int i, const void *p, size_t n, unsigned mode)
+{
+	if (i >= ndecl || decl[i].p != p || decl[i].n != n || decl[i].mode != mode)
+		fail_msg("access %d: expected %p, %zu bytes, mode %u; got %p, %zu bytes, mode %u "
+			 "(%d declared)", i, p, n, mode, i < ndecl ? decl[i].p : NULL,
+			 i < ndecl ? decl[i].n : 0, i < ndecl ? decl[i].mode : 0, ndecl);
+}
+
+/* The race checker judges what each call declares: inputs read, the
+ * output written (read too when beta != 0), the workspace written; a
+ * channel slice of a wider buffer as one range per image. */
+static void test_conv_declares_its_reads_and_writes(void **state)
+{
+	(void)state;
+	conv_fx_t f;
+	const float one = 1, zero = 0;
+	size_t need;
+
+	conv_setup(&f, 2, 8, 8, 8);
+	CK(cudnnGetConvolutionForwardWorkspaceSize(f.h, f.xd, f.wd, f.cd, f.yd,
+						   CUDNN_CONVOLUTION_FWD_ALGO_GEMM, &need));
+	void *ws = dev_alloc(need);
+	ndecl = 0;
+	CK(cudnnConvolutionForward(f.h, &one, f.xd, f.x, f.wd, f.w, f.cd,
+				   CUDNN_CONVOLUTION_FWD_ALGO_GEMM, ws, need, &zero, f.yd, f.y));
+	assert_int_equal(ndecl, 4);
+	expect_decl(0, f.x, f.xs * sizeof(float), SIMGPU_ACC_R);
+	expect_decl(1, f.w, f.ws_ * sizeof(float), SIMGPU_ACC_R);
+	expect_decl(2, f.y, f.ys * sizeof(float), SIMGPU_ACC_W);
+	expect_decl(3, ws, need, SIMGPU_ACC_W);
+	ndecl = 0;
+	CK(cudnnConvolutionBackwardFilter(f.h, &one, f.xd, f.x, f.yd, f.y, f.cd,
+					  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, NULL, 0, &one, f.wd,
+					  f.w));
+	expect_decl(2, f.w, f.ws_ * sizeof(float), SIMGPU_ACC_RW);
+
+	/* y as channels 2..9 of a 12-channel buffer: one range per image */
+	cudnnTensorDescriptor_t sd;
+	float *wide = dev_alloc((size_t)2 * 12 * 8 * 8 * sizeof(float));
+	CK(cudnnCreateTensorDescriptor(&sd));
+	CK(cudnnSetTensor4dDescriptorEx(sd, CUDNN_DATA_FLOAT, 2, 8, 8, 8, 12 * 64, 64, 8, 1));
+	ndecl = 0;
+	CK(cudnnConvolutionForward(f.h, &one, f.xd, f.x, f.wd, f.w, f.cd,
+				   CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero, sd,
+				   wide + 2 * 64));
+	assert_int_equal(ndecl, 4);
+	expect_decl(2, wide + 2 * 64, 8 * 64 * sizeof(float), SIMGPU_ACC_W);
+	expect_decl(3, wide + 12 * 64 + 2 * 64, 8 * 64 * sizeof(float), SIMGPU_ACC_W);
+	cudnnDestroyTensorDescriptor(sd);
+	conv_teardown(&f);
+}
+
+/* On a capturing stream a convolution is recorded, not run; a call the
+ * simulator cannot capture is refused. */
+static void test_capture_records_conv_and_refuses_other_calls(void **state)
+{
+	(void)state;
+	conv_fx_t f;
+	const float one = 1, zero = 0;
+
+	conv_setup(&f, 1, 2, 4, 2);
+	float before = f.y[0];
+	double t0 = fake_time;
+	fake_capturing = true;
+	fake_captured = 0;
+	CK(cudnnConvolutionForward(f.h, &one, f.xd, f.x, f.wd, f.w, f.cd,
+				   CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero, f.yd, f.y));
+	assert_int_equal(fake_captured, 1);
+	assert_true(f.y[0] == before);       /* nothing computed */
+	assert_true(fake_time == t0);        /* nothing submitted */
+	EXPECT_ST(CUDNN_STATUS_NOT_SUPPORTED, cudnnAddTensor(f.h, &one, f.yd, f.y, &one, f.yd, f.y));
+	fake_capturing = false;
 	conv_teardown(&f);
 }
 
@@ -903,12 +1009,177 @@ static void test_cublas_sgemm_matches_reference_and_checks_ranges(void **state)
 	dev_free_all();
 }
 
+/* bf16 round-to-nearest-even, as the simulated cuBLASLt stores D */
+static uint16_t bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+static float from_bf16(uint16_t v)
+{
+	uint32_t u = (uint32_t)v << 16;
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static cublasLtMatrixLayout_t lt_layout(cudaDataType t, uint64_t r, uint64_t c, int64_t ld,
+				       int32_t order)
+{
+	cublasLtMatrixLayout_t l;
+
+	assert_int_equal(cublasLtMatrixLayoutCreate(&l, t, r, c, ld), CUBLAS_STATUS_SUCCESS);
+	assert_int_equal(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ORDER, &order,
+							  sizeof(order)), CUBLAS_STATUS_SUCCESS);
+	return l;
+}
+
+/* cuBLASLt: float results equal cublasSgemm's (+ the bias as
+ * cudnnAddTensor adds it), whatever the layout order; BGRADB sums dY over
+ * k ascending; bf16 is widened exactly and rounded to nearest even; the
+ * heuristic honours the workspace limit and cublasLtMatmul refuses a
+ * smaller workspace; attributes follow cuBLASLt's size rules; the bias
+ * is declared read (BIAS) or written (BGRADB). */
+static void test_cublaslt_matches_reference_with_epilogues_orders_and_bf16(void **state)
+{
+	(void)state;
+	const int m = 5, n = 4, k = 3;
+	float *a = dev_rand(m * k), *bt = dev_rand(n * k), *bias = dev_rand(m);
+	float *d = dev_alloc(sizeof(float) * m * n), *db = dev_alloc(sizeof(float) * n);
+	float *ar = dev_alloc(sizeof(float) * m * k), want[20], one = 1, zero = 0;
+	cublasLtHandle_t h;
+	cublasLtMatmulDesc_t md;
+	cublasLtMatmulPreference_t pref;
+	cublasLtMatmulHeuristicResult_t res[2];
+	cublasOperation_t tt = CUBLAS_OP_T;
+	cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+	int got = 0;
+	size_t need = 0;
+	uint64_t big = 1 << 20;
+
+	assert_int_equal(cublasLtCreate(&h), CUBLAS_STATUS_SUCCESS);
+	assert_int_equal(cublasLtMatmulDescCreate(&md, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+			 CUBLAS_STATUS_SUCCESS);
+	/* attributes: exact sizes only; a size query answers the size */
+	assert_int_equal(cublasLtMatmulDescSetAttribute(md, CUBLASLT_MATMUL_DESC_TRANSB, &tt, 2),
+			 CUBLAS_STATUS_INVALID_VALUE);
+	assert_int_equal(cublasLtMatmulDescSetAttribute(md, CUBLASLT_MATMUL_DESC_TRANSB, &tt, sizeof(tt)),
+			 CUBLAS_STATUS_SUCCESS);
+	assert_int_equal(cublasLtMatmulDescGetAttribute(md, CUBLASLT_MATMUL_DESC_BIAS_POINTER, NULL, 0,
+							&need), CUBLAS_STATUS_SUCCESS);
+	assert_int_equal(need, sizeof(void *));
+	assert_int_equal(cublasLtMatmulDescSetAttribute(md, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+							sizeof(epi)), CUBLAS_STATUS_SUCCESS);
+	assert_int_equal(cublasLtMatmulDescSetAttribute(md, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+							sizeof(bias)), CUBLAS_STATUS_SUCCESS);
+	cublasLtMatrixLayout_t la = lt_layout(CUDA_R_32F, m, k, m, CUBLASLT_ORDER_COL);
+	cublasLtMatrixLayout_t lb = lt_layout(CUDA_R_32F, n, k, n, CUBLASLT_ORDER_COL);
+	cublasLtMatrixLayout_t ld = lt_layout(CUDA_R_32F, m, n, m, CUBLASLT_ORDER_COL);
+	assert_int_equal(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+
+	/* the workspace limit: none allowed by default, then 1 MiB */
+	assert_int_equal(cublasLtMatmulAlgoGetHeuristic(h, md, la, lb, ld, ld, pref, 2, res, &got),
+			 CUBLAS_STATUS_SUCCESS);
+	assert_int_equal(got, 1);
+	assert_int_equal(res[0].workspaceSize, 0);
+	assert_int_equal(cublasLtMatmulPreferenceSetAttribute(pref,
+		CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &big, sizeof(big)), CUBLAS_STATUS_SUCCESS);
+	assert_int_equal(cublasLtMatmulAlgoGetHeuristic(h, md, la, lb, ld, ld, pref, 2, res, &got),
+			 CUBLAS_STATUS_SUCCESS);
+	assert_int_equal(got, 2);
+	assert_int_equal(res[0].workspaceSize, 8 * m * n);     /* fastest first */
+	unsigned char *ws = dev_alloc(res[0].workspaceSize);
+	assert_int_equal(cublasLtMatmul(h, md, &one, a, la, bt, lb, &zero, d, ld, d, ld, &res[0].algo,
+					ws, res[0].workspaceSize - 1, NULL), CUBLAS_STATUS_INVALID_VALUE);
+
+	/* float: cublasSgemm's bits, then + bias */
+	assert_int_equal(ref_sgemm(false, true, m, n, k, 1, a, m, bt, n, 0, want, m), 0);
+	for (int j = 0; j < n; j++)
+		for (int i = 0; i < m; i++)
+			want[i + j * m] += bias[i];
+	ndecl = 0;
+	assert_int_equal(cublasLtMatmul(h, md, &one, a, la, bt, lb, &zero, d, ld, d, ld, &res[0].algo,
+					ws, res[0].workspaceSize, NULL), CUBLAS_STATUS_SUCCESS);
+	expect_same_bits("cublasLtMatmul bias", 0, want, d, (size_t)m * n);
+	for (size_t i = 0; i < res[0].workspaceSize; i++)
+		if (ws[i] != 0x5a)
+			fail_msg("workspace byte %zu of %zu not written", i, res[0].workspaceSize);
+	expect_decl(3, bias, m * sizeof(float), SIMGPU_ACC_R);
+
+	/* A given row-major (the same matrix): the same bits */
+	for (int i = 0; i < m; i++)
+		for (int l = 0; l < k; l++)
+			ar[i * k + l] = a[i + l * m];
+	cublasLtMatrixLayout_t lar = lt_layout(CUDA_R_32F, m, k, k, CUBLASLT_ORDER_ROW);
+	memset(d, 0, sizeof(float) * m * n);
+	assert_int_equal(cublasLtMatmul(h, md, &one, ar, lar, bt, lb, &zero, d, ld, d, ld, NULL, NULL, 0,
+					NULL), CUBLAS_STATUS_SUCCESS);
+	expect_same_bits("cublasLtMatmul row-major A", 0, want, d, (size_t)m * n);
+
+	/* BGRADB: db[j] = sum over l of op(B)[l][j] = bt[j + l*n], ascending */
+	epi = CUBLASLT_EPILOGUE_BGRADB;
+	assert_int_equal(cublasLtMatmulDescSetAttribute(md, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+							sizeof(epi)), CUBLAS_STATUS_SUCCESS);
+	assert_int_equal(cublasLtMatmulDescSetAttribute(md, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db,
+							sizeof(db)), CUBLAS_STATUS_SUCCESS);
+	ndecl = 0;
+	assert_int_equal(cublasLtMatmul(h, md, &one, a, la, bt, lb, &zero, d, ld, d, ld, NULL, NULL, 0,
+					NULL), CUBLAS_STATUS_SUCCESS);
+	for (int j = 0; j < n; j++) {
+		float acc = 0.0f;
+
+		for (int l = 0; l < k; l++)
+			acc += bt[j + l * n];
+		expect_same_bits("BGRADB", 0, &acc, &db[j], 1);
+	}
+	expect_decl(3, db, n * sizeof(float), SIMGPU_ACC_W);
+
+	/* bf16 in and out, fp32 compute: widened exactly, rounded once */
+	uint16_t *ah = dev_alloc(2 * m * k), *bh = dev_alloc(2 * n * k), *dh = dev_alloc(2 * m * n);
+	float af[15], bf[12], ref[20];
+	for (int i = 0; i < m * k; i++)
+		ah[i] = bf16(a[i]), af[i] = from_bf16(ah[i]);
+	for (int i = 0; i < n * k; i++)
+		bh[i] = bf16(bt[i]), bf[i] = from_bf16(bh[i]);
+	assert_int_equal(ref_sgemm(false, true, m, n, k, 1, af, m, bf, n, 0, ref, m), 0);
+	epi = CUBLASLT_EPILOGUE_DEFAULT;
+	assert_int_equal(cublasLtMatmulDescSetAttribute(md, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+							sizeof(epi)), CUBLAS_STATUS_SUCCESS);
+	cublasLtMatrixLayout_t lah = lt_layout(CUDA_R_16BF, m, k, m, CUBLASLT_ORDER_COL);
+	cublasLtMatrixLayout_t lbh = lt_layout(CUDA_R_16BF, n, k, n, CUBLASLT_ORDER_COL);
+	cublasLtMatrixLayout_t ldh = lt_layout(CUDA_R_16BF, m, n, m, CUBLASLT_ORDER_COL);
+	assert_int_equal(cublasLtMatmul(h, md, &one, ah, lah, bh, lbh, &zero, dh, ldh, dh, ldh, NULL,
+					NULL, 0, NULL), CUBLAS_STATUS_SUCCESS);
+	for (int i = 0; i < m * n; i++)
+		if (dh[i] != bf16(ref[i]))
+			fail_msg("bf16 D[%d]: expected 0x%04x, got 0x%04x", i, bf16(ref[i]), dh[i]);
+	/* mixed A/B types are not supported */
+	assert_int_equal(cublasLtMatmul(h, md, &one, ah, lah, bt, lb, &zero, dh, ldh, dh, ldh, NULL,
+					NULL, 0, NULL), CUBLAS_STATUS_NOT_SUPPORTED);
+
+	cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lb);
+	cublasLtMatrixLayoutDestroy(ld), cublasLtMatrixLayoutDestroy(lar);
+	cublasLtMatrixLayoutDestroy(lah), cublasLtMatrixLayoutDestroy(lbh);
+	cublasLtMatrixLayoutDestroy(ldh);
+	cublasLtMatmulPreferenceDestroy(pref);
+	cublasLtMatmulDescDestroy(md);
+	assert_int_equal(cublasLtDestroy(h), CUBLAS_STATUS_SUCCESS);
+	dev_free_all();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_get_v7_lists_fastest_first_and_gemm_workspace_grows_with_n),
 		cmocka_unit_test(test_undersized_workspace_is_bad_param),
 		cmocka_unit_test(test_every_algorithm_writes_its_whole_workspace),
+		cmocka_unit_test(test_conv_declares_its_reads_and_writes),
+		cmocka_unit_test(test_capture_records_conv_and_refuses_other_calls),
 		cmocka_unit_test(test_all_algorithms_give_identical_bits),
 		cmocka_unit_test(test_dryrun_checks_ranges_without_computing),
 		cmocka_unit_test(test_backend_engines_match_legacy_algorithms_bit_for_bit),
@@ -917,6 +1188,7 @@ int main(void)
 		cmocka_unit_test(test_legacy_calls_reject_bad_arguments),
 		cmocka_unit_test(test_batchnorm_ex_matches_plain_calls_bit_for_bit),
 		cmocka_unit_test(test_cublas_sgemm_matches_reference_and_checks_ranges),
+		cmocka_unit_test(test_cublaslt_matches_reference_with_epilogues_orders_and_bf16),
 	};
 	int failed = cmocka_run_group_tests_name("simgpu_dnn", tests, NULL, NULL);
 	ref_scratch_free();

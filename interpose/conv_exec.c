@@ -1,0 +1,1593 @@
+/* interpose/conv_exec.c - convolutions under the budget and µ-cuDNN's
+ * micro-batches: the kernel table, the benchmark of the legacy API, WR and
+ * WD, the cache file, and the legacy calls' execution (see conv_exec.h;
+ * the graph API is conv_graph.c; the pure parts are conv_plan.c and
+ * solver/).
+ *
+ * A legacy convolution call goes through four questions:
+ *
+ *   1. Is there a µ-cuDNN configuration (VMEM_WORKSPACE=wr|wd)?  The
+ *      kernel is benchmarked once (at its first query or call):
+ *      cudnnFind*AlgorithmEx on micro-batch descriptors -- the same
+ *      strides with N = b -- for every size the VMEM_MICROBATCH policy
+ *      lists, in scratch buffers of vmem's own, under the workspace cap.
+ *      WR solves it alone (§III-B); WD solves the integer program over
+ *      every kernel seen so far (§III-C), again whenever a new kernel
+ *      appears and once more when the first iteration ends (then each
+ *      kernel is weighted by how often it ran in it).
+ *   2. Does its workspace fit beside the call's tensors in the budget?
+ *      If not, the fastest algorithm that does runs instead ("rescue"),
+ *      with vmem's workspace, whatever the policy.
+ *   3. Prepare: the runtime makes the tensors and the workspace resident.
+ *      An out-of-memory here (memory that cannot be evicted) also rescues.
+ *   4. Run: one cuDNN call, or one per micro-batch, along N:
+ *
+ *	x  |<- b0 ->|<- b0 ->|<- b1 ->|       pointer offsets of b images
+ *	y  |<- b0 ->|<- b0 ->|<- b1 ->|       (same strides, N = b)
+ *	forward, backward-data: each slice with the caller's alpha and beta
+ *	backward-filter: dw = alpha*conv(x0,dy0) + beta*dw, then
+ *	                 dw = alpha*conv(xi,dyi) + 1*dw for the next slices
+ *
+ * Locking: conv_lock guards the kernel table, the WD state and the cache;
+ * it is held around a benchmark (rare) and around the WD segment's use
+ * from lookup to the issued call (so a re-solve cannot move the buffer
+ * under a call).  The pool's lock is taken inside it, never the reverse.
+ */
+#include "interpose/conv_exec_int.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "interpose/log.h"
+#include "interpose/runtime.h"
+#include "interpose/stats.h"
+#include "interpose/trace.h"
+
+#define MiB ((uint64_t)1 << 20)
+
+#define CONV_REALS(X)                                                                     \
+	X(cudnnGetStream, cudnnStatus_t, (cudnnHandle_t h, cudaStream_t *s), (h, s))       \
+	X(cudnnGetVersion, size_t, (void), ())                                             \
+	X(cudnnGetTensorNdDescriptor, cudnnStatus_t,                                       \
+	  (const cudnnTensorDescriptor_t d, int req, cudnnDataType_t *dt, int *nb,         \
+	   int *dims, int *strides),                                                       \
+	  (d, req, dt, nb, dims, strides))                                                 \
+	X(cudnnGetFilterNdDescriptor, cudnnStatus_t,                                       \
+	  (const cudnnFilterDescriptor_t d, int req, cudnnDataType_t *dt,                  \
+	   cudnnTensorFormat_t *fmt, int *nb, int *dims),                                  \
+	  (d, req, dt, fmt, nb, dims))                                                     \
+	X(cudnnGetConvolutionNdDescriptor, cudnnStatus_t,                                  \
+	  (const cudnnConvolutionDescriptor_t d, int req, int *n, int *pad, int *stride,  \
+	   int *dil, cudnnConvolutionMode_t *mode, cudnnDataType_t *ct),                   \
+	  (d, req, n, pad, stride, dil, mode, ct))                                         \
+	X(cudnnGetConvolutionGroupCount, cudnnStatus_t,                                    \
+	  (cudnnConvolutionDescriptor_t d, int *g), (d, g))                                \
+	X(cudnnGetConvolutionMathType, cudnnStatus_t,                                      \
+	  (cudnnConvolutionDescriptor_t d, cudnnMathType_t *m), (d, m))                    \
+	X(cudnnCreateTensorDescriptor, cudnnStatus_t, (cudnnTensorDescriptor_t *d), (d))   \
+	X(cudnnDestroyTensorDescriptor, cudnnStatus_t, (cudnnTensorDescriptor_t d), (d))   \
+	X(cudnnSetTensorNdDescriptor, cudnnStatus_t,                                       \
+	  (cudnnTensorDescriptor_t d, cudnnDataType_t dt, int nb, const int *dims,         \
+	   const int *strides),                                                            \
+	  (d, dt, nb, dims, strides))                                                      \
+	X(cudnnGetConvolutionForwardAlgorithm_v7, cudnnStatus_t,                           \
+	  (cudnnHandle_t h, const cudnnTensorDescriptor_t xd,                              \
+	   const cudnnFilterDescriptor_t wd, const cudnnConvolutionDescriptor_t cd,        \
+	   const cudnnTensorDescriptor_t yd, const int req, int *ret,                      \
+	   cudnnConvolutionFwdAlgoPerf_t *perf),                                           \
+	  (h, xd, wd, cd, yd, req, ret, perf))                                             \
+	X(cudnnGetConvolutionBackwardDataAlgorithm_v7, cudnnStatus_t,                      \
+	  (cudnnHandle_t h, const cudnnFilterDescriptor_t wd,                              \
+	   const cudnnTensorDescriptor_t dyd, const cudnnConvolutionDescriptor_t cd,       \
+	   const cudnnTensorDescriptor_t dxd, const int req, int *ret,                     \
+	   cudnnConvolutionBwdDataAlgoPerf_t *perf),                                       \
+	  (h, wd, dyd, cd, dxd, req, ret, perf))                                           \
+	X(cudnnGetConvolutionBackwardFilterAlgorithm_v7, cudnnStatus_t,                    \
+	  (cudnnHandle_t h, const cudnnTensorDescriptor_t xd,                              \
+	   const cudnnTensorDescriptor_t dyd, const cudnnConvolutionDescriptor_t cd,       \
+	   const cudnnFilterDescriptor_t dwd, const int req, int *ret,                     \
+	   cudnnConvolutionBwdFilterAlgoPerf_t *perf),                                     \
+	  (h, xd, dyd, cd, dwd, req, ret, perf))                                           \
+	X(cudnnFindConvolutionForwardAlgorithmEx, cudnnStatus_t,                           \
+	  (cudnnHandle_t h, const cudnnTensorDescriptor_t xd, const void *x,               \
+	   const cudnnFilterDescriptor_t wd, const void *w,                                \
+	   const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t yd,        \
+	   void *y, const int req, int *ret, cudnnConvolutionFwdAlgoPerf_t *perf,          \
+	   void *ws, size_t wsb),                                                          \
+	  (h, xd, x, wd, w, cd, yd, y, req, ret, perf, ws, wsb))                           \
+	X(cudnnFindConvolutionBackwardDataAlgorithmEx, cudnnStatus_t,                      \
+	  (cudnnHandle_t h, const cudnnFilterDescriptor_t wd, const void *w,               \
+	   const cudnnTensorDescriptor_t dyd, const void *dy,                              \
+	   const cudnnConvolutionDescriptor_t cd, const cudnnTensorDescriptor_t dxd,       \
+	   void *dx, const int req, int *ret, cudnnConvolutionBwdDataAlgoPerf_t *perf,     \
+	   void *ws, size_t wsb),                                                          \
+	  (h, wd, w, dyd, dy, cd, dxd, dx, req, ret, perf, ws, wsb))                       \
+	X(cudnnFindConvolutionBackwardFilterAlgorithmEx, cudnnStatus_t,                    \
+	  (cudnnHandle_t h, const cudnnTensorDescriptor_t xd, const void *x,               \
+	   const cudnnTensorDescriptor_t dyd, const void *dy,                              \
+	   const cudnnConvolutionDescriptor_t cd, const cudnnFilterDescriptor_t dwd,       \
+	   void *dw, const int req, int *ret, cudnnConvolutionBwdFilterAlgoPerf_t *perf,   \
+	   void *ws, size_t wsb),                                                          \
+	  (h, xd, x, dyd, dy, cd, dwd, dw, req, ret, perf, ws, wsb))                       \
+	X(cudnnConvolutionForward, cudnnStatus_t,                                          \
+	  (cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd,           \
+	   const void *x, const cudnnFilterDescriptor_t wd, const void *w,                 \
+	   const cudnnConvolutionDescriptor_t cd, cudnnConvolutionFwdAlgo_t algo,          \
+	   void *ws, size_t wsb, const void *beta, const cudnnTensorDescriptor_t yd,       \
+	   void *y),                                                                       \
+	  (h, alpha, xd, x, wd, w, cd, algo, ws, wsb, beta, yd, y))                        \
+	X(cudnnConvolutionBackwardData, cudnnStatus_t,                                     \
+	  (cudnnHandle_t h, const void *alpha, const cudnnFilterDescriptor_t wd,           \
+	   const void *w, const cudnnTensorDescriptor_t dyd, const void *dy,               \
+	   const cudnnConvolutionDescriptor_t cd, cudnnConvolutionBwdDataAlgo_t algo,      \
+	   void *ws, size_t wsb, const void *beta, const cudnnTensorDescriptor_t dxd,      \
+	   void *dx),                                                                      \
+	  (h, alpha, wd, w, dyd, dy, cd, algo, ws, wsb, beta, dxd, dx))                    \
+	X(cudnnConvolutionBackwardFilter, cudnnStatus_t,                                   \
+	  (cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd,           \
+	   const void *x, const cudnnTensorDescriptor_t dyd, const void *dy,               \
+	   const cudnnConvolutionDescriptor_t cd, cudnnConvolutionBwdFilterAlgo_t algo,    \
+	   void *ws, size_t wsb, const void *beta, const cudnnFilterDescriptor_t dwd,      \
+	   void *dw),                                                                      \
+	  (h, alpha, xd, x, dyd, dy, cd, algo, ws, wsb, beta, dwd, dw))
+
+#define CONV_REAL(name, ret, params, args) \
+	HOOK_DEFINE_REAL(HOOK_LIB_CUDNN, name, ret, params, args)
+CONV_REALS(CONV_REAL)
+
+/* The three *AlgoPerf_t share one layout; one type stands for all. */
+typedef cudnnConvolutionFwdAlgoPerf_t perf_t;
+_Static_assert(sizeof(cudnnConvolutionFwdAlgoPerf_t) == sizeof(cudnnConvolutionBwdDataAlgoPerf_t) &&
+	       sizeof(cudnnConvolutionFwdAlgoPerf_t) == sizeof(cudnnConvolutionBwdFilterAlgoPerf_t),
+	       "cuDNN's perf structs differ");
+
+conv_mode_t conv_mode;
+pthread_mutex_t conv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static pthread_once_t conv_once = PTHREAD_ONCE_INIT;
+
+/* ------------------------------------------------------------------ */
+/* Settings, GLPK                                                       */
+
+static solver_glpk_t g_glpk;
+
+/* GLPK is dlopen'ed, never linked: a machine without it must still
+ * preload libvmem.so for everything else (a missing DT_NEEDED makes the
+ * dynamic loader skip the preload with a mere warning). */
+static bool glpk_load(void)
+{
+	static const char *const sonames[] = { "libglpk.so.40", "libglpk.so.36" };
+	static const char *const names[] = {
+		"glp_create_prob", "glp_delete_prob", "glp_set_prob_name", "glp_set_obj_dir",
+		"glp_add_rows", "glp_set_row_name", "glp_set_row_bnds", "glp_add_cols",
+		"glp_set_col_name", "glp_set_col_kind", "glp_set_obj_coef", "glp_load_matrix",
+		"glp_init_iocp", "glp_intopt", "glp_mip_status", "glp_mip_obj_val",
+		"glp_mip_col_val", "glp_write_lp", "glp_term_out", "glp_error_hook",
+		"glp_free_env",
+	};
+	void **slot = (void **)&g_glpk;
+	const char *err = "not found";
+	void *h = NULL;
+
+	_Static_assert(sizeof(names) / sizeof(*names) == sizeof(solver_glpk_t) / sizeof(void *),
+		       "solver_glpk_t and the names disagree");
+	for (size_t i = 0; i < sizeof(sonames) / sizeof(*sonames) && !h; i++) {
+		h = dlopen(sonames[i], RTLD_NOW | RTLD_LOCAL);
+		if (!h && dlerror())
+			err = "cannot be loaded";
+	}
+	if (!h) {
+		vmem_warn("VMEM_WORKSPACE=wd needs GLPK, and libglpk.so.40 %s; install the "
+			  "package libglpk40 (Debian, Ubuntu) or glpk (Fedora, conda-forge); "
+			  "using VMEM_WORKSPACE=wr instead", err);
+		return false;
+	}
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+		slot[i] = dlsym(h, names[i]);
+		if (!slot[i]) {
+			vmem_warn("VMEM_WORKSPACE=wd: the GLPK found has no %s; install GLPK 4.5x or "
+				  "5.x (package libglpk40); using VMEM_WORKSPACE=wr instead", names[i]);
+			return false;
+		}
+	}
+	return true;
+}
+
+static solver_cache_t *g_cache;
+static bool g_cache_foreign;   /* VMEM_CACHE holds someone else's file: never written */
+
+static void cache_load(void);
+
+static void conv_init_once(void)
+{
+	vmem_conv_algo_t a = vmem_cfg.conv_algo;
+
+	if (a == VMEM_ALGO_DEFAULT)
+		a = vmem_cfg.policy != VMEM_POLICY_NONE ? VMEM_ALGO_FIT : VMEM_ALGO_APP;
+	conv_mode.pick_app = a == VMEM_ALGO_APP;
+	conv_mode.pick = a == VMEM_ALGO_MEM ? CONV_PICK_MEM :
+			 a == VMEM_ALGO_PERF ? CONV_PICK_PERF : CONV_PICK_FIT;
+	conv_mode.ws_on = vmem_cfg.workspace != VMEM_WS_OFF;
+	conv_mode.wd = vmem_cfg.workspace == VMEM_WS_WD && glpk_load();
+	switch (vmem_cfg.microbatch) {
+	case VMEM_MB_POW2: conv_mode.mb = SOLVER_MB_POW2, conv_mode.mb_name = "pow2"; break;
+	case VMEM_MB_UNDIVIDED: conv_mode.mb = SOLVER_MB_UNDIVIDED, conv_mode.mb_name = "undivided"; break;
+	default: conv_mode.mb = SOLVER_MB_ALL, conv_mode.mb_name = "all"; break;
+	}
+	conv_mode.limit = vmem_cfg.workspace_limit ? vmem_cfg.workspace_limit : SOLVER_NO_LIMIT;
+	g_cache = solver_cache_new();
+	if (conv_mode.ws_on)
+		cache_load();
+}
+
+void conv_init(void)
+{
+	pthread_once(&conv_once, conv_init_once);
+}
+
+/* ------------------------------------------------------------------ */
+/* The kernel table                                                     */
+
+#define NBUCKETS 256u
+static conv_kernel_t *g_buckets[NBUCKETS];
+static int g_nkernels;
+
+static unsigned shape_hash(const conv_shape_t *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < sizeof(*s); i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return (unsigned)(h >> 40) % NBUCKETS;
+}
+
+static uint64_t est_pages(uint64_t bytes, uint64_t chunk)
+{
+	if (!bytes)
+		return 0;
+	if (!chunk)
+		return bytes;
+	/* rounded up, plus one page: the range may straddle one more */
+	return (bytes + chunk - 1) / chunk * chunk + chunk;
+}
+
+conv_kernel_t *conv_kernel_get(const conv_shape_t *s)
+{
+	unsigned b = shape_hash(s);
+	conv_kernel_t *k;
+	uint64_t chunk;
+
+	for (k = g_buckets[b]; k; k = k->next)
+		if (memcmp(&k->shape, s, sizeof(*s)) == 0)
+			return k;
+	k = calloc(1, sizeof(*k));
+	if (!k)
+		return NULL;
+	k->shape = *s;
+	k->id = g_nkernels++;
+	snprintf(k->name, sizeof(k->name), "k%d_%s%s", k->id, conv_dir_name((conv_dir_t)s->dir),
+		 s->api ? "_g" : "");
+	k->unsplittable = conv_shape_unsplittable(s);
+	k->batch = k->unsplittable ? -1 : conv_shape_batch(s);
+	k->quantum = k->unsplittable ? 1 : conv_shape_quantum(s, CONV_ALIGN);
+	runtime_budget_free(NULL, NULL, &chunk);
+	k->tensor_bytes = est_pages(conv_extent(&s->x, 0), chunk) +
+			  est_pages(conv_extent(&s->y, 0), chunk) +
+			  est_pages(conv_extent(&s->w, 0), chunk);
+	k->next = g_buckets[b];
+	g_buckets[b] = k;
+	return k;
+}
+
+void conv_note(conv_kernel_t *k, const char *what)
+{
+	if (k->noted)
+		return;
+	k->noted = true;
+	vmem_debug("conv %s: %s", k->name, what);
+}
+
+uint64_t conv_room(uint64_t tensor_bytes)
+{
+	uint64_t budget;
+
+	runtime_budget_free(&budget, NULL, NULL);
+	if (!budget)
+		return SOLVER_NO_LIMIT;
+	return budget > tensor_bytes ? budget - tensor_bytes : 0;
+}
+
+uint64_t conv_call_tensor_pages(const hook_call_t *c)
+{
+	uint64_t chunk, sum = 0;
+
+	runtime_budget_free(NULL, NULL, &chunk);
+	for (int i = 0; i < c->nrefs; i++)
+		if (strcmp(c->refs[i].role, "ws") != 0 && runtime_owns(c->refs[i].ptr))
+			sum += conv_pages_bytes(c->refs[i].ptr, c->refs[i].bytes, chunk);
+	return sum;
+}
+
+uint64_t conv_ws_pages(const void *p, uint64_t ws)
+{
+	uint64_t chunk;
+
+	runtime_budget_free(NULL, NULL, &chunk);
+	return p ? conv_pages_bytes((uintptr_t)p, ws, chunk) : est_pages(ws, chunk);
+}
+
+uint64_t conv_measure_cap(const conv_kernel_t *k, uint64_t greediest)
+{
+	uint64_t cap = conv_mode.limit, room = conv_room(k->tensor_bytes);
+
+	if (room < cap)
+		cap = room;
+	if (greediest < cap)
+		cap = greediest;
+	return cap;
+}
+
+void *conv_alloc(uint64_t bytes, cudaStream_t s)
+{
+	void *p = NULL;
+
+	if (!bytes || runtime_malloc(&p, bytes, s, "vmem:conv") != cudaSuccess)
+		return NULL;
+	return p;
+}
+
+void conv_free(void *p, cudaStream_t s)
+{
+	if (p)
+		runtime_free(p, s, true, "vmem:conv");
+}
+
+void conv_set_ws_ref(hook_call_t *c, const void *p, uint64_t bytes)
+{
+	for (int i = 0; i < c->nrefs; i++)
+		if (strcmp(c->refs[i].role, "ws") == 0) {
+			if (!p) {
+				memmove(&c->refs[i], &c->refs[i + 1],
+					(size_t)(c->nrefs - i - 1) * sizeof(c->refs[0]));
+				c->nrefs--;
+				return;
+			}
+			c->refs[i].ptr = (uintptr_t)p;
+			c->refs[i].bytes = bytes;
+			return;
+		}
+	if (p)
+		hook_call_ref(c, p, bytes, VMEM_ACCESS_W, "ws");
+}
+
+void conv_cfg_str(const solver_config_t *cfg, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	/* "4x60*4,0x16" reads "algorithm 4 on 60 images, four times, then
+	 * algorithm 0 on 16" */
+	for (int i = 0; i < cfg->nruns && n < len; i++) {
+		const solver_run_t *r = &cfg->runs[i];
+
+		n += (size_t)snprintf(buf + n, len - n, "%s%dx%d", i ? "," : "", r->algo, r->b);
+		if (r->count > 1 && n < len)
+			n += (size_t)snprintf(buf + n, len - n, "*%d", r->count);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Cache file (VMEM_CACHE)                                              */
+
+static char g_gpu[256];
+static long g_cudnn;
+
+/* GPU name and cuDNN version: part of every cache key. */
+static void identity(void)
+{
+	typedef cudaError_t (*get_device_fn)(int *);
+	typedef cudaError_t (*get_props_fn)(struct cudaDeviceProp *, int);
+	get_device_fn gd;
+	get_props_fn gp;
+	real_cudnnGetVersion_t gv;
+	struct cudaDeviceProp prop;
+	int dev = 0;
+
+	if (g_gpu[0])
+		return;
+	gd = (get_device_fn)hook_real_load("cudaGetDevice");
+	gp = (get_props_fn)hook_real_load("cudaGetDeviceProperties");
+	if (gp && (!gd || gd(&dev) == cudaSuccess) && gp(&prop, dev) == cudaSuccess) {
+		prop.name[sizeof(prop.name) - 1] = '\0';
+		snprintf(g_gpu, sizeof(g_gpu), "%s", prop.name);
+	} else {
+		snprintf(g_gpu, sizeof(g_gpu), "unknown-gpu");
+	}
+	gv = real_cudnnGetVersion();
+	g_cudnn = gv ? (long)gv() : 0;
+}
+
+static void cache_load(void)
+{
+	const char *path = vmem_cfg.cache_path;
+	char why[160] = "", *buf = NULL;
+	struct stat st;
+	ssize_t got = 0;
+	int fd;
+
+	if (!path[0])
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			vmem_warn("VMEM_CACHE=%s: cannot be read (%s); benchmarking afresh", path,
+				  strerror(errno));
+		return;
+	}
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (64 << 20) &&
+	    (buf = malloc((size_t)st.st_size + 1)) != NULL) {
+		while (got < st.st_size) {
+			ssize_t r = read(fd, buf + got, (size_t)(st.st_size - got));
+
+			if (r <= 0)
+				break;
+			got += r;
+		}
+	}
+	close(fd);
+	if (!buf || got != st.st_size) {
+		vmem_warn("VMEM_CACHE=%s: not a regular file of a sane size, or unreadable; "
+			  "ignored, and not written", path);
+		g_cache_foreign = true;
+		free(buf);
+		return;
+	}
+	switch (solver_cache_parse(g_cache, buf, (size_t)got, why, sizeof(why))) {
+	case SOLVER_OK:
+		vmem_info("VMEM_CACHE=%s: %d benchmarked kernels loaded", path,
+			  solver_cache_count(g_cache));
+		break;
+	case SOLVER_EFOREIGN:
+		vmem_warn("VMEM_CACHE=%s: not a vmem solver cache (%s); ignored, and left as it is "
+			  "(results are kept in memory only); point VMEM_CACHE at a new file", path,
+			  why);
+		g_cache_foreign = true;
+		break;
+	default:
+		vmem_warn("VMEM_CACHE=%s: damaged vmem solver cache (%s); ignored, benchmarking "
+			  "afresh and rewriting it", path, why);
+		break;
+	}
+	free(buf);
+}
+
+/* Writes the whole cache: to a temporary file, then rename, so a reader
+ * (another process of a job) never sees half a file. */
+static void cache_save(void)
+{
+	const char *path = vmem_cfg.cache_path;
+	char tmp[4200];
+	size_t len = 0, off = 0;
+	char *text;
+	int fd;
+
+	if (!path[0] || g_cache_foreign)
+		return;
+	text = solver_cache_format(g_cache, &len);
+	if (!text)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		while (off < len) {
+			ssize_t w = write(fd, text + off, len - off);
+
+			if (w <= 0)
+				break;
+			off += (size_t)w;
+		}
+		if (close(fd) == 0 && off == len && rename(tmp, path) == 0) {
+			free(text);
+			return;
+		}
+		unlink(tmp);
+	}
+	vmem_warn("VMEM_CACHE=%s: cannot be written (%s); results are kept in memory only", path,
+		  strerror(errno));
+	g_cache_foreign = true;
+	free(text);
+}
+
+static bool cache_key(const conv_kernel_t *k, char *buf, size_t len)
+{
+	identity();
+	return conv_shape_key(&k->shape, g_gpu, g_cudnn, conv_mode.mb_name, buf, len) > 0;
+}
+
+bool conv_cache_lookup(conv_kernel_t *k, uint64_t cap)
+{
+	char key[SOLVER_CACHE_KEY_MAX + 1];
+	solver_kernel_t t;
+
+	if (!cache_key(k, key, sizeof(key)) || !solver_cache_get(g_cache, key, cap, &t) ||
+	    t.batch != k->batch || t.quantum != k->quantum || t.n < 1)
+		return false;
+	k->meas = malloc((size_t)t.n * sizeof(*k->meas));
+	if (!k->meas)
+		return false;
+	memcpy(k->meas, t.m, (size_t)t.n * sizeof(*k->meas));
+	k->nmeas = t.n;
+	k->cap = cap;
+	k->meas_state = 1;
+	stats_add(STATS_CONV_CACHED, 1);
+	return true;
+}
+
+void conv_measured(conv_kernel_t *k, solver_meas_t *m, int n, uint64_t cap)
+{
+	char key[SOLVER_CACHE_KEY_MAX + 1];
+
+	free(k->meas);
+	k->meas = m;
+	k->nmeas = n;
+	k->cap = cap;
+	k->meas_state = n > 0 ? 1 : -1;
+	stats_add(STATS_CONV_MEASURED, 1);
+	if (n > 0 && cache_key(k, key, sizeof(key)) &&
+	    solver_cache_put(g_cache, key, cap,
+			     &(solver_kernel_t){ k->batch, k->quantum, n, m }) == SOLVER_OK)
+		cache_save();
+}
+
+/* ------------------------------------------------------------------ */
+/* Decisions: WR per kernel, WD over all                                */
+
+static bool g_said_infeasible_wr, g_said_infeasible_wd, g_said_glpk_failed;
+
+/* Fastest measured at the full batch within `limit`: what cuDNN with that
+ * workspace limit would run (µ-cuDNN's "undivided"). */
+static double undivided_ms(const conv_kernel_t *k, uint64_t limit)
+{
+	double best = 0;
+
+	for (int i = 0; i < k->nmeas; i++)
+		if (k->meas[i].b == k->batch && k->meas[i].ws <= limit &&
+		    (best == 0 || k->meas[i].time < best))
+			best = k->meas[i].time;
+	return best;
+}
+
+static void trace_line(const char *line)
+{
+	char buf[8192 + 256];
+	int n;
+
+	if (!trace_enabled())
+		return;
+	n = snprintf(buf, sizeof(buf), "{\"type\":\"solver\",\"seq\":%" PRIu64 ",\"t\":%" PRIu64 ",%s}\n",
+		     trace_next_seq(), trace_now_ns(), line);
+	if (n > 0 && (size_t)n < sizeof(buf))
+		trace_append(buf, (size_t)n);
+}
+
+static bool cache_key(const conv_kernel_t *k, char *buf, size_t len);
+
+static void trace_wr(const conv_kernel_t *k, uint64_t limit, const char *how)
+{
+	char cfg[512], line[4096], key[SOLVER_CACHE_KEY_MAX + 1];
+
+	if (!trace_enabled())
+		return;
+	if (!cache_key(k, key, sizeof(key)))
+		key[0] = '\0';
+	conv_cfg_str(&k->cfg, cfg, sizeof(cfg));
+	snprintf(line, sizeof(line),
+		 "\"mode\":\"wr\",\"kernel\":\"%s\",\"key\":\"%s\",\"batch\":%d,\"quantum\":%d,\"limit\":%" PRIu64
+		 ",\"status\":\"%s\",\"cfg\":\"%s\",\"calls\":%d,\"time_ms\":%.6f,\"ws\":%" PRIu64
+		 ",\"undivided_ms\":%.6f,\"measured\":%d",
+		 k->name, key, k->batch, k->quantum, limit == SOLVER_NO_LIMIT ? 0 : limit, how, cfg,
+		 solver_config_calls(&k->cfg), k->cfg.time, k->cfg.ws, k->undivided_ms, k->nmeas);
+	trace_line(line);
+}
+
+/* The memory-optimal configuration of k (the least workspace measured). */
+static bool least_ws_config(conv_kernel_t *k)
+{
+	solver_front_t f;
+	solver_kernel_t t = { k->batch, k->quantum, k->nmeas, k->meas };
+
+	if (solver_front(&t, SOLVER_NO_LIMIT, &f) != SOLVER_OK)
+		return false;
+	k->cfg = f.c[0];
+	solver_front_free(&f);
+	return true;
+}
+
+static void decide_wr(conv_kernel_t *k)
+{
+	uint64_t room = conv_room(k->tensor_bytes);
+	uint64_t limit = conv_mode.limit < room ? conv_mode.limit : room;
+	solver_kernel_t t = { k->batch, k->quantum, k->nmeas, k->meas };
+	solver_status_t st = solver_wr(&t, limit, &k->cfg);
+	const char *how = "ok";
+
+	k->cfg_wd = false;
+	k->undivided_ms = undivided_ms(k, limit);
+	if (st == SOLVER_INFEASIBLE) {
+		if (!g_said_infeasible_wr) {
+			g_said_infeasible_wr = true;
+			vmem_warn("VMEM_WORKSPACE_LIMIT=%" PRIu64 " bytes: no configuration of conv %s "
+				  "(and maybe others) needs so little workspace beside its tensors "
+				  "(budget room %" PRIu64 " MiB); running the memory-optimal "
+				  "algorithms there", conv_mode.limit == SOLVER_NO_LIMIT ? 0 : conv_mode.limit,
+				  k->name, room == SOLVER_NO_LIMIT ? 0 : room / MiB);
+		}
+		how = "infeasible";
+		if (!least_ws_config(k)) {
+			k->have_cfg = false;
+			return;
+		}
+	} else if (st) {
+		vmem_debug("conv %s: WR failed (%s); running as the application asks", k->name,
+			   solver_strerror(st));
+		k->have_cfg = false;
+		return;
+	}
+	k->have_cfg = true;
+	trace_wr(k, limit, how);
+}
+
+/* ---- WD ---- */
+
+static void *g_wd_buf;
+static uint64_t g_wd_size;
+static int g_wd_generation;
+static int g_first_kernel = -1;       /* the first kernel run: its second run ends iteration 1 */
+static bool g_period_done;
+
+static void lp_path(char *buf, size_t len)
+{
+	if (vmem_cfg.trace_path[0])
+		snprintf(buf, len, "%s.wd%d.lp", vmem_cfg.trace_path, g_wd_generation);
+	else
+		snprintf(buf, len, "/tmp/vmem-wd-%d-%d.lp", (int)getpid(), g_wd_generation);
+}
+
+static void trace_wd(conv_kernel_t **ks, int n, const solver_wd_result_t *r, uint64_t limit,
+		     const char *status, uint64_t ns)
+{
+	size_t cap = 1024 + (size_t)n * 256, len;
+	char *line = malloc(cap), cfg[256];
+
+	if (!line)
+		return;
+	len = (size_t)snprintf(line, cap,
+			       "\"mode\":\"wd\",\"generation\":%d,\"kernels\":%d,\"limit\":%" PRIu64
+			       ",\"status\":\"%s\",\"vars\":%d,\"unpruned\":%.6g,\"objective_ms\":%.6f"
+			       ",\"ws\":%" PRIu64 ",\"solve_ns\":%" PRIu64 ",\"choices\":[",
+			       g_wd_generation, n, limit == SOLVER_NO_LIMIT ? 0 : limit, status,
+			       r->nvars, r->unpruned, r->objective, r->ws, ns);
+	for (int i = 0; i < n && len < cap; i++) {
+		conv_cfg_str(&ks[i]->cfg, cfg, sizeof(cfg));
+		len += (size_t)snprintf(line + len, cap - len,
+					"%s{\"kernel\":\"%s\",\"weight\":%" PRIu64 ",\"cfg\":\"%s\","
+					"\"time_ms\":%.6f,\"ws\":%" PRIu64 ",\"offset\":%" PRIu64
+					",\"front\":%d}",
+					i ? "," : "", ks[i]->name, ks[i]->weight ? ks[i]->weight : 1,
+					cfg, ks[i]->cfg.time, ks[i]->cfg.ws, ks[i]->wd_off,
+					ks[i]->front.n);
+	}
+	if (len + 2 < cap) {
+		line[len++] = ']';
+		line[len] = '\0';
+		if (trace_enabled()) {
+			size_t full = len + 128;
+			char *buf = malloc(full);
+
+			if (buf) {
+				int k = snprintf(buf, full, "{\"type\":\"solver\",\"seq\":%" PRIu64
+						 ",\"t\":%" PRIu64 ",%s}\n", trace_next_seq(),
+						 trace_now_ns(), line);
+				if (k > 0 && (size_t)k < full)
+					trace_append(buf, (size_t)k);
+				free(buf);
+			}
+		}
+	}
+	free(line);
+}
+
+/* Solves the integer program over every measured kernel and lays their
+ * segments out in one shared buffer (µ-cuDNN Fig. 4). */
+static void solve_wd(void)
+{
+	conv_kernel_t **ks = NULL;
+	solver_front_t *fronts = NULL;
+	double *weights = NULL;
+	const char **names = NULL;
+	int *choice = NULL, n = 0;
+	solver_wd_result_t res;
+	solver_status_t st;
+	char lp[4300];
+	const char *status;
+	uint64_t t0, ns, total = 0;
+
+	for (unsigned b = 0; b < NBUCKETS; b++)
+		for (conv_kernel_t *k = g_buckets[b]; k; k = k->next)
+			n += k->meas_state == 1;
+	if (!n)
+		return;
+	ks = calloc((size_t)n, sizeof(*ks));
+	fronts = calloc((size_t)n, sizeof(*fronts));
+	weights = calloc((size_t)n, sizeof(*weights));
+	names = calloc((size_t)n, sizeof(*names));
+	choice = calloc((size_t)n, sizeof(*choice));
+	if (!ks || !fronts || !weights || !names || !choice)
+		goto out;
+	n = 0;
+	for (unsigned b = 0; b < NBUCKETS; b++)
+		for (conv_kernel_t *k = g_buckets[b]; k; k = k->next) {
+			if (k->meas_state != 1)
+				continue;
+			/* each kernel's configurations must also fit beside its own tensors */
+			uint64_t room = conv_room(k->tensor_bytes);
+			uint64_t lim = conv_mode.limit < room ? conv_mode.limit : room;
+			solver_kernel_t t = { k->batch, k->quantum, k->nmeas, k->meas };
+
+			/* a kernel's front is computed once: every solve reuses it;
+			 * when nothing fits, its least-workspace member stands alone */
+			if (!k->have_front) {
+				if (solver_front(&t, lim, &k->front) != SOLVER_OK) {
+					solver_front_t all;
+
+					if (solver_front(&t, SOLVER_NO_LIMIT, &all) != SOLVER_OK)
+						continue;
+					k->front.c = malloc(sizeof(*k->front.c));
+					if (!k->front.c) {
+						solver_front_free(&all);
+						continue;
+					}
+					k->front.c[0] = all.c[0];
+					k->front.n = 1;
+					k->front.unpruned = all.unpruned;
+					solver_front_free(&all);
+				}
+				k->have_front = true;
+			}
+			k->undivided_ms = undivided_ms(k, lim);
+			ks[n] = k;
+			fronts[n] = k->front;
+			weights[n] = k->weight ? (double)k->weight : 1.0;
+			names[n] = k->name;
+			n++;
+		}
+	if (!n)
+		goto out;
+	lp[0] = '\0';
+	if (vmem_log_enabled(VMEM_LOG_DEBUG))
+		lp_path(lp, sizeof(lp));
+	t0 = hook_clock_ns();
+	/* a relative gap of 1e-4 (0.01% of the conv time) ends the search
+	 * long before proving the last microsecond (ResNet-50, 1861 variables:
+	 * 10 s without it) */
+	st = solver_wd(&g_glpk, &(solver_wd_t){ n, fronts, weights, names, conv_mode.limit,
+						lp[0] ? lp : NULL, 0, 1e-4 },
+		       choice, &res);
+	ns = hook_clock_ns() - t0;
+	if (lp[0] && res.lp_written)
+		vmem_debug("WD model (%d kernels) written to %s", n, lp);
+	g_wd_generation++;
+	stats_add(STATS_WD_SOLVES, 1);
+	stats_add(STATS_WD_SOLVE_NS, ns);
+	stats_set(STATS_WD_VARS, (uint64_t)res.nvars);
+	stats_set(STATS_WD_UNPRUNED, res.unpruned >= 1.8e19 ? UINT64_MAX : (uint64_t)res.unpruned);
+	if (st == SOLVER_OK) {
+		status = res.optimal ? "optimal" : "feasible";
+		stats_set(STATS_WD_OBJECTIVE_NS, (uint64_t)(res.objective * 1e6));
+	} else if (st == SOLVER_INFEASIBLE) {
+		status = "infeasible";
+		if (!g_said_infeasible_wd) {
+			g_said_infeasible_wd = true;
+			uint64_t least = 0;
+
+			for (int i = 0; i < n; i++)
+				least += fronts[i].c[0].ws;
+			vmem_warn("VMEM_WORKSPACE_LIMIT=%" PRIu64 " bytes: the convolution kernels "
+				  "(%d so far) cannot all fit it even with their smallest workspaces "
+				  "(%" PRIu64 " bytes together); running the memory-optimal algorithms",
+				  conv_mode.limit, n, least);
+		}
+	} else {
+		status = "error";
+		if (!g_said_glpk_failed) {
+			g_said_glpk_failed = true;
+			vmem_warn("VMEM_WORKSPACE=wd: GLPK could not solve the workspace program (%s, "
+				  "glp_intopt %d, status %d); running the memory-optimal algorithms",
+				  solver_strerror(st), res.glpk_rc, res.glpk_status);
+		}
+	}
+	/* choice[] is the solution, or all 0 (the least workspace) on failure */
+	for (int i = 0; i < n; i++) {
+		conv_kernel_t *k = ks[i];
+
+		k->cfg = k->front.c[choice[i]];
+		k->cfg_wd = true;
+		k->cfg_first = false;
+		k->have_cfg = true;
+		k->wd_off = total;
+		total += (k->cfg.ws + 255) / 256 * 256;
+	}
+	if (st != SOLVER_OK) {
+		res.ws = total;
+		res.objective = 0;
+		for (int i = 0; i < n; i++)
+			res.objective += weights[i] * ks[i]->cfg.time;
+	}
+	trace_wd(ks, n, &res, conv_mode.limit, status, ns);
+	vmem_info("WD solve %d: %d kernels, %d variables (%.3g configurations before pruning), "
+		  "objective %.3f ms, workspace %" PRIu64 " MiB, %s in %.2f ms",
+		  g_wd_generation, n, res.nvars, res.unpruned, res.objective, total / MiB, status,
+		  ns / 1e6);
+	/* the shared buffer: reallocated when the layout grows; the old one
+	 * is reused by the pool only after every stream's work on it */
+	if (total > g_wd_size || (g_wd_buf && total < g_wd_size / 2)) {
+		if (g_wd_buf)
+			runtime_free(g_wd_buf, NULL, false, "vmem:wd");
+		g_wd_buf = NULL;
+		g_wd_size = 0;
+		if (total && runtime_malloc(&g_wd_buf, total, NULL, "vmem:wd") == cudaSuccess)
+			g_wd_size = total;
+		else if (total)
+			vmem_warn("VMEM_WORKSPACE=wd: the shared workspace of %" PRIu64 " MiB does not fit "
+				  "the budget now; convolutions allocate their segments one at a time",
+				  total / MiB);
+	}
+out:
+	free(ks);
+	free(fronts);
+	free(weights);
+	free(names);
+	free(choice);
+}
+
+void conv_decide(conv_kernel_t *k)
+{
+	if (k->meas_state != 1) {
+		k->have_cfg = false;
+		return;
+	}
+	if (!conv_mode.wd) {
+		decide_wr(k);
+		return;
+	}
+	if (!g_period_done) {
+		/* WD needs every kernel: until the first iteration has shown
+		 * them all (conv_note_call), a kernel runs memory-optimal, in a
+		 * workspace of vmem's, and the program is solved once then,
+		 * rather than again at each new kernel */
+		k->cfg_wd = false;
+		k->cfg_first = k->have_cfg = least_ws_config(k);
+		return;
+	}
+	solve_wd();
+}
+
+void *conv_wd_segment(conv_kernel_t *k)
+{
+	if (!k->cfg_wd || !g_wd_buf || k->wd_off + k->cfg.ws > g_wd_size)
+		return NULL;
+	return (char *)g_wd_buf + k->wd_off;
+}
+
+void conv_note_call(conv_kernel_t *k)
+{
+	k->calls++;
+	if (!conv_mode.wd || g_period_done)
+		return;
+	if (g_first_kernel < 0) {
+		g_first_kernel = k->id;
+		return;
+	}
+	if (k->id != g_first_kernel)
+		return;
+	/* The first kernel runs again: one iteration has passed.  Weigh every
+	 * kernel by its runs in it (identical layers share a kernel) and
+	 * solve once more. */
+	g_period_done = true;
+	for (unsigned b = 0; b < NBUCKETS; b++)
+		for (conv_kernel_t *q = g_buckets[b]; q; q = q->next)
+			q->weight = q->calls - (q == k ? 1 : 0);
+	solve_wd();
+}
+
+/* ------------------------------------------------------------------ */
+/* Legacy API: shapes, cuDNN's list, the benchmark                      */
+
+static bool read_tensor(cudnnTensorDescriptor_t d, conv_tensor_t *t)
+{
+	real_cudnnGetTensorNdDescriptor_t get = real_cudnnGetTensorNdDescriptor();
+	int dims[8], str[8], nb = 0;
+	cudnnDataType_t dt;
+
+	if (!d || !get || get(d, 8, &dt, &nb, dims, str) != CUDNN_STATUS_SUCCESS || nb < 3 ||
+	    nb > CONV_MAX_DIMS)
+		return false;
+	t->nbdims = nb;
+	t->dtype = (int)dt;
+	for (int i = 0; i < nb; i++) {
+		t->dims[i] = dims[i];
+		t->strides[i] = str[i];
+	}
+	return true;
+}
+
+static bool legacy_shape(conv_dir_t dir, cudnnTensorDescriptor_t xd, cudnnFilterDescriptor_t wd,
+			 cudnnTensorDescriptor_t yd, cudnnConvolutionDescriptor_t cd,
+			 conv_shape_t *s)
+{
+	real_cudnnGetFilterNdDescriptor_t getf = real_cudnnGetFilterNdDescriptor();
+	real_cudnnGetConvolutionNdDescriptor_t getc = real_cudnnGetConvolutionNdDescriptor();
+	real_cudnnGetConvolutionGroupCount_t getg = real_cudnnGetConvolutionGroupCount();
+	real_cudnnGetConvolutionMathType_t getm = real_cudnnGetConvolutionMathType();
+	int dims[8], pad[3], str[3], dil[3], nb = 0, nsp = 0, groups = 1;
+	cudnnDataType_t dt, ct;
+	cudnnTensorFormat_t fmt;
+	cudnnConvolutionMode_t mode;
+	cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+
+	memset(s, 0, sizeof(*s));
+	s->api = 0;
+	s->dir = (uint8_t)dir;
+	if (!read_tensor(xd, &s->x) || !read_tensor(yd, &s->y))
+		return false;
+	if (!wd || !getf || getf(wd, 8, &dt, &fmt, &nb, dims) != CUDNN_STATUS_SUCCESS ||
+	    nb < 3 || nb > CONV_MAX_DIMS)
+		return false;
+	s->w.nbdims = nb;
+	s->w.dtype = (int)dt;
+	for (int i = 0; i < nb; i++)
+		s->w.dims[i] = dims[i];
+	s->wfmt = (int)fmt;
+	if (!cd || !getc || getc(cd, 3, &nsp, pad, str, dil, &mode, &ct) != CUDNN_STATUS_SUCCESS ||
+	    nsp < 1 || nsp > CONV_MAX_SP)
+		return false;
+	s->nsp = nsp;
+	for (int i = 0; i < nsp; i++) {
+		s->pad[i] = pad[i];
+		s->post[i] = pad[i];
+		s->stride[i] = str[i];
+		s->dil[i] = dil[i];
+	}
+	s->mode = (int)mode;
+	s->ctype = (int)ct;
+	if (getg && getg(cd, &groups) == CUDNN_STATUS_SUCCESS)
+		s->groups = groups;
+	if (getm && getm(cd, &math) == CUDNN_STATUS_SUCCESS)
+		s->math = (int)math;
+	return true;
+}
+
+/* cuDNN's _v7 list at full batch, fastest first, for the rescue and the
+ * mem/perf/fit answers.  Caller holds conv_lock. */
+static void legacy_list(conv_kernel_t *k, cudnnHandle_t h, cudnnTensorDescriptor_t xd,
+			cudnnFilterDescriptor_t wd, cudnnTensorDescriptor_t yd,
+			cudnnConvolutionDescriptor_t cd)
+{
+	perf_t perf[CONV_MAX_CANDS];
+	int got = 0;
+	cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
+
+	if (k->have_list)
+		return;
+	switch ((conv_dir_t)k->shape.dir) {
+	case CONV_DIR_FWD:
+		if (real_cudnnGetConvolutionForwardAlgorithm_v7())
+			st = real_cudnnGetConvolutionForwardAlgorithm_v7()(h, xd, wd, cd, yd,
+									     CONV_MAX_CANDS, &got, perf);
+		break;
+	case CONV_DIR_BWD_DATA:
+		if (real_cudnnGetConvolutionBackwardDataAlgorithm_v7())
+			st = real_cudnnGetConvolutionBackwardDataAlgorithm_v7()(
+				h, wd, yd, cd, xd, CONV_MAX_CANDS, &got,
+				(cudnnConvolutionBwdDataAlgoPerf_t *)perf);
+		break;
+	default:
+		if (real_cudnnGetConvolutionBackwardFilterAlgorithm_v7())
+			st = real_cudnnGetConvolutionBackwardFilterAlgorithm_v7()(
+				h, xd, yd, cd, wd, CONV_MAX_CANDS, &got,
+				(cudnnConvolutionBwdFilterAlgoPerf_t *)perf);
+		break;
+	}
+	if (st != CUDNN_STATUS_SUCCESS)
+		got = 0;
+	k->nlist = 0;
+	for (int i = 0; i < got && i < CONV_MAX_CANDS; i++)
+		k->list[k->nlist++] = (conv_cand_t){
+			(int)perf[i].algo, perf[i].status == CUDNN_STATUS_SUCCESS,
+			perf[i].determinism == CUDNN_DETERMINISTIC, perf[i].memory, perf[i].time,
+		};
+	k->have_list = true;
+}
+
+static void *offset(const void *p, uint64_t bytes)
+{
+	return (char *)p + bytes;
+}
+
+/* Micro-batch descriptors of size b (the caller's for the full batch). */
+static bool mdesc(conv_kernel_t *k, int b, cudnnTensorDescriptor_t xd0,
+		  cudnnTensorDescriptor_t yd0, cudnnTensorDescriptor_t *xd,
+		  cudnnTensorDescriptor_t *yd)
+{
+	real_cudnnCreateTensorDescriptor_t create = real_cudnnCreateTensorDescriptor();
+	real_cudnnSetTensorNdDescriptor_t set = real_cudnnSetTensorNdDescriptor();
+	real_cudnnDestroyTensorDescriptor_t destroy = real_cudnnDestroyTensorDescriptor();
+	cudnnTensorDescriptor_t nx = NULL, ny = NULL;
+	const conv_tensor_t *t[2] = { &k->shape.x, &k->shape.y };
+	cudnnTensorDescriptor_t *out[2] = { &nx, &ny };
+
+	if (b == k->batch && xd0 && yd0) {
+		*xd = xd0;
+		*yd = yd0;
+		return true;
+	}
+	for (int i = 0; i < k->nmdesc; i++)
+		if (k->mdesc[i].b == b) {
+			*xd = k->mdesc[i].xd;
+			*yd = k->mdesc[i].yd;
+			return true;
+		}
+	if (!create || !set || !destroy || k->nmdesc == SOLVER_MAX_RUNS)
+		return false;
+	for (int s = 0; s < 2; s++) {
+		int dims[CONV_MAX_DIMS], str[CONV_MAX_DIMS];
+
+		for (int i = 0; i < t[s]->nbdims; i++) {
+			dims[i] = (int)t[s]->dims[i];
+			str[i] = (int)t[s]->strides[i];
+		}
+		dims[0] = b;
+		if (create(out[s]) != CUDNN_STATUS_SUCCESS ||
+		    set(*out[s], (cudnnDataType_t)t[s]->dtype, t[s]->nbdims, dims, str) !=
+			    CUDNN_STATUS_SUCCESS) {
+			if (nx)
+				destroy(nx);
+			if (ny)
+				destroy(ny);
+			return false;
+		}
+	}
+	k->mdesc[k->nmdesc].b = b;
+	k->mdesc[k->nmdesc].xd = nx;
+	k->mdesc[k->nmdesc].yd = ny;
+	k->nmdesc++;
+	*xd = nx;
+	*yd = ny;
+	return true;
+}
+
+/* Scratch for a benchmark: x and y slices of `bmax` images, the filter and
+ * a workspace, resident and locked.  Shrinks the workspace, then the
+ * largest size, when the budget is short. */
+typedef struct {
+	void *x, *y, *w, *ws;
+	uint64_t xb, yb, wb, wsb;
+	trace_ref_t res[4];
+	bool locked;
+	cudaStream_t stream;
+} scratch_t;
+
+static void scratch_free(scratch_t *s)
+{
+	if (s->locked)
+		runtime_complete(s->res, 4, s->stream);
+	s->locked = false;
+	conv_free(s->x, s->stream);
+	conv_free(s->y, s->stream);
+	conv_free(s->w, s->stream);
+	conv_free(s->ws, s->stream);
+	memset(s, 0, sizeof(*s));
+}
+
+static bool scratch_get(scratch_t *s, const conv_kernel_t *k, int bmax, uint64_t ws,
+			cudaStream_t stream)
+{
+	vmem_ref_t refs[4];
+
+	memset(s, 0, sizeof(*s));
+	s->stream = stream;
+	s->xb = conv_extent(&k->shape.x, bmax);
+	s->yb = conv_extent(&k->shape.y, bmax);
+	s->wb = conv_extent(&k->shape.w, 0);
+	s->wsb = ws;
+	s->x = conv_alloc(s->xb, stream);
+	s->y = conv_alloc(s->yb, stream);
+	s->w = conv_alloc(s->wb, stream);
+	s->ws = ws ? conv_alloc(ws, stream) : NULL;
+	if (!s->x || !s->y || !s->w || (ws && !s->ws)) {
+		scratch_free(s);
+		return false;
+	}
+	refs[0] = (vmem_ref_t){ (uintptr_t)s->x, s->xb, VMEM_ACCESS_RW, "x" };
+	refs[1] = (vmem_ref_t){ (uintptr_t)s->y, s->yb, VMEM_ACCESS_RW, "y" };
+	refs[2] = (vmem_ref_t){ (uintptr_t)s->w, s->wb, VMEM_ACCESS_RW, "w" };
+	refs[3] = (vmem_ref_t){ (uintptr_t)s->ws, s->wsb, VMEM_ACCESS_W, "ws" };
+	if (runtime_prepare(refs, s->ws ? 4 : 3, stream, s->res) != cudaSuccess) {
+		scratch_free(s);
+		return false;
+	}
+	if (!s->ws)
+		memset(&s->res[3], 0, sizeof(s->res[3]));
+	s->locked = true;
+	return true;
+}
+
+/* Benchmarks k with cudnnFind*AlgorithmEx on micro-batch descriptors.
+ * Caller holds conv_lock. */
+static void measure_legacy(conv_kernel_t *k, cudnnHandle_t h, cudnnTensorDescriptor_t xd0,
+			   cudnnFilterDescriptor_t wd, cudnnTensorDescriptor_t yd0,
+			   cudnnConvolutionDescriptor_t cd, cudaStream_t stream)
+{
+	int sizes[4096], ns, bmax;
+	uint64_t greediest = 0, cap;
+	solver_meas_t *m;
+	int n = 0, cap_rows;
+	scratch_t sc;
+
+	legacy_list(k, h, xd0, wd, yd0, cd);
+	for (int i = 0; i < k->nlist; i++)
+		if (k->list[i].ok && k->list[i].ws > greediest)
+			greediest = k->list[i].ws;
+	cap = conv_measure_cap(k, greediest);
+	if (conv_cache_lookup(k, cap))
+		return;
+	ns = solver_batch_sizes(conv_mode.mb, k->batch, k->quantum, sizes, 4096);
+	if (ns < 1 || ns > 4096) {
+		conv_measured(k, NULL, 0, 0);
+		return;
+	}
+	/* the largest size and workspace the budget lets us measure with */
+	for (bmax = ns - 1; bmax >= 0; bmax--) {
+		uint64_t ws = cap;
+
+		for (;;) {
+			if (scratch_get(&sc, k, sizes[bmax], ws, stream))
+				break;
+			if (!ws)
+				break;
+			ws = ws > 4 * MiB ? ws / 2 : 0;
+		}
+		if (sc.locked)
+			break;
+	}
+	if (bmax < 0) {
+		conv_note(k, "no room to benchmark it; it runs as the application asks");
+		conv_measured(k, NULL, 0, 0);
+		return;
+	}
+	cap = sc.wsb < cap ? sc.wsb : cap;
+	cap_rows = (bmax + 1) * CONV_MAX_CANDS;
+	m = malloc((size_t)cap_rows * sizeof(*m));
+	if (!m) {
+		scratch_free(&sc);
+		conv_measured(k, NULL, 0, 0);
+		return;
+	}
+	for (int i = 0; i <= bmax; i++) {
+		int b = sizes[i], got = 0;
+		cudnnTensorDescriptor_t xd, yd;
+		perf_t perf[CONV_MAX_CANDS];
+		cudnnStatus_t st = CUDNN_STATUS_NOT_SUPPORTED;
+
+		if (!mdesc(k, b, xd0, yd0, &xd, &yd))
+			continue;
+		switch ((conv_dir_t)k->shape.dir) {
+		case CONV_DIR_FWD:
+			if (real_cudnnFindConvolutionForwardAlgorithmEx())
+				st = real_cudnnFindConvolutionForwardAlgorithmEx()(
+					h, xd, sc.x, wd, sc.w, cd, yd, sc.y, CONV_MAX_CANDS, &got, perf,
+					sc.ws, sc.wsb);
+			break;
+		case CONV_DIR_BWD_DATA:
+			if (real_cudnnFindConvolutionBackwardDataAlgorithmEx())
+				st = real_cudnnFindConvolutionBackwardDataAlgorithmEx()(
+					h, wd, sc.w, yd, sc.y, cd, xd, sc.x, CONV_MAX_CANDS, &got,
+					(cudnnConvolutionBwdDataAlgoPerf_t *)perf, sc.ws, sc.wsb);
+			break;
+		default:
+			if (real_cudnnFindConvolutionBackwardFilterAlgorithmEx())
+				st = real_cudnnFindConvolutionBackwardFilterAlgorithmEx()(
+					h, xd, sc.x, yd, sc.y, cd, wd, sc.w, CONV_MAX_CANDS, &got,
+					(cudnnConvolutionBwdFilterAlgoPerf_t *)perf, sc.ws, sc.wsb);
+			break;
+		}
+		if (st != CUDNN_STATUS_SUCCESS)
+			continue;
+		for (int j = 0; j < got && j < CONV_MAX_CANDS; j++)
+			if (perf[j].status == CUDNN_STATUS_SUCCESS &&
+			    perf[j].determinism == CUDNN_DETERMINISTIC && perf[j].time > 0 &&
+			    perf[j].memory <= cap && n < cap_rows)
+				m[n++] = (solver_meas_t){ b, (int)perf[j].algo, perf[j].time,
+							  perf[j].memory };
+	}
+	scratch_free(&sc);
+	vmem_debug("conv %s: benchmarked %d micro-batch sizes up to %d (of %d) under %" PRIu64
+		   " MiB: %d results", k->name, bmax + 1, sizes[bmax], k->batch, cap / MiB, n);
+	conv_measured(k, m, n, cap);
+	if (!n)
+		conv_note(k, "no algorithm succeeded in the benchmark; it runs as the application asks");
+}
+
+/* Under conv_lock: the kernel of a legacy call with its benchmark and
+ * decision made when VMEM_WORKSPACE asks for them. */
+static conv_kernel_t *legacy_kernel(conv_dir_t dir, cudnnHandle_t h, cudnnTensorDescriptor_t xd,
+				    cudnnFilterDescriptor_t wd, cudnnTensorDescriptor_t yd,
+				    cudnnConvolutionDescriptor_t cd, cudaStream_t stream)
+{
+	conv_shape_t s;
+	conv_kernel_t *k;
+
+	if (!legacy_shape(dir, xd, wd, yd, cd, &s) || !(k = conv_kernel_get(&s)))
+		return NULL;
+	legacy_list(k, h, xd, wd, yd, cd);
+	if (!conv_mode.ws_on)
+		return k;
+	if (k->unsplittable) {
+		conv_note(k, k->unsplittable);
+		return k;
+	}
+	if (k->meas_state == 0) {
+		measure_legacy(k, h, xd, wd, yd, cd, stream);
+		conv_decide(k);
+	}
+	return k;
+}
+
+static cudaStream_t handle_stream(cudnnHandle_t h)
+{
+	real_cudnnGetStream_t get = real_cudnnGetStream();
+	cudaStream_t s = NULL;
+
+	if (h && get && get(h, &s) != CUDNN_STATUS_SUCCESS)
+		s = NULL;
+	return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* Legacy API: answers                                                  */
+
+void conv_exec_answer(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
+		      cudnnTensorDescriptor_t xd, cudnnFilterDescriptor_t wd,
+		      cudnnTensorDescriptor_t yd, cudnnConvolutionDescriptor_t cd,
+		      cudnnStatus_t st, int req, int *ret, void *perfv)
+{
+	perf_t *perf = perfv, first;
+	conv_kernel_t *k;
+	int n, pick = -1;
+
+	conv_init();
+	if (st != CUDNN_STATUS_SUCCESS || !ret || !perf || req < 1 ||
+	    (!conv_mode.ws_on && conv_mode.pick_app))
+		return;
+	n = *ret;
+	pthread_mutex_lock(&conv_lock);
+	k = legacy_kernel(dir, h, xd, wd, yd, cd, handle_stream(h));
+	if (!k) {
+		pthread_mutex_unlock(&conv_lock);
+		return;
+	}
+	memset(&first, 0, sizeof(first));
+	if (conv_mode.ws_on && k->have_cfg) {
+		/* the configuration vmem will run, with the workspace the
+		 * application must provide: WR its largest part's, WD none */
+		first.algo = (cudnnConvolutionFwdAlgo_t)k->cfg.runs[0].algo;
+		first.status = CUDNN_STATUS_SUCCESS;
+		first.time = (float)k->cfg.time;
+		first.memory = k->cfg_wd || k->cfg_first ? 0 : k->cfg.ws;
+		first.determinism = CUDNN_DETERMINISTIC;
+		first.mathType = (cudnnMathType_t)k->shape.math;
+	} else if (!conv_mode.pick_app) {
+		conv_cand_t cand[CONV_MAX_CANDS];
+		int m = n < CONV_MAX_CANDS ? n : CONV_MAX_CANDS;
+
+		for (int i = 0; i < m; i++)
+			cand[i] = (conv_cand_t){ (int)perf[i].algo, perf[i].status == CUDNN_STATUS_SUCCESS,
+						 perf[i].determinism == CUDNN_DETERMINISTIC,
+						 perf[i].memory, perf[i].time };
+		pick = conv_pick(cand, m, conv_mode.pick, conv_room(k->tensor_bytes));
+		if (pick < 0) {
+			pthread_mutex_unlock(&conv_lock);
+			return;
+		}
+		first = perf[pick];
+	} else {
+		pthread_mutex_unlock(&conv_lock);
+		return;
+	}
+	pthread_mutex_unlock(&conv_lock);
+	/* first entry = vmem's; the rest in cuDNN's order without it */
+	int at = pick;
+
+	if (at < 0)
+		for (int i = 0; i < n; i++)
+			if ((int)perf[i].algo == (int)first.algo) {
+				at = i;
+				break;
+			}
+	if (at < 0) {
+		at = n < req ? n : req - 1;
+		if (n < req)
+			n++;
+	}
+	memmove(&perf[1], &perf[0], (size_t)at * sizeof(*perf));
+	perf[0] = first;
+	*ret = n;
+	stats_add(STATS_CONV_ANSWERED, 1);
+	hook_call_args(c, "\"vmem_algo\":%d,\"vmem_ws\":%zu", (int)first.algo, first.memory);
+}
+
+void conv_exec_ws_answer(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
+			 cudnnTensorDescriptor_t xd, cudnnFilterDescriptor_t wd,
+			 cudnnTensorDescriptor_t yd, cudnnConvolutionDescriptor_t cd,
+			 cudnnStatus_t st, size_t *size)
+{
+	conv_kernel_t *k;
+
+	conv_init();
+	if (st != CUDNN_STATUS_SUCCESS || !size || !conv_mode.ws_on)
+		return;
+	pthread_mutex_lock(&conv_lock);
+	k = legacy_kernel(dir, h, xd, wd, yd, cd, handle_stream(h));
+	if (k && k->have_cfg) {
+		/* whatever algorithm is asked about: vmem runs its configuration */
+		*size = k->cfg_wd || k->cfg_first ? 0 : k->cfg.ws;
+		stats_add(STATS_CONV_ANSWERED, 1);
+		hook_call_args(c, "\"vmem_ws\":%zu", *size);
+	}
+	pthread_mutex_unlock(&conv_lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Legacy API: execution                                                */
+
+static cudnnStatus_t legacy_call(conv_dir_t dir, cudnnHandle_t h, const void *alpha,
+				 cudnnTensorDescriptor_t xd, const void *x,
+				 cudnnFilterDescriptor_t wd, const void *w,
+				 cudnnTensorDescriptor_t yd, const void *y,
+				 cudnnConvolutionDescriptor_t cd, int algo, void *ws, size_t wsb,
+				 const void *beta)
+{
+	switch (dir) {
+	case CONV_DIR_FWD:
+		if (!real_cudnnConvolutionForward())
+			return CUDNN_STATUS_NOT_INITIALIZED;
+		return real_cudnnConvolutionForward()(h, alpha, xd, x, wd, w, cd,
+						      (cudnnConvolutionFwdAlgo_t)algo, ws, wsb, beta,
+						      yd, (void *)y);
+	case CONV_DIR_BWD_DATA:
+		if (!real_cudnnConvolutionBackwardData())
+			return CUDNN_STATUS_NOT_INITIALIZED;
+		return real_cudnnConvolutionBackwardData()(h, alpha, wd, w, yd, y, cd,
+							   (cudnnConvolutionBwdDataAlgo_t)algo, ws,
+							   wsb, beta, xd, (void *)x);
+	default:
+		if (!real_cudnnConvolutionBackwardFilter())
+			return CUDNN_STATUS_NOT_INITIALIZED;
+		return real_cudnnConvolutionBackwardFilter()(h, alpha, xd, x, yd, y, cd,
+							     (cudnnConvolutionBwdFilterAlgo_t)algo, ws,
+							     wsb, beta, wd, (void *)w);
+	}
+}
+
+/* Runs cfg along N.  Caller holds conv_lock (descriptors, the WD segment). */
+static cudnnStatus_t run_config(conv_kernel_t *k, const solver_config_t *cfg, cudnnHandle_t h,
+				const void *alpha, cudnnTensorDescriptor_t xd0, const void *x,
+				cudnnFilterDescriptor_t wd, const void *w,
+				cudnnTensorDescriptor_t yd0, const void *y,
+				cudnnConvolutionDescriptor_t cd, void *ws, size_t wsb,
+				const void *beta, int *ncalls)
+{
+	static const float onef = 1.0f;
+	static const double oned = 1.0;
+	const void *one = k->shape.x.dtype == CUDNN_DATA_DOUBLE ? (const void *)&oned : &onef;
+	uint64_t xib = conv_image_bytes(&k->shape.x), yib = conv_image_bytes(&k->shape.y);
+	conv_dir_t dir = (conv_dir_t)k->shape.dir;
+	int64_t off = 0;
+
+	*ncalls = 0;
+	for (int r = 0; r < cfg->nruns; r++) {
+		const solver_run_t *run = &cfg->runs[r];
+		cudnnTensorDescriptor_t xd, yd;
+
+		if (!mdesc(k, run->b, xd0, yd0, &xd, &yd))
+			return CUDNN_STATUS_ALLOC_FAILED;
+		for (int j = 0; j < run->count; j++) {
+			/* backward-filter accumulates every slice after the first */
+			const void *b = dir == CONV_DIR_BWD_FILTER && off > 0 ? one : beta;
+			cudnnStatus_t st = legacy_call(dir, h, alpha, xd, offset(x, (uint64_t)off * xib),
+						       wd, w, yd, offset(y, (uint64_t)off * yib), cd,
+						       run->algo, ws, wsb, b);
+
+			if (st != CUDNN_STATUS_SUCCESS)
+				return st;
+			(*ncalls)++;
+			off += run->b;
+		}
+	}
+	return CUDNN_STATUS_SUCCESS;
+}
+
+/* The rescue: the fastest algorithm of cuDNN's list whose workspace fits
+ * beside the call's tensors; *ws is vmem's (allocated here), NULL when
+ * the algorithm needs none.  -1 when nothing fits. */
+static int rescue_pick(conv_kernel_t *k, uint64_t tensor_pages, bool zero_only, void **ws,
+		       uint64_t *wsb, cudaStream_t stream)
+{
+	uint64_t room = conv_room(tensor_pages);
+	int i;
+
+	*ws = NULL;
+	*wsb = 0;
+	for (;;) {
+		i = conv_pick(k->list, k->nlist, zero_only ? CONV_PICK_MEM : CONV_PICK_FIT, room);
+		if (i < 0)
+			return -1;
+		if (!k->list[i].ws)
+			return k->list[i].algo;
+		if (zero_only && k->list[i].ws)
+			return -1;
+		*ws = conv_alloc(k->list[i].ws, stream);
+		if (*ws) {
+			*wsb = k->list[i].ws;
+			return k->list[i].algo;
+		}
+		/* the pool could not give it: only what needs nothing is left */
+		zero_only = true;
+	}
+}
+
+/* Runs the call with the fastest algorithm whose workspace fits beside
+ * its tensors, in vmem's memory (or none).  The call is not prepared yet. */
+static cudnnStatus_t rescue(hook_call_t *c, conv_kernel_t *k, conv_dir_t dir, cudnnHandle_t h,
+			    const void *alpha, cudnnTensorDescriptor_t xd, const void *x,
+			    cudnnFilterDescriptor_t wd, const void *w, cudnnTensorDescriptor_t yd,
+			    const void *y, cudnnConvolutionDescriptor_t cd, const void *beta,
+			    uint64_t tensors, void **own, int *ran)
+{
+	cudaStream_t stream = (cudaStream_t)c->stream;
+	uint64_t own_b = 0;
+
+	*ran = -1;
+	if (!k || !k->have_list)
+		return CONV_OOM;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		int a = rescue_pick(k, tensors, attempt > 0, own, &own_b, stream);
+
+		if (a < 0)
+			break;
+		conv_set_ws_ref(c, *own, own_b);
+		if (hook_call_prepare(c) == cudaSuccess) {
+			*ran = a;
+			stats_add(STATS_CONV_RESCUED, 1);
+			return legacy_call(dir, h, alpha, xd, x, wd, w, yd, y, cd, a, *own, own_b, beta);
+		}
+		conv_free(*own, stream);
+		*own = NULL;
+		if (!own_b)
+			break;   /* not even without a workspace */
+	}
+	return CONV_OOM;
+}
+
+cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
+			       const void *alpha, cudnnTensorDescriptor_t xd, const void *x,
+			       cudnnFilterDescriptor_t wd, const void *w,
+			       cudnnTensorDescriptor_t yd, const void *y,
+			       cudnnConvolutionDescriptor_t cd, int algo, void *ws, size_t wsb,
+			       const void *beta)
+{
+	cudaStream_t stream = (cudaStream_t)c->stream;
+	uint64_t budget, tensors;
+	conv_kernel_t *k = NULL;
+	void *own = NULL;
+	const char *how = "app";
+	int ncalls = 1, ran = algo;
+	bool micro = false, app_ok = true;
+	cudnnStatus_t st = CONV_OOM;
+
+	conv_init();
+	runtime_budget_free(&budget, NULL, NULL);
+	tensors = conv_call_tensor_pages(c);
+
+	/* 1. a µ-cuDNN configuration (conv_lock is held until it is issued:
+	 *    a WD re-solve must not move the shared buffer under it) */
+	if (conv_mode.ws_on) {
+		pthread_mutex_lock(&conv_lock);
+		k = legacy_kernel(dir, h, xd, wd, yd, cd, stream);
+		if (k)
+			conv_note_call(k);
+		/* once vmem answered with a configuration, the application's
+		 * algorithm and workspace are not a pair cuDNN can run */
+		app_ok = !k || k->meas_state != 1;
+		if (k && k->have_cfg) {
+			void *seg = k->cfg_wd ? conv_wd_segment(k) : NULL;
+			void *use = seg ? seg : (!k->cfg_wd && ws && wsb >= k->cfg.ws ? ws : NULL);
+
+			if (!use && k->cfg.ws)
+				use = own = conv_alloc(k->cfg.ws, stream);
+			if ((use || !k->cfg.ws) &&
+			    (!budget || tensors + conv_ws_pages(use, k->cfg.ws) <= budget)) {
+				conv_set_ws_ref(c, use, k->cfg.ws);
+				if (hook_call_prepare(c) == cudaSuccess) {
+					micro = true;
+					how = k->cfg_wd ? "wd" : k->cfg_first ? "wd-first" : "wr";
+					ran = k->cfg.runs[0].algo;
+					st = run_config(k, &k->cfg, h, alpha, xd, x, wd, w, yd, y, cd, use,
+							k->cfg.ws, beta, &ncalls);
+					if (st != CUDNN_STATUS_SUCCESS && ncalls == 0) {
+						/* nothing written: run it whole, without a workspace */
+						int i = conv_pick(k->list, k->nlist, CONV_PICK_MEM, 0);
+
+						vmem_warn("conv %s: a micro-batch call failed (cuDNN status "
+							  "%d); running it undivided from now on", k->name,
+							  (int)st);
+						k->have_cfg = false;
+						if (i >= 0 && !k->list[i].ws) {
+							how = "rescue";
+							ran = k->list[i].algo;
+							st = legacy_call(dir, h, alpha, xd, x, wd, w, yd, y, cd,
+									 ran, NULL, 0, beta);
+						}
+					} else if (st == CUDNN_STATUS_SUCCESS) {
+						stats_add(STATS_CONV_MICRO, 1);
+						stats_add(STATS_CONV_MICRO_CALLS, (uint64_t)ncalls);
+						stats_add(STATS_CONV_MODEL_NS, (uint64_t)(k->cfg.time * 1e6));
+					}
+				}
+			}
+			if (!micro) {
+				conv_free(own, stream);
+				own = NULL;
+			}
+		}
+		pthread_mutex_unlock(&conv_lock);
+		if (micro)
+			goto done;
+	}
+	/* 2. the application's choice, when its workspace fits beside the tensors */
+	if (app_ok && !(budget && ws && tensors + conv_ws_pages(ws, wsb) > budget)) {
+		if (hook_call_prepare(c) == cudaSuccess) {
+			st = legacy_call(dir, h, alpha, xd, x, wd, w, yd, y, cd, algo, ws, wsb, beta);
+			goto done;
+		}
+		if (!ws)
+			goto done;   /* the tensors alone do not fit */
+	}
+	/* 3. the fastest algorithm whose workspace fits, in vmem's memory */
+	how = "rescue";
+	if (!k) {
+		conv_shape_t s;
+
+		pthread_mutex_lock(&conv_lock);
+		if (legacy_shape(dir, xd, wd, yd, cd, &s) && (k = conv_kernel_get(&s)))
+			legacy_list(k, h, xd, wd, yd, cd);
+		pthread_mutex_unlock(&conv_lock);
+	}
+	st = rescue(c, k, dir, h, alpha, xd, x, wd, w, yd, y, cd, beta, tensors, &own, &ran);
+done:
+	if (strcmp(how, "app") != 0)
+		hook_call_args(c, "\"ran\":\"%s\",\"ran_algo\":%d,\"calls\":%d", how, ran, ncalls);
+	hook_call_finish(c);
+	conv_free(own, stream);
+	return st;
+}

@@ -1,0 +1,134 @@
+/* interpose/conv_exec_int.h - what conv_exec.c (legacy calls, the kernel
+ * table, the solver) shares with conv_graph.c (the graph API).  Internal
+ * to those two files.
+ *
+ * A *kernel* is one convolution shape in one direction on one API
+ * (conv_shape_t): identical layers share it, its benchmark, its
+ * configuration and, under WD, its workspace segment.  Kernels live for
+ * the whole process in a hash table under conv_lock; every field below
+ * is read and written under conv_lock unless marked otherwise.
+ */
+#ifndef VMEM_INTERPOSE_CONV_EXEC_INT_H
+#define VMEM_INTERPOSE_CONV_EXEC_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cudnn.h>
+
+#include "interpose/config.h"
+#include "interpose/conv_exec.h"
+#include "interpose/conv_plan.h"
+#include "solver/solver.h"
+
+#define CONV_MAX_CANDS 24
+#define CONV_ALIGN 16     /* bytes: slices keep the 16-byte alignment of the base */
+
+typedef struct conv_kernel {
+	struct conv_kernel *next;
+	conv_shape_t shape;
+	int id;
+	char name[32];            /* "k3_fwd": rows and columns of the ILP, the trace */
+	int batch, quantum;       /* batch -1: cannot be split (see unsplittable) */
+	const char *unsplittable;
+	bool noted;               /* the debug note about it was printed */
+	uint64_t tensor_bytes;    /* x + w + y at full batch, rounded to chunks (estimate) */
+
+	/* cuDNN's own list at full batch, fastest first (rescue, mem/perf/fit) */
+	bool have_list;
+	int nlist;
+	conv_cand_t list[CONV_MAX_CANDS];
+
+	/* the benchmark of micro-batch sizes x algorithms */
+	int meas_state;           /* 0 not yet, 1 done, -1 failed (runs as the application asks) */
+	int nmeas;
+	solver_meas_t *meas;
+	uint64_t cap;             /* workspace cap it was measured under */
+
+	/* what runs: a configuration (WR, or the WD choice) */
+	bool have_cfg;
+	bool cfg_wd;              /* cfg is this kernel's WD choice (runs in its segment) */
+	bool cfg_first;           /* WD before its first solve: the memory-optimal config */
+	solver_config_t cfg;
+	double undivided_ms;      /* fastest measured at the full batch within the limit; 0 unknown */
+	uint64_t wd_off;          /* segment offset in the WD buffer */
+	bool have_front;
+	solver_front_t front;
+	uint64_t calls;           /* executions */
+	uint64_t weight;          /* executions per iteration (WD objective), 0 = unknown */
+
+	/* micro-batch descriptors of the legacy API, by size */
+	int nmdesc;
+	struct {
+		int b;
+		cudnnTensorDescriptor_t xd, yd;
+	} mdesc[SOLVER_MAX_RUNS];
+
+	/* graph API: plans vmem built (conv_graph.c) */
+	void *gplans;
+} conv_kernel_t;
+
+typedef struct {
+	bool ws_on;               /* VMEM_WORKSPACE=wr|wd */
+	bool wd;                  /* wd, and GLPK is there */
+	bool pick_app;            /* answers left to the application */
+	conv_pick_t pick;         /* otherwise this choice */
+	solver_mb_t mb;
+	const char *mb_name;
+	uint64_t limit;           /* VMEM_WORKSPACE_LIMIT; SOLVER_NO_LIMIT for 0 */
+} conv_mode_t;
+
+extern conv_mode_t conv_mode;
+extern pthread_mutex_t conv_lock;
+
+/* Reads the settings once (pthread_once); cheap after. */
+void conv_init(void);
+
+/* The kernel of `s`, created on first sight; NULL when out of host
+ * memory.  Caller holds conv_lock. */
+conv_kernel_t *conv_kernel_get(const conv_shape_t *s);
+
+/* Budget left beside `tensor_bytes` (SOLVER_NO_LIMIT when vmem has no
+ * pool); 0 when the tensors alone exceed it. */
+uint64_t conv_room(uint64_t tensor_bytes);
+/* Device bytes of the call's refs other than "ws", in whole chunks. */
+uint64_t conv_call_tensor_pages(const hook_call_t *c);
+/* Bytes `ws` occupies in whole chunks at pointer p (estimate when p == NULL). */
+uint64_t conv_ws_pages(const void *p, uint64_t ws);
+
+/* The largest workspace worth measuring under: the limit, the room beside
+ * the tensors, and what the greediest algorithm needs. */
+uint64_t conv_measure_cap(const conv_kernel_t *k, uint64_t greediest);
+/* The measured table is cached in VMEM_CACHE: true when `k` was filled
+ * from it (for a cap of at least `cap`). */
+bool conv_cache_lookup(conv_kernel_t *k, uint64_t cap);
+/* Stores a fresh benchmark in k (takes `m`, malloc'ed), in the cache and
+ * its file. */
+void conv_measured(conv_kernel_t *k, solver_meas_t *m, int n, uint64_t cap);
+/* Chooses what k runs (WR now; WD by solving the whole program again). */
+void conv_decide(conv_kernel_t *k);
+/* k's WD segment, or NULL when k has none or the shared buffer could not
+ * be allocated. */
+void *conv_wd_segment(conv_kernel_t *k);
+/* One execution of k (counts, the first iteration's weights). */
+void conv_note_call(conv_kernel_t *k);
+
+/* vmem's own device memory for a workspace (from the pool); freed after
+ * the work queued on `s` so far.  NULL on failure. */
+void *conv_alloc(uint64_t bytes, cudaStream_t s);
+void conv_free(void *p, cudaStream_t s);
+
+/* The call's "ws" ref: replaced by (p, bytes), added when absent,
+ * removed when p is NULL. */
+void conv_set_ws_ref(hook_call_t *c, const void *p, uint64_t bytes);
+
+/* "4x60,0x16" style description of a configuration into buf. */
+void conv_cfg_str(const solver_config_t *cfg, char *buf, size_t len);
+/* Says once per process (vmem_info) what a kernel could not do. */
+void conv_note(conv_kernel_t *k, const char *what);
+
+/* The cuDNN status of a failed prepare. */
+#define CONV_OOM CUDNN_STATUS_ALLOC_FAILED
+
+#endif

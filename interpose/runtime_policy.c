@@ -1,0 +1,431 @@
+/* interpose/runtime_policy.c - the proactive layer in the running shim.
+ *
+ * policy/ is pure: typed events in, actions out (policy/README.md).  This
+ * file is the seam between it and the rest of the runtime:
+ *
+ *   hook_call_prepare --> runtime_policy_before: resolve the call's refs
+ *                         (pool_resolve, no locking), policy_before, carry
+ *                         out PREFETCH / REVIVE / NOTE
+ *                     --> runtime_prepare (pool_acquire: the reactive layer)
+ *   the real call
+ *   hook_call_finish  --> runtime_complete (pool_release)
+ *                     --> runtime_policy_after: policy_after, carry out
+ *                         DEAD / OFFLOAD / NOTE
+ *
+ * Every action goes through the pool and none waits on the host: a
+ * prefetch maps and copies on the H2D stream and the call that needs it
+ * waits on the device; an offload copies on the D2H stream after the last
+ * use; a dead range is dropped without a copy when memory is needed (or at
+ * once with VMEM_LIVENESS=eager).  The pool asks the policy for the
+ * eviction order (Belady's MIN from the plan: policy_evict_order).
+ *
+ * Data is never silently lost: a call that reads bytes the plan dropped is
+ * refused with one line that names the tensor, the op that last read it
+ * and the op that should have rewritten it (policy_loss_format), and
+ * VMEM_LIVENESS=off as the way out.
+ *
+ * Locks: the policy has its own mutex; it is never called with the pool's
+ * lock held except through policy_evict_order, which the pool calls (lock
+ * order pool -> policy), so nothing here holds the pool's lock while it
+ * calls the policy.
+ */
+#include "interpose/runtime.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "interpose/config.h"
+#include "interpose/log.h"
+#include "interpose/trace.h"
+#include "policy/policy.h"
+#include "pool/pool.h"
+
+static policy_t *g_pol;
+static pool_t *g_rp_pool;
+/* Eager drops and offloads finish once the device is past the range's
+ * last use: the pool is polled after every call (a lock and a fence
+ * query per page still waiting) when the policy issues them. */
+static bool g_poll;
+static bool g_warned_maybe;
+
+/* Per thread: the ranges of the call in flight (resolved before, reused
+ * after), the actions list, the fault-ins counted by the pool's observer. */
+typedef struct {
+	vmem_range_t *ranges;
+	pool_ref_t *refs;
+	pool_span_t *spans;
+	int cap;
+	int n;                 /* ranges of the call between before and after */
+	bool pending;          /* policy_before ran for the call in flight */
+	policy_actions_t acts;
+	uint64_t misses;
+} tl_policy_t;
+
+static __thread tl_policy_t *tl_pol;
+static pthread_key_t tl_key;
+static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
+
+static void tl_destroy(void *arg)
+{
+	tl_policy_t *t = arg;
+
+	if (!t)
+		return;
+	free(t->ranges);
+	free(t->refs);
+	free(t->spans);
+	policy_actions_free(&t->acts);
+	free(t);
+}
+
+static void tl_key_make(void)
+{
+	pthread_key_create(&tl_key, tl_destroy);
+}
+
+static tl_policy_t *tl_get(void)
+{
+	if (tl_pol)
+		return tl_pol;
+	pthread_once(&tl_once, tl_key_make);
+	tl_pol = calloc(1, sizeof(*tl_pol));
+	if (!tl_pol)
+		return NULL;
+	policy_actions_init(&tl_pol->acts);
+	pthread_setspecific(tl_key, tl_pol);
+	return tl_pol;
+}
+
+static bool tl_reserve(tl_policy_t *t, int n)
+{
+	if (n <= t->cap)
+		return true;
+	int cap = t->cap ? t->cap : 16;
+	while (cap < n)
+		cap *= 2;
+	vmem_range_t *r = realloc(t->ranges, (size_t)cap * sizeof(*r));
+	if (r)
+		t->ranges = r;
+	pool_ref_t *f = realloc(t->refs, (size_t)cap * sizeof(*f));
+	if (f)
+		t->refs = f;
+	pool_span_t *s = realloc(t->spans, (size_t)cap * sizeof(*s));
+	if (s)
+		t->spans = s;
+	if (!r || !f || !s)
+		return false;
+	t->cap = cap;
+	return true;
+}
+
+/* ---- logging and the trace ---- */
+
+static void log_line(void *ctx, const char *line)
+{
+	(void)ctx;
+	vmem_debug("policy: %s", line);
+}
+
+static void stats_line(void *ctx, const char *line)
+{
+	(void)ctx;
+	vmem_log_raw(line);
+}
+
+static uint64_t evict_order(void *ctx, uint64_t alloc_id, uint64_t offset, uint64_t bytes)
+{
+	return policy_evict_order(ctx, alloc_id, offset, bytes);
+}
+
+static long tid(void)
+{
+	return (long)syscall(SYS_gettid);
+}
+
+static void note(const policy_action_t *a)
+{
+	static const char *const what[] = { "made", "suspended", "resumed", "abandoned" };
+	const char *ev = a->note < 4 ? what[a->note] : "?";
+
+	char dyn[256] = "";
+
+	if (a->note == POLICY_NOTE_MADE && a->dyn.decided) {
+		char d[200];
+
+		policy_dyn_format(&a->dyn, d, sizeof(d));
+		snprintf(dyn, sizeof(dyn), "; %s", d);
+	}
+	if (a->note == POLICY_NOTE_MADE)
+		vmem_info("plan %u made: %u calls per iteration, first steady call %" PRIu64
+			  ", offload %s%s", a->plan_id, a->period, a->steady_seq,
+			  policy_offload_name(a->offload_mode), dyn);
+	else if (a->note == POLICY_NOTE_ABANDONED)
+		vmem_info("plan %u abandoned", a->plan_id);
+	else
+		vmem_debug("plan %u %s (expected op %d)", a->plan_id, ev, a->expected_op);
+	if (trace_enabled()) {
+		char line[640], extra[320] = "";
+		int n;
+
+		if (a->note == POLICY_NOTE_MADE && a->dyn.decided)
+			snprintf(extra, sizeof(extra),
+				 ",\"dyn\":{\"budget\":%" PRIu64 ",\"headroom\":%" PRIu64
+				 ",\"fits\":%s,\"peak_none\":%" PRIu64 ",\"peak_conv\":%" PRIu64
+				 ",\"peak_all\":%" PRIu64 ",\"op_bytes\":%" PRIu64 "}",
+				 a->dyn.budget, a->dyn.headroom, a->dyn.fits ? "true" : "false",
+				 a->dyn.peak_none, a->dyn.peak_conv, a->dyn.peak_all,
+				 a->dyn.op_bytes);
+		n = snprintf(line, sizeof(line),
+			     "{\"type\":\"plan\",\"seq\":%" PRIu64 ",\"t\":%" PRIu64
+			     ",\"tid\":%ld,\"event\":\"%s\",\"plan\":%u,\"period\":%u"
+			     ",\"steady_seq\":%" PRIu64 ",\"expected_op\":%d,\"offload\":\"%s\"%s}\n",
+			     trace_next_seq(), trace_now_ns(), tid(), ev, a->plan_id, a->period,
+			     a->steady_seq, a->expected_op, policy_offload_name(a->offload_mode),
+			     extra);
+		if (n > 0 && (size_t)n < sizeof(line))
+			trace_append(line, (size_t)n);
+	}
+}
+
+/* ---- start and end ---- */
+
+static policy_offload_mode_t offload_mode(vmem_policy_t p)
+{
+	switch (p) {
+	case VMEM_POLICY_ALL:
+		return POLICY_OFFLOAD_ALL;
+	case VMEM_POLICY_CONV:
+		return POLICY_OFFLOAD_CONV;
+	case VMEM_POLICY_DYN:
+		return POLICY_OFFLOAD_DYN;
+	default:
+		return POLICY_OFFLOAD_NONE;
+	}
+}
+
+int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
+{
+	policy_config_t c;
+
+	if (vmem_cfg.liveness == VMEM_LIVENESS_OFF && vmem_cfg.policy == VMEM_POLICY_NONE)
+		return 0;   /* the reactive layer alone: nothing to plan */
+	policy_config_default(&c);
+	c.liveness = vmem_cfg.liveness == VMEM_LIVENESS_OFF ? POLICY_LIVENESS_OFF :
+		     vmem_cfg.liveness == VMEM_LIVENESS_EAGER ? POLICY_LIVENESS_EAGER :
+		     POLICY_LIVENESS_LAZY;
+	c.offload = offload_mode(vmem_cfg.policy);
+	c.prefetch = vmem_cfg.prefetch == VMEM_PREFETCH_TIMED ? POLICY_PREFETCH_TIMED :
+		     POLICY_PREFETCH_VDNN;
+	c.page_size = chunk;
+	c.offload_min_bytes = chunk;   /* smaller tensors share pages: never worth a copy */
+	c.budget = budget;
+	if (vmem_log_enabled(VMEM_LOG_DEBUG))
+		c.log = log_line;
+	if (policy_create(&c, &g_pol)) {
+		vmem_error("the policy could not be created (out of host memory); "
+			   "running with the reactive layer only");
+		g_pol = NULL;
+		return -1;
+	}
+	g_rp_pool = pool;
+	g_poll = c.liveness == POLICY_LIVENESS_EAGER || c.offload != POLICY_OFFLOAD_NONE;
+	pool_set_order(pool, evict_order, g_pol, 1024);
+	return 0;
+}
+
+void runtime_policy_shutdown(void)
+{
+	if (!g_pol)
+		return;
+	if (vmem_cfg.stats) {
+		policy_stats_t s;
+
+		policy_get_stats(g_pol, &s);
+		policy_stats_print(&s, stats_line, NULL);
+	}
+	/* the pool may still ask for the order (late frees): keep the policy */
+}
+
+bool runtime_policy_on(void)
+{
+	return g_pol != NULL;
+}
+
+void runtime_policy_allocated(uint64_t alloc_id, uint64_t bytes)
+{
+	if (g_pol)
+		policy_allocated(g_pol, alloc_id, bytes);
+}
+
+void runtime_policy_freed(uint64_t alloc_id)
+{
+	if (g_pol && alloc_id)
+		policy_freed(g_pol, alloc_id);
+}
+
+void runtime_policy_note_fault(void)
+{
+	tl_policy_t *t = tl_pol;
+
+	if (t)
+		t->misses++;
+}
+
+/* ---- the calls ---- */
+
+static pool_range_t prange(const policy_action_t *a)
+{
+	return (pool_range_t){ .alloc_id = a->alloc_id, .offset = a->offset, .bytes = a->bytes };
+}
+
+/* Carries out one action.  cudaSuccess, or the error that refuses the
+ * call (a read of bytes the plan dropped). */
+static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
+{
+	pool_range_t r = prange(a);
+	pool_status_t st;
+
+	switch (a->kind) {
+	case POLICY_ACT_DEAD:
+		pool_discard(g_rp_pool, &r, a->eager);
+		break;
+	case POLICY_ACT_REVIVE:
+		st = pool_undead(g_rp_pool, &r);
+		if (st == POOL_ELOST && a->reason == POLICY_REVIVE_READ) {
+			char line[768];
+
+			policy_loss_format(&a->loss, ev, line, sizeof(line));
+			if (!a->certain) {
+				/* a scanned kernel argument: vmem knows neither its
+				 * extent nor whether it reads (a fill kernel on a block
+				 * a caching allocator handed out again only writes) */
+				if (!__atomic_exchange_n(&g_warned_maybe, true, __ATOMIC_RELAXED))
+					vmem_warn("%s; the call is a kernel whose argument's extent and "
+						  "access vmem cannot see, so it runs, assuming it only "
+						  "writes there (said once; counted as 'unknown extents "
+						  "over them')", line);
+				break;
+			}
+			vmem_error("%s", line);
+			return cudaErrorIllegalAddress;
+		}
+		break;
+	case POLICY_ACT_OFFLOAD:
+		pool_offload(g_rp_pool, &r);
+		break;
+	case POLICY_ACT_PREFETCH:
+		pool_prefetch(g_rp_pool, &r);
+		break;
+	case POLICY_ACT_NOTE:
+		note(a);
+		break;
+	case POLICY_ACT_ALGO:
+	default:
+		break;   /* the conv hooks choose algorithms (conv_exec.c) */
+	}
+	return cudaSuccess;
+}
+
+static cudaError_t run_actions(tl_policy_t *t, const vmem_event_t *ev)
+{
+	cudaError_t err = cudaSuccess;
+
+	for (int i = 0; i < t->acts.n; i++) {
+		cudaError_t e = act(&t->acts.v[i], ev);
+
+		if (e != cudaSuccess && err == cudaSuccess)
+			err = e;
+	}
+	if (t->acts.lost)
+		vmem_warn("policy: actions lost (out of host memory); the reactive layer covers them");
+	policy_actions_clear(&t->acts);
+	return err;
+}
+
+static void fill_event(vmem_event_t *ev, const runtime_call_t *c, const tl_policy_t *t)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->kind = c->kind;
+	ev->api = c->api;
+	ev->stream = (uintptr_t)c->stream;
+	ev->thread = (uint64_t)tid();
+	ev->seq = c->seq;
+	ev->nranges = t->n;
+	ev->ranges = t->ranges;
+	if (c->info)
+		ev->info = *c->info;
+	ev->t_ns = c->t_ns;
+	ev->dur_ns = c->dur_ns;
+}
+
+cudaError_t runtime_policy_before(const runtime_call_t *c)
+{
+	tl_policy_t *t;
+	vmem_event_t ev;
+
+	if (!g_pol || !(t = tl_get()))
+		return cudaSuccess;
+	t->pending = false;
+	if (!tl_reserve(t, c->nrefs))
+		return cudaSuccess;   /* unseen by the policy: it suspends its plan */
+	for (int i = 0; i < c->nrefs; i++) {
+		t->refs[i].ptr = c->refs[i].ptr;
+		t->refs[i].bytes = c->refs[i].bytes;
+		t->refs[i].write = c->refs[i].access & VMEM_ACCESS_W;
+		t->refs[i].whole = (c->refs[i].access & VMEM_ACCESS_WHOLE) && t->refs[i].write;
+		t->refs[i].maybe = c->refs[i].bytes == 0;
+	}
+	if (c->nrefs)
+		pool_resolve(g_rp_pool, t->refs, c->nrefs, t->spans);
+	for (int i = 0; i < c->nrefs; i++) {
+		vmem_range_t *r = &t->ranges[i];
+
+		r->alloc_id = t->spans[i].alloc_id;
+		r->offset = t->spans[i].offset;
+		r->bytes = r->alloc_id ? t->spans[i].bytes : c->refs[i].bytes;
+		r->ptr = c->refs[i].ptr;
+		r->access = c->refs[i].access;
+		r->role = c->refs[i].role;
+	}
+	t->n = c->nrefs;
+	t->misses = 0;
+	fill_event(&ev, c, t);
+	policy_before(g_pol, &ev, &t->acts);
+	t->pending = true;
+	return run_actions(t, &ev);
+}
+
+void runtime_policy_after(const runtime_call_t *c)
+{
+	tl_policy_t *t = tl_pol;
+	vmem_event_t ev;
+
+	if (!g_pol || !t || !t->pending)
+		return;
+	t->pending = false;
+	if (t->misses) {
+		policy_note_miss(g_pol, t->misses);
+		t->misses = 0;
+	}
+	fill_event(&ev, c, t);
+	policy_after(g_pol, &ev, &t->acts);
+	run_actions(t, &ev);
+	if (g_poll)
+		pool_poll(g_rp_pool);
+}
+
+bool runtime_policy_explain_loss(uint64_t alloc_id, uint64_t offset, uint64_t bytes, char *buf,
+				 size_t len)
+{
+	policy_loss_t l;
+
+	if (!g_pol || policy_find_loss(g_pol, alloc_id, offset, bytes, &l))
+		return false;
+	policy_loss_format(&l, NULL, buf, len);
+	return true;
+}

@@ -1,0 +1,295 @@
+/* policy/dyn.c - vDNN-dyn: how much to offload, from the plan's peak.
+ *
+ * vDNN §III-C profiles its way to a configuration: it runs one training
+ * pass each with no offload, vDNN-conv and vDNN-all (least offload
+ * traffic first) and keeps the first that does not run out of memory.
+ * The plan already knows the iteration, so the passes are computed here
+ * instead of run: for each offload set, the bytes resident after every op
+ * of the iteration, and their peak.
+ *
+ *   resident after op k =   live bytes after k             (liveness.c)
+ *                         + bytes of UNSTABLE allocations  (held all along)
+ *                         - bytes of every tensor offloaded after an op
+ *                           before k and not yet prefetched
+ *
+ *      t2 (4 MiB):  #3 offload ......................... prefetch before #38
+ *      resident:    .. after #3 .. after #37: 4 MiB less; after #38: back
+ *
+ * A mode fits when its peak plus the headroom (workspaces and the small
+ * allocations the plan does not see; budget / 16 by default) is within
+ * the budget, and so is the largest single op's own bytes (a call needs
+ * all its arguments at once, however much is offloaded).  NONE, CONV and
+ * ALL are tried in that order; when none fits ALL is taken (it saves the
+ * most; the reactive layer pages the rest).  A budget of 0 (unknown)
+ * means NONE.
+ *
+ * Not here (issue 12): the paper's profiled algorithm choice and its
+ * greedy per-layer downgrade, and judging the passes by measured time.
+ */
+#include "policy/program.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+	uint64_t alloc_id, lo, hi;
+} ival_t;
+
+static int cmp_ival(const void *a, const void *b)
+{
+	const ival_t *x = a, *y = b;
+
+	if (x->alloc_id != y->alloc_id)
+		return x->alloc_id < y->alloc_id ? -1 : 1;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The union of the intervals' bytes, per allocation (sorts v). */
+static uint64_t union_bytes(ival_t *v, int n)
+{
+	uint64_t total = 0, lo = 0, hi = 0, id = 0;
+	bool open = false;
+
+	if (n > 1)
+		qsort(v, (size_t)n, sizeof(*v), cmp_ival);
+	for (int i = 0; i < n; i++) {
+		if (open && v[i].alloc_id == id && v[i].lo <= hi) {
+			if (v[i].hi > hi)
+				hi = v[i].hi;
+			continue;
+		}
+		if (open)
+			total += hi - lo;
+		id = v[i].alloc_id;
+		lo = v[i].lo;
+		hi = v[i].hi;
+		open = true;
+	}
+	if (open)
+		total += hi - lo;
+	return total;
+}
+
+static bool counted(const policy_graph_t *g, uint64_t alloc_id)
+{
+	const policy_alloc_t *a = policy_graph_alloc(g, alloc_id);
+
+	return alloc_id != 0 && a && a->cls != POLICY_ALLOC_FOREIGN;
+}
+
+uint64_t policy_op_bytes(const policy_graph_t *g, int op)
+{
+	const policy_op_t *o = &g->ops[op];
+	ival_t small[16], *v = small;
+	uint64_t total;
+	int n = 0;
+
+	if (o->nuses > 16 && !(v = malloc((size_t)o->nuses * sizeof(*v)))) {
+		/* out of memory: the plain sum (an upper bound) */
+		total = 0;
+		for (int i = 0; i < o->nuses; i++)
+			if (counted(g, g->uses[o->use0 + i].alloc_id))
+				total += g->uses[o->use0 + i].bytes;
+		return total;
+	}
+	for (int i = 0; i < o->nuses; i++) {
+		const policy_use_t *u = &g->uses[o->use0 + i];
+
+		if (u->bytes && counted(g, u->alloc_id))
+			v[n++] = (ival_t){ u->alloc_id, u->offset, u->offset + u->bytes };
+	}
+	total = union_bytes(v, n);
+	if (v != small)
+		free(v);
+	return total;
+}
+
+/* Bytes of UNSTABLE allocations the iteration touches: liveness gives
+ * them no interval (their offsets move), so they count as always held. */
+static int unstable_bytes(const policy_graph_t *g, uint64_t *out)
+{
+	ival_t *v = malloc((size_t)(g->nuses ? g->nuses : 1) * sizeof(*v));
+	int n = 0;
+
+	*out = 0;
+	if (!v)
+		return -1;
+	for (int i = 0; i < g->nuses; i++) {
+		const policy_use_t *u = &g->uses[i];
+		const policy_alloc_t *a = policy_graph_alloc(g, u->alloc_id);
+
+		if (u->bytes && u->alloc_id && a && a->cls == POLICY_ALLOC_UNSTABLE)
+			v[n++] = (ival_t){ u->alloc_id, u->offset, u->offset + u->bytes };
+	}
+	*out = union_bytes(v, n);
+	free(v);
+	return 0;
+}
+
+/* with_dead: the DEAD ranges stay resident (liveness off). */
+static uint64_t peak_resident(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
+			      uint64_t held, const policy_offloads_t *o, int *peak_op)
+{
+	int p = g->nops;
+	int64_t *diff;
+	int64_t away = 0;
+	uint64_t best = 0;
+	int best_op = 0;
+
+	if (peak_op)
+		*peak_op = 0;
+	if (p == 0 || !l->live_after)
+		return held;
+	diff = calloc((size_t)p + 1, sizeof(*diff));
+	for (int i = 0; diff && o && i < o->n; i++) {
+		const policy_offload_t *x = &o->v[i];
+		int a = x->after_op, b = x->prefetch_op >= 0 ? x->prefetch_op : x->need_op;
+
+		/* away over the positions "after op k", k in [a, b) */
+		if (a < 0 || a >= p || b <= a)
+			continue;
+		if (b > p)
+			b = p;
+		diff[a] += (int64_t)x->bytes;
+		diff[b] -= (int64_t)x->bytes;
+	}
+	for (int k = 0; k < p; k++) {
+		uint64_t r = l->live_after[k] + held + (with_dead ? l->dead_after[k] : 0);
+
+		if (diff) {
+			away += diff[k];
+			r = r > (uint64_t)away ? r - (uint64_t)away : 0;
+		}
+		if (k == 0 || r > best) {
+			best = r;
+			best_op = k;
+		}
+	}
+	free(diff);
+	if (peak_op)
+		*peak_op = best_op;
+	return best;
+}
+
+uint64_t policy_peak_resident(const policy_graph_t *g, const policy_live_t *l,
+			      const policy_offloads_t *o, int *peak_op)
+{
+	uint64_t held = 0;
+
+	unstable_bytes(g, &held);   /* out of memory: counted as 0 */
+	return peak_resident(g, l, false, held, o, peak_op);
+}
+
+static bool fits(uint64_t bytes, uint64_t headroom, uint64_t budget)
+{
+	return bytes <= budget && headroom <= budget - bytes;
+}
+
+int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
+		      const policy_dyn_config_t *c, policy_dyn_t *out, policy_offloads_t *chosen)
+{
+	static const policy_offload_mode_t order[3] = { POLICY_OFFLOAD_NONE, POLICY_OFFLOAD_CONV,
+							 POLICY_OFFLOAD_ALL };
+	policy_offloads_t off[3];
+	uint64_t peak[3], held;
+	int pop[3], pick = -1;
+
+	memset(out, 0, sizeof(*out));
+	memset(off, 0, sizeof(off));
+	if (chosen)
+		memset(chosen, 0, sizeof(*chosen));
+	if (unstable_bytes(g, &held) < 0)
+		return -1;
+	for (int m = 0; m < 3; m++) {
+		if (policy_offload_choose(g, order[m], c->offload_min_bytes, &off[m]) < 0 ||
+		    policy_prefetch_place(g, c->prefetch, &c->timing, &off[m]) < 0) {
+			for (int i = 0; i <= m; i++)
+				policy_offloads_free(&off[i]);
+			return -1;
+		}
+		peak[m] = peak_resident(g, l, !c->liveness, held, &off[m], &pop[m]);
+	}
+	out->decided = 1;
+	out->budget = c->budget;
+	out->headroom = c->headroom == POLICY_HEADROOM_DEFAULT ? c->budget / 16 : c->headroom;
+	out->peak_none = peak[0];
+	out->peak_op_none = pop[0];
+	out->peak_conv = peak[1];
+	out->peak_op_conv = pop[1];
+	out->peak_all = peak[2];
+	out->peak_op_all = pop[2];
+	for (int k = 0; k < g->nops; k++) {
+		uint64_t b = policy_op_bytes(g, k);
+
+		if (b > out->op_bytes) {
+			out->op_bytes = b;
+			out->op_bytes_op = k;
+		}
+	}
+	if (c->budget == 0) {
+		pick = 0;
+	} else {
+		for (int m = 0; m < 3 && pick < 0; m++)
+			if (fits(peak[m], out->headroom, c->budget) &&
+			    fits(out->op_bytes, out->headroom, c->budget)) {
+				pick = m;
+				out->fits = 1;
+			}
+		if (pick < 0)
+			pick = 2;
+	}
+	out->chosen = (uint8_t)order[pick];
+	for (int m = 0; m < 3; m++) {
+		if (m == pick && chosen)
+			*chosen = off[m];
+		else
+			policy_offloads_free(&off[m]);
+	}
+	return order[pick];
+}
+
+/* "9.1 GiB", "512.0 MiB", "12.0 KiB", "100 B". */
+static void human(uint64_t b, char *buf, size_t len)
+{
+	if (b >= (uint64_t)1 << 30)
+		snprintf(buf, len, "%.1f GiB", (double)b / (double)((uint64_t)1 << 30));
+	else if (b >= (uint64_t)1 << 20)
+		snprintf(buf, len, "%.1f MiB", (double)b / (double)((uint64_t)1 << 20));
+	else if (b >= (uint64_t)1 << 10)
+		snprintf(buf, len, "%.1f KiB", (double)b / 1024.0);
+	else
+		snprintf(buf, len, "%" PRIu64 " B", b);
+}
+
+size_t policy_dyn_format(const policy_dyn_t *d, char *buf, size_t len)
+{
+	char n[32], c[32], a[32], bu[32];
+	int k;
+
+	human(d->peak_none, n, sizeof(n));
+	human(d->peak_conv, c, sizeof(c));
+	human(d->peak_all, a, sizeof(a));
+	human(d->budget, bu, sizeof(bu));
+	k = snprintf(buf, len, "dyn: chose %s (peaks: none %s, conv %s, all %s; budget %s%s)",
+		     policy_offload_name((policy_offload_mode_t)d->chosen), n, c, a,
+		     d->budget ? bu : "unknown",
+		     d->budget && !d->fits ? ", nothing fits" : "");
+	return k < 0 ? 0 : (size_t)k;
+}
+
+void policy_dyn_dump(const policy_dyn_t *d, policy_print_fn out, void *ctx)
+{
+	char line[256];
+
+	if (!d->decided)
+		return;
+	policy_dyn_format(d, line, sizeof(line));
+	policy_printf(out, ctx, "%s", line);
+	policy_printf(out, ctx, "  peak resident bytes: none %" PRIu64 " after #%d, conv %" PRIu64
+		      " after #%d, all %" PRIu64 " after #%d; largest op #%d %" PRIu64
+		      " bytes; budget %" PRIu64 " less headroom %" PRIu64,
+		      d->peak_none, d->peak_op_none, d->peak_conv, d->peak_op_conv, d->peak_all,
+		      d->peak_op_all, d->op_bytes_op, d->op_bytes, d->budget, d->headroom);
+}

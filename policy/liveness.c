@@ -1,0 +1,444 @@
+/* policy/liveness.c - dead byte ranges of the steady iteration.
+ *
+ * SuperNeurons §3.2 frees a tensor after its last use in the iteration.  A
+ * shim sees ranges, not tensors, and must not guess, so the rule here is
+ * the conservative one of data-flow analysis: a byte is dead from its last
+ * access to the next access that is known to overwrite it whole without
+ * reading it (VMEM_ACCESS_WHOLE: a cuDNN/cuBLAS output with beta = 0, a
+ * memset, a copy destination, a workspace).  Any read, read-write or
+ * partial write in between keeps it live; a scanned kernel argument is
+ * read-write, so it never starts a dead interval.
+ *
+ * Per allocation the touched bytes are cut at every range boundary into
+ * elementary segments; each segment's accesses are walked in issue order:
+ *
+ *   segment [a,b):   #3 w!      #9 r      #20 r      #41 w!  ...
+ *                         live       live      DEAD
+ *                                  (after #20 until #41)
+ *
+ * The iteration is cyclic.  On a STABLE allocation (the same one, at the
+ * same offsets, every iteration) a segment whose first access in the
+ * iteration is a whole overwrite is dead from its last access to the end
+ * and on into the next iteration up to that overwrite (wraps):
+ *
+ *   gradient dw:   #30 w! (conv_bwd_filter)   #46 r (sgd)  | next iter #30 w!
+ *                                                  DEAD from #46 to #30 (wraps)
+ *
+ * A YOUNG allocation (a per-tensor allocator's fresh tensor) does not wrap:
+ * the next iteration's tensor is another allocation, and this one is freed.
+ * UNSTABLE allocations (double buffers, a caching allocator's moving small
+ * blocks) and foreign memory get no dead range at all.
+ *
+ * Adjacent segments with the same interval and the same resolving use are
+ * merged.  Every dead range lies inside one use of its after_op (the use
+ * that last touched it), so the runtime can find the range of the current
+ * iteration from that op's actual arguments.  Only the pool can tell
+ * whether a whole page is dead (a caching allocator packs several tensors
+ * into a page, and bytes no op touches are never dead): the output is
+ * byte ranges.
+ */
+#include "policy/program.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ACC_R 1u
+#define ACC_KILL 2u
+#define ACC_PW 4u
+
+typedef struct {
+	int last_op, last_use, last_read, first_op;
+	bool first_kill;
+} seg_t;
+
+typedef struct {
+	policy_dead_t *v;
+	int n, cap;
+} dvec_t;
+
+static int dpush(dvec_t *d, const policy_dead_t *x)
+{
+	if (d->n == d->cap) {
+		int cap = d->cap ? d->cap * 2 : 256;
+		policy_dead_t *nv = realloc(d->v, (size_t)cap * sizeof(*nv));
+
+		if (!nv)
+			return -1;
+		d->v = nv;
+		d->cap = cap;
+	}
+	d->v[d->n++] = *x;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+typedef struct {
+	uint64_t alloc_id;
+	int use;
+} akey_t;
+
+static int cmp_akey(const void *a, const void *b)
+{
+	const akey_t *x = a, *y = b;
+
+	if (x->alloc_id != y->alloc_id)
+		return x->alloc_id < y->alloc_id ? -1 : 1;
+	return x->use < y->use ? -1 : x->use > y->use;
+}
+
+static int cmp_dead_merge(const void *a, const void *b)
+{
+	const policy_dead_t *x = a, *y = b;
+
+	if (x->after_op != y->after_op)
+		return x->after_op < y->after_op ? -1 : 1;
+	if (x->until_op != y->until_op)
+		return x->until_op < y->until_op ? -1 : 1;
+	if (x->use != y->use)
+		return x->use < y->use ? -1 : 1;
+	if (x->last_read != y->last_read)
+		return x->last_read < y->last_read ? -1 : 1;
+	if (x->wraps != y->wraps)
+		return x->wraps < y->wraps ? -1 : 1;
+	if (x->alloc_id != y->alloc_id)
+		return x->alloc_id < y->alloc_id ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static int cmp_dead_out(const void *a, const void *b)
+{
+	const policy_dead_t *x = a, *y = b;
+
+	if (x->after_op != y->after_op)
+		return x->after_op < y->after_op ? -1 : 1;
+	if (x->alloc_id != y->alloc_id)
+		return x->alloc_id < y->alloc_id ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static int seg_index(const uint64_t *bd, int nb, uint64_t off)
+{
+	int lo = 0, hi = nb;
+
+	while (lo < hi) {
+		int mid = (lo + hi) / 2;
+
+		if (bd[mid] < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* One allocation's uses: ids[0..n), all of alloc_id, in issue order. */
+static int one_alloc(const policy_graph_t *g, const int *ids, int n, bool wrap, dvec_t *out,
+		     dvec_t *idle, uint64_t *touched)
+{
+	uint64_t *bd = malloc((size_t)(2 * n + 1) * sizeof(*bd));
+	seg_t *seg = NULL;
+	uint8_t *acc = NULL;
+	int *acc_use = NULL, *touch = NULL;
+	int nb = 0, nseg, ntouch, rc = -1;
+
+	if (!bd)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		const policy_use_t *u = &g->uses[ids[i]];
+
+		if (u->bytes == 0)
+			continue;
+		bd[nb++] = u->offset;
+		bd[nb++] = u->offset + u->bytes;
+	}
+	qsort(bd, (size_t)nb, sizeof(*bd), cmp_u64);
+	{
+		int m = 0;
+		for (int i = 0; i < nb; i++)
+			if (m == 0 || bd[i] != bd[m - 1])
+				bd[m++] = bd[i];
+		nb = m;
+	}
+	nseg = nb > 0 ? nb - 1 : 0;
+	if (nseg == 0) {
+		free(bd);
+		return 0;
+	}
+	seg = malloc((size_t)nseg * sizeof(*seg));
+	acc = calloc((size_t)nseg, 1);
+	acc_use = malloc((size_t)nseg * sizeof(int));
+	touch = malloc((size_t)nseg * sizeof(int));
+	if (!seg || !acc || !acc_use || !touch)
+		goto out;
+	for (int s = 0; s < nseg; s++)
+		seg[s] = (seg_t){ -1, -1, -1, -1, false };
+
+	for (int i = 0; i < n;) {
+		int op = g->uses[ids[i]].op;
+
+		ntouch = 0;
+		for (; i < n && g->uses[ids[i]].op == op; i++) {
+			const policy_use_t *u = &g->uses[ids[i]];
+			uint8_t bits;
+			int lo, hi;
+
+			if (u->bytes == 0)
+				continue;
+			if (u->access & VMEM_ACCESS_R)
+				bits = ACC_R;
+			else if ((u->access & VMEM_ACCESS_W) && (u->access & VMEM_ACCESS_WHOLE))
+				bits = ACC_KILL;
+			else if (u->access & VMEM_ACCESS_W)
+				bits = ACC_PW;
+			else
+				bits = ACC_R;   /* no access bits at all: assume it reads */
+			lo = seg_index(bd, nb, u->offset);
+			hi = seg_index(bd, nb, u->offset + u->bytes);
+			for (int s = lo; s < hi; s++) {
+				if (!acc[s]) {
+					touch[ntouch++] = s;
+					acc_use[s] = ids[i];
+				}
+				acc[s] |= bits;
+			}
+		}
+		for (int t = 0; t < ntouch; t++) {
+			int s = touch[t];
+			seg_t *x = &seg[s];
+			uint8_t a = acc[s];
+			bool kill = !(a & ACC_R) && (a & ACC_KILL);
+
+			acc[s] = 0;
+			if (kill && x->last_op >= 0) {
+				policy_dead_t d = { 0 };
+
+				d.alloc_id = g->uses[ids[0]].alloc_id;
+				d.offset = bd[s];
+				d.bytes = bd[s + 1] - bd[s];
+				d.after_op = x->last_op;
+				d.until_op = op;
+				d.last_read = x->last_read;
+				d.use = x->last_use;
+				if (dpush(out, &d) < 0)
+					goto out;
+			}
+			if (x->first_op < 0) {
+				x->first_op = op;
+				x->first_kill = kill;
+			}
+			x->last_op = op;
+			x->last_use = acc_use[s];
+			if (a & ACC_R)
+				x->last_read = op;
+			else if (kill)
+				x->last_read = -1;
+		}
+	}
+	for (int s = 0; s < nseg; s++) {
+		const seg_t *x = &seg[s];
+
+		if (x->last_op >= 0)
+			*touched += bd[s + 1] - bd[s];
+		if (!wrap && x->last_op >= 0) {
+			/* a fresh allocation holds nothing before its first access
+			 * or after its last one (for the peak of live bytes only) */
+			policy_dead_t d = { 0 };
+
+			d.bytes = bd[s + 1] - bd[s];
+			d.after_op = x->last_op;
+			d.until_op = x->first_op;
+			d.wraps = true;
+			if (dpush(idle, &d) < 0)
+				goto out;
+		}
+		if (wrap && x->first_kill && x->last_op >= 0) {
+			policy_dead_t d = { 0 };
+
+			d.alloc_id = g->uses[ids[0]].alloc_id;
+			d.offset = bd[s];
+			d.bytes = bd[s + 1] - bd[s];
+			d.after_op = x->last_op;
+			d.until_op = x->first_op;
+			d.wraps = true;
+			d.last_read = x->last_read;
+			d.use = x->last_use;
+			if (dpush(out, &d) < 0)
+				goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(bd);
+	free(seg);
+	free(acc);
+	free(acc_use);
+	free(touch);
+	return rc;
+}
+
+/* Live bytes after each op (and the dead ranges' share of the rest):
+ * touched bytes less the dead and idle intervals covering "after op k". */
+static int peak(const policy_graph_t *g, policy_live_t *l, const dvec_t *idle, uint64_t touched)
+{
+	int p = g->nops;
+	int64_t *diff = calloc((size_t)p + 1, sizeof(*diff));
+	int64_t *ddiff = calloc((size_t)p + 1, sizeof(*ddiff));
+	int64_t dead = 0, dl = 0;
+
+	l->peak_live = touched;
+	l->peak_op = 0;
+	if (p == 0) {
+		free(diff);
+		free(ddiff);
+		return 0;
+	}
+	l->live_after = malloc((size_t)p * sizeof(*l->live_after));
+	l->dead_after = malloc((size_t)p * sizeof(*l->dead_after));
+	if (!diff || !ddiff || !l->live_after || !l->dead_after) {
+		free(diff);
+		free(ddiff);
+		return -1;
+	}
+	/* dead over positions "after op k" for k in [after, until) cyclically */
+	for (int i = 0; i < l->ndead + idle->n; i++) {
+		const policy_dead_t *d = i < l->ndead ? &l->dead[i] : &idle->v[i - l->ndead];
+		int64_t *df = i < l->ndead ? ddiff : diff;
+		int a = d->after_op, b = d->until_op;
+
+		if (!d->wraps) {
+			df[a] += (int64_t)d->bytes;
+			df[b] -= (int64_t)d->bytes;
+		} else {
+			df[a] += (int64_t)d->bytes;
+			df[p] -= (int64_t)d->bytes;
+			df[0] += (int64_t)d->bytes;
+			df[b] -= (int64_t)d->bytes;
+		}
+	}
+	l->peak_live = 0;
+	for (int k = 0; k < p; k++) {
+		uint64_t live;
+
+		dl += ddiff[k];
+		dead += diff[k] + ddiff[k];
+		live = touched > (uint64_t)dead ? touched - (uint64_t)dead : 0;
+		l->live_after[k] = live;
+		l->dead_after[k] = (uint64_t)dl;
+		if (live > l->peak_live) {
+			l->peak_live = live;
+			l->peak_op = k;
+		}
+	}
+	free(diff);
+	free(ddiff);
+	return 0;
+}
+
+int policy_liveness(const policy_graph_t *g, policy_live_t *out)
+{
+	int *ids = malloc((size_t)(g->nuses ? g->nuses : 1) * sizeof(int));
+	akey_t *keys = malloc((size_t)(g->nuses ? g->nuses : 1) * sizeof(*keys));
+	dvec_t d = { 0 }, idle = { 0 };
+	uint64_t touched = 0;
+	int m = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!ids || !keys) {
+		free(ids);
+		free(keys);
+		return -1;
+	}
+	for (int i = 0; i < g->nuses; i++)
+		keys[i] = (akey_t){ g->uses[i].alloc_id, i };
+	if (g->nuses > 1)
+		qsort(keys, (size_t)g->nuses, sizeof(*keys), cmp_akey);
+	for (int i = 0; i < g->nuses; i++)
+		ids[i] = keys[i].use;
+	free(keys);
+	for (int i = 0; i < g->nuses; i = m) {
+		const policy_alloc_t *a = policy_graph_alloc(g, g->uses[ids[i]].alloc_id);
+
+		for (m = i; m < g->nuses && g->uses[ids[m]].alloc_id == g->uses[ids[i]].alloc_id; m++)
+			;
+		if (!a || (a->cls != POLICY_ALLOC_STABLE && a->cls != POLICY_ALLOC_YOUNG))
+			continue;
+		if (one_alloc(g, ids + i, m - i, a->cls == POLICY_ALLOC_STABLE, &d, &idle, &touched) <
+		    0) {
+			free(ids);
+			free(d.v);
+			free(idle.v);
+			return -1;
+		}
+	}
+	free(ids);
+	/* merge adjacent segments of one interval */
+	if (d.n > 1)
+		qsort(d.v, (size_t)d.n, sizeof(*d.v), cmp_dead_merge);
+	{
+		int w = 0;
+
+		for (int i = 0; i < d.n; i++) {
+			policy_dead_t *x = &d.v[i];
+
+			if (w > 0) {
+				policy_dead_t *y = &d.v[w - 1];
+
+				if (y->after_op == x->after_op && y->until_op == x->until_op &&
+				    y->use == x->use && y->last_read == x->last_read &&
+				    y->wraps == x->wraps && y->alloc_id == x->alloc_id &&
+				    y->offset + y->bytes == x->offset) {
+					y->bytes += x->bytes;
+					continue;
+				}
+			}
+			d.v[w++] = *x;
+		}
+		d.n = w;
+	}
+	if (d.n > 1)
+		qsort(d.v, (size_t)d.n, sizeof(*d.v), cmp_dead_out);
+	out->dead = d.v;
+	out->ndead = d.n;
+	if (peak(g, out, &idle, touched) < 0) {
+		free(idle.v);
+		policy_live_free(out);
+		return -1;
+	}
+	free(idle.v);
+	return 0;
+}
+
+void policy_live_free(policy_live_t *l)
+{
+	free(l->dead);
+	free(l->live_after);
+	free(l->dead_after);
+	memset(l, 0, sizeof(*l));
+}
+
+void policy_live_dump(const policy_graph_t *g, const policy_live_t *l, policy_print_fn out,
+		      void *ctx)
+{
+	uint64_t total = 0;
+
+	(void)g;
+	for (int i = 0; i < l->ndead; i++)
+		total += l->dead[i].bytes;
+	policy_printf(out, ctx, "liveness: %d dead ranges (%" PRIu64 " bytes), peak live %" PRIu64
+		      " bytes after #%d", l->ndead, total, l->peak_live, l->peak_op);
+	for (int i = 0; i < l->ndead; i++) {
+		const policy_dead_t *d = &l->dead[i];
+
+		policy_printf(out, ctx, "dead a%" PRIu64 "+0x%" PRIx64 "/%" PRIu64
+			      " after #%d until #%d%s last read #%d use %d",
+			      d->alloc_id, d->offset, d->bytes, d->after_op, d->until_op,
+			      d->wraps ? " (next iter)" : "", d->last_read, d->use);
+	}
+}

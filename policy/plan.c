@@ -1,0 +1,265 @@
+/* policy/plan.c - the actions of each op of the steady iteration.
+ *
+ * Runs the passes in order over the window the detector found and turns
+ * their results into steps attached to ops, before or after them:
+ *
+ *   graph.c      ops, uses, tensors, boundary
+ *   liveness.c   DEAD     after the last access, until the next whole write
+ *   offload.c    OFFLOAD  after the last forward read (vDNN all / conv)
+ *   dyn.c        dyn: none, conv or all, the first whose peak fits the budget
+ *   prefetch.c   PREFETCH before the op prefetch.c chose
+ *   (solver)     ALGO     before each convolution (a placeholder today)
+ *   evict.c      the next-use index the pool ranks pages with
+ *
+ *      #12 conv_fwd      before: ALGO
+ *                        after:  DEAD a7+0x0/4 MiB until #30 (workspace)
+ *                                OFFLOAD t9 (x of #12) until #41
+ *      #38 conv_bwd_data before: PREFETCH t9 for #41
+ *
+ * A step names its range through a use (an argument of one op of the
+ * iteration) and a sub-range of it, never through an address: the runtime
+ * resolves it against the arguments that op actually had in the current
+ * iteration, so a per-tensor allocator's new allocations and a double
+ * buffer's other half are followed (match.c).
+ */
+#include "policy/program.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+	policy_step_t *v;
+	int n, cap;
+} svec_t;
+
+static int spush(svec_t *s, const policy_step_t *x)
+{
+	if (s->n == s->cap) {
+		int cap = s->cap ? s->cap * 2 : 256;
+		policy_step_t *nv = realloc(s->v, (size_t)cap * sizeof(*nv));
+
+		if (!nv)
+			return -1;
+		s->v = nv;
+		s->cap = cap;
+	}
+	s->v[s->n++] = *x;
+	return 0;
+}
+
+static int cmp_step(const void *a, const void *b)
+{
+	const policy_step_t *x = a, *y = b;
+
+	if (x->op != y->op)
+		return x->op < y->op ? -1 : 1;
+	if (x->when != y->when)
+		return x->when < y->when ? -1 : 1;
+	if (x->kind != y->kind)
+		return x->kind < y->kind ? -1 : 1;
+	/* copies issued at one op leave in the order they are needed */
+	if (x->until_op != y->until_op)
+		return x->until_op < y->until_op ? -1 : 1;
+	if (x->use != y->use)
+		return x->use < y->use ? -1 : 1;
+	return x->delta < y->delta ? -1 : x->delta > y->delta;
+}
+
+/* The part of tensor t inside use u, as (delta, bytes) of the use. */
+static void tensor_in_use(const policy_graph_t *g, int t, int u, uint64_t *delta,
+			  uint64_t *bytes)
+{
+	const policy_tensor_t *T = &g->tensors[t];
+	const policy_use_t *U = &g->uses[u];
+	uint64_t a = T->offset > U->offset ? T->offset : U->offset;
+	uint64_t b = T->offset + T->bytes < U->offset + U->bytes ? T->offset + T->bytes
+								 : U->offset + U->bytes;
+
+	*delta = a - U->offset;
+	*bytes = b > a ? b - a : 0;
+}
+
+static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg)
+{
+	const policy_graph_t *g = &plan->g;
+	svec_t s = { 0 };
+
+	for (int i = 0; i < plan->live.ndead; i++) {
+		const policy_dead_t *d = &plan->live.dead[i];
+		policy_step_t x = { 0 };
+
+		x.kind = POLICY_STEP_DEAD;
+		x.when = POLICY_AFTER;
+		x.op = d->after_op;
+		x.use = d->use;
+		x.delta = d->offset - g->uses[d->use].offset;
+		x.bytes = d->bytes;
+		x.until_op = d->until_op;
+		x.ref = i;
+		if (spush(&s, &x) < 0)
+			goto fail;
+	}
+	for (int i = 0; i < plan->off.n; i++) {
+		const policy_offload_t *o = &plan->off.v[i];
+		policy_step_t x = { 0 };
+
+		x.kind = POLICY_STEP_OFFLOAD;
+		x.when = POLICY_AFTER;
+		x.op = o->after_op;
+		x.use = o->use;
+		tensor_in_use(g, o->tensor, o->use, &x.delta, &x.bytes);
+		x.until_op = o->need_op;
+		x.ref = o->tensor;
+		if (x.bytes == 0)
+			continue;
+		if (spush(&s, &x) < 0)
+			goto fail;
+		if (o->prefetch_op >= 0) {
+			x.kind = POLICY_STEP_PREFETCH;
+			x.when = POLICY_BEFORE;
+			x.op = o->prefetch_op;
+			if (spush(&s, &x) < 0)
+				goto fail;
+		}
+	}
+	if (cfg->algo_steps)
+		for (int k = 0; k < g->nops; k++) {
+			const policy_op_t *o = &g->ops[k];
+			policy_step_t x = { 0 };
+
+			if (o->info.type != VMEM_INFO_CONV)
+				continue;
+			x.kind = POLICY_STEP_ALGO;
+			x.when = POLICY_BEFORE;
+			x.op = k;
+			x.use = -1;
+			x.until_op = k;
+			x.ref = -1;
+			x.algo = o->info.u.conv.algo;
+			x.workspace = o->info.u.conv.workspace;
+			if (spush(&s, &x) < 0)
+				goto fail;
+		}
+	if (s.n > 1)
+		qsort(s.v, (size_t)s.n, sizeof(*s.v), cmp_step);
+	plan->step_at = calloc(2 * (size_t)g->nops + 1, sizeof(int));
+	if (!plan->step_at)
+		goto fail;
+	{
+		int i = 0;
+
+		for (int slot = 0; slot < 2 * g->nops; slot++) {
+			plan->step_at[slot] = i;
+			while (i < s.n && 2 * s.v[i].op + s.v[i].when == slot)
+				i++;
+		}
+		plan->step_at[2 * g->nops] = s.n;
+	}
+	plan->steps = s.v;
+	plan->nsteps = s.n;
+	return 0;
+fail:
+	free(s.v);
+	return -1;
+}
+
+int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
+		      const policy_period_found_t *found, const policy_plan_config_t *cfg)
+{
+	const policy_hev_t *st;
+
+	memset(plan, 0, sizeof(*plan));
+	if (policy_graph_build(&plan->g, h, found->first, found->period, found->rot) < 0)
+		return -1;
+	if (cfg->liveness && policy_liveness(&plan->g, &plan->live) < 0)
+		goto fail;
+	if (cfg->offload == POLICY_OFFLOAD_DYN) {
+		policy_dyn_config_t dc = { 0 };
+		policy_live_t tmp;
+		const policy_live_t *l = &plan->live;
+		int mode;
+
+		dc.budget = cfg->budget;
+		dc.headroom = cfg->headroom;
+		dc.liveness = cfg->liveness;
+		dc.offload_min_bytes = cfg->offload_min_bytes;
+		dc.prefetch = cfg->prefetch;
+		dc.timing = cfg->timing;
+		/* without DEAD steps the dead bytes stay: the peak still needs
+		 * the live curve, not the steps */
+		if (!cfg->liveness) {
+			if (policy_liveness(&plan->g, &tmp) < 0)
+				goto fail;
+			l = &tmp;
+		}
+		mode = policy_dyn_choose(&plan->g, l, &dc, &plan->dyn, &plan->off);
+		if (!cfg->liveness)
+			policy_live_free(&tmp);
+		if (mode < 0)
+			goto fail;
+		plan->offload = (uint8_t)mode;
+	} else {
+		plan->offload = (uint8_t)cfg->offload;
+		if (policy_offload_choose(&plan->g, cfg->offload, cfg->offload_min_bytes,
+					  &plan->off) < 0 ||
+		    policy_prefetch_place(&plan->g, cfg->prefetch, &cfg->timing, &plan->off) < 0)
+			goto fail;
+	}
+	if (policy_evict_build(&plan->g, cfg->page_size, &plan->evict) < 0)
+		goto fail;
+	if (assemble(plan, cfg) < 0)
+		goto fail;
+	plan->period = found->period;
+	st = policy_history_at(h, found->steady_start);
+	plan->steady_seq = st ? st->seq : 0;
+	return 0;
+fail:
+	policy_plan_free(plan);
+	return -1;
+}
+
+void policy_plan_free(policy_plan_t *plan)
+{
+	policy_graph_free(&plan->g);
+	policy_live_free(&plan->live);
+	policy_offloads_free(&plan->off);
+	policy_evict_free(&plan->evict);
+	free(plan->steps);
+	free(plan->step_at);
+	memset(plan, 0, sizeof(*plan));
+}
+
+static const char *const step_name[] = { "DEAD", "OFFLOAD", "PREFETCH", "ALGO" };
+
+void policy_plan_dump(const policy_plan_t *plan, policy_print_fn out, void *ctx)
+{
+	const policy_graph_t *g = &plan->g;
+	int counts[4] = { 0 };
+
+	for (int i = 0; i < plan->nsteps; i++)
+		counts[plan->steps[i].kind]++;
+	policy_printf(out, ctx,
+		      "plan %u: period %u ops, first steady op seq %" PRIu64
+		      ", %d steps (%d dead, %d offload, %d prefetch, %d algo), offload %s",
+		      plan->id, plan->period, plan->steady_seq, plan->nsteps, counts[0], counts[1],
+		      counts[2], counts[3], policy_offload_name((policy_offload_mode_t)plan->offload));
+	policy_dyn_dump(&plan->dyn, out, ctx);
+	for (int i = 0; i < plan->nsteps; i++) {
+		const policy_step_t *x = &plan->steps[i];
+		char lab[96];
+
+		policy_op_label(g, x->op, lab, sizeof(lab));
+		if (x->kind == POLICY_STEP_ALGO)
+			policy_printf(out, ctx, "step %s %s: ALGO algo %d ws %" PRIu64, lab,
+				      x->when == POLICY_BEFORE ? "before" : "after", x->algo,
+				      x->workspace);
+		else
+			policy_printf(out, ctx, "step %s %s: %s use %d (%s a%" PRIu64 ") +0x%" PRIx64
+				      "/%" PRIu64 " until #%d ref %d",
+				      lab, x->when == POLICY_BEFORE ? "before" : "after",
+				      step_name[x->kind], x->use,
+				      g->uses[x->use].role ? g->uses[x->use].role : "?",
+				      g->uses[x->use].alloc_id, x->delta, x->bytes, x->until_op, x->ref);
+	}
+}

@@ -1,0 +1,713 @@
+/* policy/policy.c - the seam: events in, actions out (see policy.h).
+ *
+ * Holds the history, the detector, the current plan and its matcher, and
+ * the dead set, and moves between learning, planned and suspended:
+ *
+ *   every call     fold syncs into the next significant call; check reads
+ *                  and writes against the dead set (REVIVE on a read)
+ *   learning       history <- call; detector step; confirmed -> make a plan
+ *   planned        match the call on its lane; before-steps now,
+ *                  after-steps in policy_after; a mismatch -> suspended
+ *   suspended      detector step (a new pattern replaces the plan); the
+ *                  plan's first op resumes it; too long -> abandoned
+ */
+#include "policy/policy.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/match.h"
+
+struct policy {
+	pthread_mutex_t lock;
+	policy_config_t cfg;
+	policy_history_t h;
+	policy_period_t det;
+	uint32_t pending_flags;
+	uint64_t watermark;
+	policy_state_t state;
+	bool have_plan;
+	policy_plan_t plan;
+	policy_match_t m;
+	policy_deadset_t dead;
+	uint64_t suspended_at;
+	uint32_t failed_resumes;   /* resumes suspended again before an iteration completed */
+	uint32_t next_id;
+	policy_stats_t st;
+	/* the history position of each thread's call between before and after
+	 * (the runtime may know the call's seq only after issuing it) */
+	struct { uint64_t thread; uint64_t pos; bool live; } inflight[64];
+};
+
+void policy_config_default(policy_config_t *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->liveness = POLICY_LIVENESS_LAZY;
+	c->offload = POLICY_OFFLOAD_NONE;
+	c->budget = 0;
+	c->dyn_headroom = POLICY_HEADROOM_DEFAULT;
+	c->prefetch = POLICY_PREFETCH_VDNN;
+	c->page_size = (uint64_t)2 << 20;
+	c->offload_min_bytes = (uint64_t)1 << 20;
+	c->min_period = 4;
+	c->max_period = 16384;
+	c->reps = 3;
+	c->max_candidates = 32;
+	c->soft_permille = 250;
+	c->history_events = 0;   /* (reps + 1) * max_period + 64 */
+	c->history_ranges = 0;   /* 8 per event */
+	c->abandon_after = 4;
+}
+
+/* ---- actions ---- */
+
+void policy_actions_init(policy_actions_t *a)
+{
+	memset(a, 0, sizeof(*a));
+}
+
+void policy_actions_clear(policy_actions_t *a)
+{
+	a->n = 0;
+	a->lost = false;
+}
+
+void policy_actions_free(policy_actions_t *a)
+{
+	free(a->v);
+	memset(a, 0, sizeof(*a));
+}
+
+policy_action_t *policy_actions_push(policy_actions_t *a)
+{
+	if (a->n == a->cap) {
+		int cap = a->cap ? a->cap * 2 : 32;
+		policy_action_t *nv = realloc(a->v, (size_t)cap * sizeof(*nv));
+
+		if (!nv) {
+			a->lost = true;
+			return NULL;
+		}
+		a->v = nv;
+		a->cap = cap;
+	}
+	memset(&a->v[a->n], 0, sizeof(a->v[0]));
+	return &a->v[a->n++];
+}
+
+static void note(policy_t *p, policy_actions_t *out, policy_note_t n, int expected)
+{
+	policy_action_t *x = policy_actions_push(out);
+
+	if (!x)
+		return;
+	x->kind = POLICY_ACT_NOTE;
+	x->note = (uint8_t)n;
+	x->plan_id = p->plan.id;
+	x->period = p->plan.period;
+	x->plan_op = -1;
+	x->until_op = -1;
+	x->expected_op = expected;
+	x->steady_seq = p->plan.steady_seq;
+	if (n == POLICY_NOTE_MADE) {
+		x->offload_mode = p->plan.offload;
+		x->dyn = p->plan.dyn;
+	}
+}
+
+/* ---- creation ---- */
+
+int policy_create(const policy_config_t *cfg, policy_t **out)
+{
+	policy_t *p = calloc(1, sizeof(*p));
+	policy_period_config_t pc;
+
+	*out = NULL;
+	if (!p)
+		return -1;
+	p->cfg = *cfg;
+	pc.min_period = cfg->min_period;
+	pc.max_period = cfg->max_period;
+	pc.reps = cfg->reps;
+	pc.max_candidates = cfg->max_candidates;
+	pc.soft_permille = cfg->soft_permille;
+	/* the detector looks back reps periods and one more for identities;
+	 * the graph needs the window, the repetition before it and one more */
+	{
+		uint64_t need = ((uint64_t)(cfg->reps > 2 ? cfg->reps : 2) + 1) * cfg->max_period + 64;
+
+		if (p->cfg.history_events < need)
+			p->cfg.history_events = need;
+		if (p->cfg.history_ranges < p->cfg.history_events)
+			p->cfg.history_ranges = 8 * p->cfg.history_events;
+	}
+	if (policy_history_init(&p->h, p->cfg.history_events, p->cfg.history_ranges) < 0 ||
+	    policy_period_init(&p->det, &pc) < 0 || policy_deadset_init(&p->dead) < 0) {
+		policy_history_free(&p->h);
+		policy_period_free(&p->det);
+		policy_deadset_free(&p->dead);
+		free(p);
+		return -1;
+	}
+	pthread_mutex_init(&p->lock, NULL);
+	*out = p;
+	return 0;
+}
+
+static void drop_plan(policy_t *p)
+{
+	if (!p->have_plan)
+		return;
+	policy_match_free(&p->m);
+	policy_plan_free(&p->plan);
+	p->have_plan = false;
+}
+
+void policy_destroy(policy_t *p)
+{
+	if (!p)
+		return;
+	drop_plan(p);
+	policy_history_free(&p->h);
+	policy_period_free(&p->det);
+	policy_deadset_free(&p->dead);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+/* ---- state changes ---- */
+
+static void log_line(void *ctx, const char *line)
+{
+	policy_t *p = ctx;
+
+	p->cfg.log(p->cfg.log_ctx, line);
+}
+
+static void dump_plan(policy_t *p, policy_print_fn out, void *ctx)
+{
+	policy_plan_dump(&p->plan, out, ctx);
+	policy_graph_dump(&p->plan.g, out, ctx);
+	policy_live_dump(&p->plan.g, &p->plan.live, out, ctx);
+	policy_offloads_dump(&p->plan.g, &p->plan.off, out, ctx);
+	policy_evict_dump(&p->plan.evict, p->m.last_op, 16, out, ctx);
+}
+
+static void abandon(policy_t *p, policy_actions_t *out)
+{
+	if (!p->have_plan)
+		return;
+	note(p, out, POLICY_NOTE_ABANDONED, -1);
+	p->st.revives_suspend += (uint64_t)policy_deadset_drain(&p->dead, out);
+	drop_plan(p);
+	p->st.plans_abandoned++;
+	p->st.period = 0;
+	p->st.offload_mode = POLICY_OFFLOAD_NONE;
+	p->state = POLICY_LEARNING;
+}
+
+static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_event_t *ev,
+		      policy_actions_t *out)
+{
+	policy_plan_config_t pc = { 0 };
+	policy_plan_t plan;
+	int lane;
+
+	pc.liveness = p->cfg.liveness != POLICY_LIVENESS_OFF;
+	pc.offload = p->cfg.offload;
+	pc.prefetch = p->cfg.prefetch;
+	pc.timing.h2d_bytes_per_s = p->cfg.h2d_bytes_per_s;
+	pc.timing.budget = p->cfg.prefetch_budget;
+	pc.offload_min_bytes = p->cfg.offload_min_bytes;
+	pc.budget = p->cfg.budget;
+	pc.headroom = p->cfg.dyn_headroom;
+	pc.page_size = p->cfg.page_size;
+	pc.algo_steps = p->cfg.algo_steps;
+	policy_period_reset(&p->det);
+	if (policy_plan_build(&plan, &p->h, f, &pc) < 0)
+		return;   /* out of memory: stay as we are, try again on the next pattern */
+	abandon(p, out);
+	p->failed_resumes = 0;
+	p->plan = plan;
+	p->plan.id = ++p->next_id;
+	if (policy_match_init(&p->m, &p->plan, &p->h, f) < 0) {
+		policy_plan_free(&p->plan);
+		return;
+	}
+	p->have_plan = true;
+	p->state = POLICY_PLANNED;
+	p->st.plans_made++;
+	p->st.period = f->period;
+	p->st.offload_mode = p->plan.offload;
+	if (p->plan.dyn.decided) {
+		p->st.dyn_decisions++;
+		p->st.dyn_mode = p->plan.dyn.chosen;
+		p->st.dyn_fits = p->plan.dyn.fits;
+		p->st.peak_none = p->plan.dyn.peak_none;
+		p->st.peak_conv = p->plan.dyn.peak_conv;
+		p->st.peak_all = p->plan.dyn.peak_all;
+		p->st.dyn_budget = p->plan.dyn.budget;
+	}
+	note(p, out, POLICY_NOTE_MADE, -1);
+	/* the call that confirmed the period is the window's last op: its
+	 * after-steps are due in policy_after */
+	lane = policy_match_lane(&p->m, ev->thread, ev->stream);
+	if (lane >= 0) {
+		p->m.pend_seq[lane] = ev->seq;
+		p->m.pend_op[lane] = p->m.last_op;
+	}
+	if (p->cfg.log)
+		dump_plan(p, log_line, p);
+}
+
+static void suspend(policy_t *p, int expected, uint64_t pos, policy_actions_t *out)
+{
+	if (p->st.resumes && p->m.iter_resumed)
+		p->failed_resumes++;
+	p->state = POLICY_SUSPENDED;
+	p->st.suspensions++;
+	p->m.clean = false;
+	for (int l = 0; l < p->plan.g.nlanes; l++)
+		p->m.pend_op[l] = -1;
+	note(p, out, POLICY_NOTE_SUSPENDED, expected);
+	p->st.revives_suspend += (uint64_t)policy_deadset_drain(&p->dead, out);
+	p->suspended_at = pos;
+}
+
+/* ---- per call ---- */
+
+static void dead_checks(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
+{
+	if (p->dead.n == 0)
+		return;
+	for (int j = 0; j < ev->nranges; j++) {
+		const vmem_range_t *r = &ev->ranges[j];
+
+		if (r->alloc_id == 0 || r->bytes == 0)
+			continue;
+		/* a scanned kernel argument is read-write by assumption only */
+		if (r->access & VMEM_ACCESS_R)
+			p->st.revives_read += (uint64_t)policy_deadset_read(
+				&p->dead, r->alloc_id, r->offset, r->offset + r->bytes,
+				!(ev->kind == VMEM_OP_LAUNCH && (r->access & VMEM_ACCESS_W)), out);
+		else if (r->access & VMEM_ACCESS_W)
+			policy_deadset_write(&p->dead, r->alloc_id, r->offset, r->offset + r->bytes);
+	}
+}
+
+static void steps(policy_t *p, int op, policy_when_t when, const vmem_event_t *ev,
+		  policy_actions_t *out)
+{
+	const policy_plan_t *pl = &p->plan;
+	const policy_graph_t *g = &pl->g;
+
+	for (int i = pl->step_at[2 * op + when]; i < pl->step_at[2 * op + when + 1]; i++) {
+		const policy_step_t *s = &pl->steps[i];
+		policy_cur_t c;
+		policy_action_t *x;
+
+		if (s->kind == POLICY_STEP_ALGO) {
+			if (!(x = policy_actions_push(out)))
+				return;
+			x->kind = POLICY_ACT_ALGO;
+			x->plan_op = op;
+			x->until_op = op;
+			x->algo = s->algo;
+			x->workspace = s->workspace;
+			continue;
+		}
+		if (policy_match_resolve(&p->m, s->use, s->delta, s->bytes, &c) < 0)
+			continue;
+		if (!(x = policy_actions_push(out)))
+			return;
+		x->alloc_id = c.alloc_id;
+		x->offset = c.offset;
+		x->bytes = c.bytes;
+		x->ptr = c.ptr;
+		x->plan_op = op;
+		x->until_op = s->until_op;
+		x->plan_id = pl->id;
+		switch (s->kind) {
+		case POLICY_STEP_DEAD: {
+			const policy_dead_t *d = &pl->live.dead[s->ref];
+			policy_loss_t *l = &x->loss;
+
+			x->kind = POLICY_ACT_DEAD;
+			x->eager = p->cfg.liveness == POLICY_LIVENESS_EAGER;
+			l->alloc_id = c.alloc_id;
+			l->offset = c.offset;
+			l->bytes = c.bytes;
+			l->ptr = c.ptr;
+			l->plan_id = pl->id;
+			l->iteration = p->m.iter;
+			l->last_read_op = d->last_read;
+			if (d->last_read >= 0) {
+				l->last_read_kind = g->ops[d->last_read].kind;
+				l->last_read_api = g->ops[d->last_read].api;
+				l->last_read_seq = p->m.op_seq[d->last_read];
+			}
+			l->after_op = op;
+			l->after_seq = ev->seq;
+			l->after_kind = g->ops[op].kind;
+			l->after_api = g->ops[op].api;
+			l->until_op = d->until_op;
+			l->until_kind = g->ops[d->until_op].kind;
+			l->until_api = g->ops[d->until_op].api;
+			if (policy_deadset_add(&p->dead, c.alloc_id, c.offset, c.offset + c.bytes, l) < 0) {
+				out->n--;   /* cannot watch it: do not declare it dead */
+				continue;
+			}
+			p->st.dead_actions++;
+			p->st.dead_bytes += c.bytes;
+			break;
+		}
+		case POLICY_STEP_OFFLOAD:
+			x->kind = POLICY_ACT_OFFLOAD;
+			p->st.offloads++;
+			p->st.offload_bytes += c.bytes;
+			break;
+		case POLICY_STEP_PREFETCH:
+			x->kind = POLICY_ACT_PREFETCH;
+			p->st.prefetches++;
+			p->st.prefetch_bytes += c.bytes;
+			break;
+		default:
+			out->n--;
+			break;
+		}
+	}
+}
+
+static void planned_call(policy_t *p, const vmem_event_t *ev, uint64_t pos,
+			 policy_actions_t *out)
+{
+	bool was_clean = p->m.clean;
+	const policy_hev_t *e = policy_history_at(&p->h, pos);
+	int expected, op = policy_match_event(&p->m, ev, e->hash, &expected);
+
+	if (op < 0) {
+		suspend(p, expected, pos, out);
+		return;
+	}
+	if (op == 0 && was_clean) {
+		p->st.iterations_planned++;
+		p->failed_resumes = 0;
+		p->m.iter_resumed = false;
+	}
+	p->st.ops_matched++;
+	steps(p, op, POLICY_BEFORE, ev, out);
+}
+
+int policy_before(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
+{
+	int n0 = out->n;
+	uint64_t pos, wm;
+	policy_period_found_t f;
+	int found;
+
+	pthread_mutex_lock(&p->lock);
+	p->st.events++;
+	if (ev->kind == VMEM_OP_SYNC) {
+		p->pending_flags |= POLICY_HEV_SYNC_BEFORE;
+		goto done;
+	}
+	dead_checks(p, ev, out);
+	if (!policy_event_significant(ev->kind))
+		goto done;
+	p->st.significant++;
+	wm = p->watermark;
+	for (int j = 0; j < ev->nranges; j++)
+		if (ev->ranges[j].alloc_id > p->watermark)
+			p->watermark = ev->ranges[j].alloc_id;
+	pos = policy_history_push(&p->h, ev, p->pending_flags, wm);
+	p->pending_flags = 0;
+	if (pos == UINT64_MAX)
+		goto done;   /* out of host memory: learn nothing from this call */
+	{
+		unsigned slot = (unsigned)(ev->thread * 0x9e3779b97f4a7c15ull >> 58);
+
+		p->inflight[slot].thread = ev->thread;
+		p->inflight[slot].pos = pos;
+		p->inflight[slot].live = true;
+	}
+	/* the detector runs in every state, so a new steady pattern is found
+	 * while a plan is suspended (a confirmation while planned is the
+	 * plan's own pattern, or one it matches: ignored) */
+	found = policy_period_step(&p->det, &p->h, pos, p->state == POLICY_PLANNED, &f);
+	switch (p->state) {
+	case POLICY_LEARNING:
+		if (found)
+			make_plan(p, &f, ev, out);
+		break;
+	case POLICY_PLANNED:
+		planned_call(p, ev, pos, out);
+		break;
+	case POLICY_SUSPENDED:
+		if (found) {
+			make_plan(p, &f, ev, out);
+			break;
+		}
+		if (policy_match_same(&p->plan, 0, ev, policy_history_at(&p->h, pos)->hash) &&
+		    policy_match_lane(&p->m, ev->thread, ev->stream) == p->plan.g.ops[0].lane) {
+			p->state = POLICY_PLANNED;
+			p->st.resumes++;
+			policy_match_restart(&p->m);
+			note(p, out, POLICY_NOTE_RESUMED, 0);
+			p->m.iter_resumed = true;
+			planned_call(p, ev, pos, out);
+			break;
+		}
+		if (pos - p->suspended_at > (uint64_t)p->cfg.abandon_after * p->plan.period ||
+		    p->failed_resumes > p->cfg.abandon_after)
+			abandon(p, out);
+		break;
+	}
+done:
+	pthread_mutex_unlock(&p->lock);
+	return out->n - n0;
+}
+
+static void set_duration(policy_t *p, uint64_t seq, uint64_t dur_ns)
+{
+	uint64_t lo = p->h.head, n = 0;
+
+	for (uint64_t pos = p->h.tail; pos > lo && n < 65536; pos--, n++) {
+		policy_hev_t *e = policy_history_at(&p->h, pos - 1);
+
+		if (e && e->seq == seq) {
+			e->dur_ns = dur_ns;
+			break;
+		}
+	}
+	if (p->have_plan)
+		for (int k = 0; k < p->plan.g.nops; k++)
+			if (p->m.op_seq[k] == seq) {
+				p->plan.g.ops[k].dur_ns = dur_ns;
+				break;
+			}
+}
+
+int policy_after(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
+{
+	int n0 = out->n;
+
+	pthread_mutex_lock(&p->lock);
+	if (policy_event_significant(ev->kind)) {
+		unsigned slot = (unsigned)(ev->thread * 0x9e3779b97f4a7c15ull >> 58);
+		policy_hev_t *e = NULL;
+
+		if (p->inflight[slot].live && p->inflight[slot].thread == ev->thread) {
+			e = policy_history_at(&p->h, p->inflight[slot].pos);
+			p->inflight[slot].live = false;
+		}
+		/* the seq (and duration) known only now */
+		if (e && (e->seq == ev->seq || e->seq == 0)) {
+			e->seq = ev->seq;
+			if (ev->dur_ns)
+				e->dur_ns = ev->dur_ns;
+		} else if (ev->dur_ns) {
+			set_duration(p, ev->seq, ev->dur_ns);
+		}
+	}
+	if (p->state == POLICY_PLANNED && policy_event_significant(ev->kind)) {
+		int l = policy_match_lane(&p->m, ev->thread, ev->stream);
+
+		/* the call policy_before matched last on this lane (calls on one
+		 * thread and stream are issued one at a time) */
+		if (l >= 0 && p->m.pend_op[l] >= 0 &&
+		    (p->m.pend_seq[l] == ev->seq || p->m.pend_seq[l] == 0 || ev->seq == 0)) {
+			int op = p->m.pend_op[l];
+
+			p->m.pend_op[l] = -1;
+			if (ev->seq)
+				p->m.op_seq[op] = ev->seq;
+			steps(p, op, POLICY_AFTER, ev, out);
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	return out->n - n0;
+}
+
+void policy_allocated(policy_t *p, uint64_t alloc_id, uint64_t bytes)
+{
+	(void)bytes;
+	pthread_mutex_lock(&p->lock);
+	if (alloc_id > p->watermark)
+		p->watermark = alloc_id;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void policy_freed(policy_t *p, uint64_t alloc_id)
+{
+	/* A freed allocation's dead marks are meaningless: its id is never
+	 * reused, and the pool reclaims the memory itself. */
+	pthread_mutex_lock(&p->lock);
+	if (p->dead.n)
+		policy_deadset_write(&p->dead, alloc_id, 0, UINT64_MAX);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void policy_duration(policy_t *p, uint64_t seq, uint64_t dur_ns)
+{
+	pthread_mutex_lock(&p->lock);
+	set_duration(p, seq, dur_ns);
+	pthread_mutex_unlock(&p->lock);
+}
+
+uint64_t policy_evict_order(policy_t *p, uint64_t alloc_id, uint64_t offset, uint64_t bytes)
+{
+	uint64_t key = POLICY_KEY_UNKNOWN;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->state == POLICY_PLANNED)
+		key = policy_evict_key(&p->plan.evict, policy_match_translate(&p->m, alloc_id), offset,
+				       bytes, p->m.last_op);
+	pthread_mutex_unlock(&p->lock);
+	return key;
+}
+
+void policy_note_miss(policy_t *p, uint64_t pages)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->state == POLICY_PLANNED)
+		p->st.misses_planned += pages;
+	else
+		p->st.misses_other += pages;
+	pthread_mutex_unlock(&p->lock);
+}
+
+policy_state_t policy_state(policy_t *p)
+{
+	policy_state_t s;
+
+	pthread_mutex_lock(&p->lock);
+	s = p->state;
+	pthread_mutex_unlock(&p->lock);
+	return s;
+}
+
+int policy_find_loss(policy_t *p, uint64_t alloc_id, uint64_t offset, uint64_t bytes,
+		     policy_loss_t *out)
+{
+	int rc;
+
+	pthread_mutex_lock(&p->lock);
+	rc = policy_deadset_find(&p->dead, alloc_id, offset, offset + (bytes ? bytes : 1), out);
+	pthread_mutex_unlock(&p->lock);
+	return rc;
+}
+
+size_t policy_loss_format(const policy_loss_t *l, const vmem_event_t *now, char *buf,
+			  size_t len)
+{
+	char reader[160], who[160];
+	int n;
+
+	if (l->last_read_op >= 0)
+		snprintf(reader, sizeof(reader), "last read by plan op #%d %s (%s, seq %" PRIu64 ")",
+			 l->last_read_op, vmem_op_name(l->last_read_kind),
+			 l->last_read_api ? l->last_read_api : "?", l->last_read_seq);
+	else
+		snprintf(reader, sizeof(reader), "written by plan op #%d %s (%s, seq %" PRIu64
+			 ") and never read", l->after_op, vmem_op_name(l->after_kind),
+			 l->after_api ? l->after_api : "?", l->after_seq);
+	if (now)
+		snprintf(who, sizeof(who), "%s (%s, seq %" PRIu64 ")", vmem_op_name(now->kind),
+			 now->api ? now->api : "?", now->seq);
+	else
+		snprintf(who, sizeof(who), "a call");
+	n = snprintf(buf, len,
+		     "%s reads alloc %" PRIu64 " bytes [%" PRIu64 ", %" PRIu64 ") (0x%" PRIxPTR
+		     "), which vmem dropped as dead in planned iteration %" PRIu64 " of plan %u: %s, "
+		     "then expected to be rewritten whole by plan op #%d %s (%s) before any read; "
+		     "the application left the steady iteration and these bytes are lost; "
+		     "run with VMEM_LIVENESS=off to keep every byte",
+		     who, l->alloc_id, l->offset, l->offset + l->bytes, l->ptr, l->iteration,
+		     l->plan_id, reader, l->until_op, vmem_op_name(l->until_kind),
+		     l->until_api ? l->until_api : "?");
+	return n < 0 ? 0 : (size_t)n;
+}
+
+void policy_get_stats(policy_t *p, policy_stats_t *s)
+{
+	pthread_mutex_lock(&p->lock);
+	*s = p->st;
+	s->state = (uint8_t)p->state;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void policy_stats_print(const policy_stats_t *s, policy_print_fn out, void *ctx)
+{
+	policy_printf(out, ctx, "policy: %-9s plan period %6u ops  made %6" PRIu64
+		      "  abandoned %6" PRIu64, policy_state_name((policy_state_t)s->state),
+		      s->period, s->plans_made, s->plans_abandoned);
+	policy_printf(out, ctx, "policy: iterations planned %8" PRIu64 "  suspended %6" PRIu64
+		      "  resumed %6" PRIu64 "  ops matched %10" PRIu64,
+		      s->iterations_planned, s->suspensions, s->resumes, s->ops_matched);
+	policy_printf(out, ctx, "policy: dead %8" PRIu64 " (%14" PRIu64 " B)  revived by a read %6"
+		      PRIu64 "  on suspension %6" PRIu64,
+		      s->dead_actions, s->dead_bytes, s->revives_read, s->revives_suspend);
+	policy_printf(out, ctx, "policy: offload %8" PRIu64 " (%14" PRIu64 " B)  prefetch %8" PRIu64
+		      " (%14" PRIu64 " B)", s->offloads, s->offload_bytes, s->prefetches,
+		      s->prefetch_bytes);
+	policy_printf(out, ctx, "policy: misses in planned iterations %10" PRIu64 "  elsewhere %10"
+		      PRIu64, s->misses_planned, s->misses_other);
+	if (s->dyn_decisions) {
+		policy_dyn_t d = { 0 };
+		char line[256];
+
+		d.decided = 1;
+		d.chosen = s->dyn_mode;
+		d.fits = s->dyn_fits;
+		d.peak_none = s->peak_none;
+		d.peak_conv = s->peak_conv;
+		d.peak_all = s->peak_all;
+		d.budget = s->dyn_budget;
+		policy_dyn_format(&d, line, sizeof(line));
+		policy_printf(out, ctx, "policy: %s", line);
+	}
+}
+
+void policy_dump(policy_t *p, policy_print_fn out, void *ctx)
+{
+	pthread_mutex_lock(&p->lock);
+	policy_printf(out, ctx, "policy: %s, %" PRIu64 " events (%" PRIu64 " significant), history %"
+		      PRIu64 "..%" PRIu64, policy_state_name(p->state), p->st.events,
+		      p->st.significant, p->h.head, p->h.tail);
+	policy_period_dump(&p->det, out, ctx);
+	if (p->have_plan)
+		dump_plan(p, out, ctx);
+	pthread_mutex_unlock(&p->lock);
+}
+
+const policy_plan_t *policy_plan(const policy_t *p)
+{
+	return p->have_plan ? &p->plan : NULL;
+}
+
+const char *policy_state_name(policy_state_t s)
+{
+	switch (s) {
+	case POLICY_LEARNING: return "learning";
+	case POLICY_PLANNED: return "planned";
+	case POLICY_SUSPENDED: return "suspended";
+	}
+	return "?";
+}
+
+const char *policy_act_name(policy_act_kind_t k)
+{
+	static const char *const n[] = { "dead", "revive", "offload", "prefetch", "algo", "note" };
+
+	return (unsigned)k < sizeof(n) / sizeof(n[0]) ? n[k] : "?";
+}
+
+const char *policy_note_name(policy_note_t k)
+{
+	static const char *const n[] = { "made", "suspended", "resumed", "abandoned" };
+
+	return (unsigned)k < sizeof(n) / sizeof(n[0]) ? n[k] : "?";
+}

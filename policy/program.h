@@ -1,0 +1,555 @@
+/* policy/program.h - the steady iteration as a plain program, and the
+ * passes that read and annotate it.
+ *
+ * The proactive layer (DESIGN.md point 4) learns the training iteration
+ * from the stream of hooked calls and plans memory actions ahead of it.
+ * Following SQLite's VDBE and its planner (where.c), the iteration is kept
+ * as arrays that refer to each other by integer index, and each analysis
+ * is one pass in its own file that reads the arrays and writes its own
+ * result array:
+ *
+ *   history.c   the last events seen (a ring), input of everything else
+ *   period.c    iteration detection: period and first steady iteration
+ *   graph.c     the layer dataflow graph of one steady iteration
+ *               (ops, uses, tensor versions, forward/backward boundary)
+ *   liveness.c  dead byte ranges over the cyclic iteration (SuperNeurons §3.2)
+ *   evict.c     next-use index: Belady's MIN eviction order from the plan
+ *   offload.c   vDNN's offload choice, all / conv (vDNN §III-C)
+ *   dyn.c       vDNN-dyn: none, conv or all, the first whose peak fits the budget
+ *   prefetch.c  prefetch placement: vDNN Fig. 10, or from measured times
+ *   plan.c      the actions at each op, from the passes above
+ *   match.c     executing a plan: matching calls to it, per thread/stream
+ *
+ * policy/policy.h is the seam the runtime uses; this header is for the
+ * passes and their tests.  Every pass has a dump function that prints it
+ * through a line callback (STYLE.md: every pass can print itself).
+ *
+ * Nothing here locks: a policy_t (policy.c) serialises every use.
+ */
+#ifndef VMEM_POLICY_PROGRAM_H
+#define VMEM_POLICY_PROGRAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy/event.h"
+
+/* One line of a dump, without its newline. */
+typedef void (*policy_print_fn)(void *ctx, const char *line);
+
+/* printf into a fixed buffer and out(); for the dump functions. */
+void policy_printf(policy_print_fn out, void *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ====================================================================
+ * history.c - the events seen last, oldest dropped first.
+ *
+ * Only "significant" events enter: the ones that make up the iteration's
+ * program (compute ops, copies and sets; see policy_event_significant).
+ * Each gets an absolute position (0, 1, 2, ...).  Host synchronisations
+ * and allocations seen between two significant events are folded into
+ * the next one (flags, allocation watermark).  Ranges are copied; `api`
+ * and `role` strings are kept by pointer (static strings).
+ * ==================================================================== */
+
+/* The event was preceded by a host synchronisation (cudaStreamSynchronize,
+ * cudaDeviceSynchronize, cudaEventSynchronize). */
+#define POLICY_HEV_SYNC_BEFORE 1u
+
+typedef struct {
+	uint64_t hash;          /* weak signature (policy_event_hash) */
+	uint64_t seq;
+	uint64_t thread;
+	uintptr_t stream;
+	const char *api;
+	vmem_op_kind_t kind;
+	vmem_op_info_t info;
+	uint64_t t_ns, dur_ns;
+	uint64_t range_pos;     /* first range in the range ring */
+	uint32_t nranges;
+	uint32_t flags;         /* POLICY_HEV_* */
+	uint64_t watermark;     /* highest allocation id known before the event */
+} policy_hev_t;
+
+typedef struct {
+	policy_hev_t *ev;
+	vmem_range_t *rg;
+	uint64_t cap, rcap;         /* ring capacities (powers of two) */
+	uint64_t max_cap, max_rcap; /* growth limits */
+	uint64_t head, tail;        /* positions [head, tail) are held */
+	uint64_t rhead, rtail;
+} policy_history_t;
+
+/* Capacities are rounded up to powers of two; the rings start small and
+ * grow to `max_events` events and `max_ranges` ranges, then drop the oldest.
+ * Returns 0, or -1 when out of memory. */
+int policy_history_init(policy_history_t *h, uint64_t max_events, uint64_t max_ranges);
+void policy_history_free(policy_history_t *h);
+/* Appends; returns the event's position, or UINT64_MAX when out of memory
+ * (nothing appended). */
+uint64_t policy_history_push(policy_history_t *h, const vmem_event_t *ev, uint32_t flags,
+			     uint64_t watermark);
+/* The event at `pos`, or NULL when it was dropped or not yet seen. */
+policy_hev_t *policy_history_at(const policy_history_t *h, uint64_t pos);
+/* Range j of an event held in the history. */
+const vmem_range_t *policy_history_range(const policy_history_t *h, const policy_hev_t *e,
+					 uint32_t j);
+
+/* 1 for events that belong to the iteration's program: compute ops,
+ * memcpy and memset.  Queries, stream/event bookkeeping, syncs and driver
+ * VMM calls ("other") are not matched against a plan. */
+int policy_event_significant(vmem_op_kind_t kind);
+/* The weak signature: kind, api, the typed record and, per range, role,
+ * bytes (not for a launch: a scanned argument's extent is the rest of its
+ * allocation), access and whether it is foreign -- not the allocation or
+ * the offset, which a caching allocator, a per-tensor allocator or double
+ * buffering may change between iterations. */
+uint64_t policy_event_hash(const vmem_event_t *ev);
+/* Same weak signature, field by field (no hash collision). */
+bool policy_hev_weak_equal(const policy_history_t *h, const policy_hev_t *a,
+			   const policy_hev_t *b);
+
+/* How a range of the event at position i relates to the same range one
+ * period earlier (i - p). */
+typedef enum {
+	POLICY_ID_SAME = 0,   /* same allocation and offset (or same foreign pointer) */
+	POLICY_ID_YOUNG,      /* both allocated within their period, same offset:
+				 a per-tensor allocator's fresh tensor */
+	POLICY_ID_SOFT,       /* anything else: double buffering, a caching
+				 allocator placing a small block elsewhere */
+} policy_ident_t;
+
+/* Compares range j of the events at positions i and i - p (weak signatures
+ * equal).  `wm_then` is the watermark one period before i - p. */
+policy_ident_t policy_range_ident(const vmem_range_t *now, const vmem_range_t *then,
+				  uint64_t wm_now_period, uint64_t wm_then_period);
+
+/* ====================================================================
+ * period.c - iteration detection.
+ * ==================================================================== */
+
+typedef struct {
+	uint32_t min_period;      /* shortest iteration, in significant events */
+	uint32_t max_period;      /* longest */
+	uint32_t reps;            /* consecutive equal repetitions that confirm (>= 2) */
+	uint32_t max_candidates;  /* periods tracked at once */
+	uint32_t soft_permille;   /* positions with a soft identity tolerated, per mille */
+} policy_period_config_t;
+
+typedef struct {
+	uint32_t p;
+	uint32_t run;         /* consecutive positions i with event(i) ~ event(i - p) */
+	uint32_t soft;        /* of which with a soft identity */
+	uint64_t run_start;   /* first position of the run */
+	uint64_t born;        /* position the candidate was added at */
+} policy_cand_t;
+
+typedef struct {
+	policy_period_config_t cfg;
+	policy_cand_t *cand;
+	uint32_t ncand;
+	struct { uint64_t hash, pos; } *last;   /* direct-mapped: hash -> last position */
+	uint64_t last_mask;
+	struct { uint64_t alloc_id, offset, pos; } *wrote;   /* direct-mapped: last write of a range */
+	uint64_t syncs[8];       /* positions of the last events after a host sync */
+	uint32_t nsyncs;
+	uint64_t steps;
+} policy_period_t;
+
+/* What the detector found: the period, the window of the last complete
+ * repetition [first, first + period) in history positions, where its
+ * iteration starts (rot: window index of the first op of an iteration),
+ * and the first position of the steady region (its first iteration). */
+typedef struct {
+	uint32_t period;
+	uint64_t first;           /* window start (position) */
+	uint32_t rot;
+	uint64_t steady_start;    /* first position of the first steady repetition */
+	uint32_t reps;            /* complete repetitions seen */
+	uint32_t soft;            /* positions with a soft identity in the run */
+} policy_period_found_t;
+
+int policy_period_init(policy_period_t *d, const policy_period_config_t *cfg);
+void policy_period_free(policy_period_t *d);
+/* Forgets every candidate (a plan was made, or abandoned). */
+void policy_period_reset(policy_period_t *d);
+/* Feeds the event just pushed at `pos`.  Returns 1 and fills *found when
+ * a period is confirmed (reps equal consecutive repetitions, with at most
+ * soft_permille soft positions), else 0.  `quick` compares weak signatures
+ * by hash alone and counts no soft positions: while a plan runs the
+ * detector only keeps its runs alive (a few ns a candidate). */
+int policy_period_step(policy_period_t *d, const policy_history_t *h, uint64_t pos, bool quick,
+		       policy_period_found_t *found);
+/* Where an iteration starts inside the window [first, first + p): just
+ * after the host synchronisation followed by the longest host pause, else
+ * at the first host-to-device copy, else 0. */
+uint32_t policy_period_rotation(const policy_history_t *h, uint64_t first, uint32_t p);
+void policy_period_dump(const policy_period_t *d, policy_print_fn out, void *ctx);
+
+/* ====================================================================
+ * graph.c - the dataflow graph of one steady iteration.
+ * ==================================================================== */
+
+typedef enum { POLICY_PHASE_FWD = 0, POLICY_PHASE_BWD = 1 } policy_phase_t;
+
+/* How an allocation behaves across iterations (from its uses' identities). */
+typedef enum {
+	POLICY_ALLOC_STABLE = 0,  /* same allocation, same offsets every iteration */
+	POLICY_ALLOC_YOUNG,       /* allocated anew each iteration (per-tensor style) */
+	POLICY_ALLOC_UNSTABLE,    /* changes place between iterations: no dead ranges */
+	POLICY_ALLOC_FOREIGN,     /* not vmem memory (alloc id 0): never acted on */
+} policy_alloc_class_t;
+
+typedef struct {
+	vmem_op_kind_t kind;
+	const char *api;
+	uintptr_t stream;
+	uint64_t thread;
+	int lane;                /* index in graph.lanes */
+	vmem_op_info_t info;
+	uint64_t seq;            /* the event's seq in the repetition the graph was built from */
+	uint64_t hash;           /* weak signature */
+	uint64_t dur_ns;         /* measured; 0 unknown */
+	int use0, nuses;         /* uses[use0 .. use0 + nuses), in ref order */
+	int nin;                 /* distinct producer ops of what it reads (a join when > 1) */
+	uint8_t phase;           /* policy_phase_t */
+	uint8_t sync_before;
+} policy_op_t;
+
+typedef struct {
+	int op, ref;
+	uint64_t alloc_id, offset, bytes;
+	uintptr_t ptr;
+	uint8_t access;
+	const char *role;
+	uint8_t ident;           /* policy_ident_t against the previous repetition */
+	int tensor;              /* the version this use writes, or -1 */
+} policy_use_t;
+
+/* A tensor is a version of a byte range: each write creates one (a caching
+ * allocator reuses one block for many tensors in an iteration); a read of
+ * bytes nobody in the window wrote is a live-in version (producer -1).  On
+ * a STABLE allocation the version the last writer of the iteration leaves
+ * is what the next iteration's first readers see: those reads are edges
+ * "from the previous iteration" (reader index before the producer's). */
+#define POLICY_T_LIVE_IN 1u   /* no producer in the iteration */
+#define POLICY_T_CROSS 2u     /* written in forward, read in backward (vDNN's X) */
+#define POLICY_T_CONV_IN 4u   /* read as x by a forward convolution */
+typedef struct {
+	int producer;            /* op index, -1 for a live-in version */
+	int use;                 /* the write use, -1 for a live-in version */
+	uint64_t alloc_id, offset, bytes;
+	int nreads;              /* read edges */
+	int refcnt;              /* distinct reader ops (vDNN Fig. 3 Refcnt) */
+	int first_read, last_read;   /* op indices in the iteration's cyclic order after the
+					producer; -1 when never read */
+	bool last_read_next;     /* last_read is in the next iteration (wrapped) */
+	int last_fwd_read;       /* last read before the boundary, -1 none */
+	int first_bwd_read;      /* first read at or after the boundary, -1 none */
+	int first_bwd_use;       /* the read use of first_bwd_read */
+	uint32_t flags;          /* POLICY_T_* */
+} policy_tensor_t;
+
+typedef struct {
+	int tensor;
+	int op;                  /* reader */
+	int use;                 /* its read use */
+	uint64_t bytes;          /* overlap */
+} policy_edge_t;
+
+typedef struct {
+	uint64_t thread;
+	uintptr_t stream;
+	int nops;
+	int *ops;                /* op indices of the lane, in order */
+} policy_lane_t;
+
+typedef struct {
+	uint64_t alloc_id;
+	uint64_t extent;         /* highest offset + bytes touched */
+	uint8_t cls;             /* policy_alloc_class_t */
+} policy_alloc_t;
+
+typedef struct {
+	int nops;
+	policy_op_t *ops;
+	int nuses;
+	policy_use_t *uses;
+	int ntensors;
+	policy_tensor_t *tensors;
+	int nedges;
+	policy_edge_t *edges;    /* sorted by tensor, then op */
+	int nlanes;
+	policy_lane_t *lanes;
+	int nallocs;
+	policy_alloc_t *allocs;  /* sorted by alloc_id */
+	int boundary;            /* first backward op; nops when none was found */
+	uint64_t iter_ns;        /* sum of measured op durations (0 unknown) */
+} policy_graph_t;
+
+/* Builds the graph of the window [first, first + p) of `h`, starting the
+ * iteration at window index `rot`; the repetition before the window (at
+ * first - p) must still be in the history (identities are taken against
+ * it).  Returns 0, or -1 (out of memory, or the window is not held). */
+int policy_graph_build(policy_graph_t *g, const policy_history_t *h, uint64_t first,
+		       uint32_t p, uint32_t rot);
+void policy_graph_free(policy_graph_t *g);
+/* The allocation entry of `alloc_id`, or NULL. */
+const policy_alloc_t *policy_graph_alloc(const policy_graph_t *g, uint64_t alloc_id);
+/* Human name of an op for dumps and messages: "#12 conv_fwd (cudnnConvolutionForward)". */
+void policy_op_label(const policy_graph_t *g, int op, char *buf, size_t len);
+void policy_graph_dump(const policy_graph_t *g, policy_print_fn out, void *ctx);
+
+/* ====================================================================
+ * liveness.c - dead byte ranges.
+ * ==================================================================== */
+
+typedef struct {
+	uint64_t alloc_id, offset, bytes;
+	int after_op;            /* dead once this op (its last access) is done */
+	int until_op;            /* ... until this op overwrites it whole */
+	bool wraps;              /* until_op is in the next iteration */
+	int last_read;           /* op that last read it; -1: written and never read */
+	int use;                 /* use of after_op covering it (resolves it at run time) */
+} policy_dead_t;
+
+typedef struct {
+	int ndead;
+	policy_dead_t *dead;     /* sorted by after_op, alloc, offset */
+	uint64_t peak_live;      /* most bytes live at once after an op: bytes of STABLE and
+				    YOUNG allocations the iteration touches, less the dead
+				    ones, less a YOUNG allocation's bytes before its first
+				    and after its last access (for dumps and benchmarks) */
+	int peak_op;
+	uint64_t *live_after;    /* nops: the bytes live after op k (peak_live is the most) */
+	uint64_t *dead_after;    /* nops: the bytes of `dead` ranges after op k: what the DEAD
+				    steps free (live_after + dead_after without them) */
+} policy_live_t;
+
+int policy_liveness(const policy_graph_t *g, policy_live_t *out);
+void policy_live_free(policy_live_t *l);
+void policy_live_dump(const policy_graph_t *g, const policy_live_t *l, policy_print_fn out,
+		      void *ctx);
+
+/* ====================================================================
+ * evict.c - the next use of every page: Belady's MIN from the plan.
+ * ==================================================================== */
+
+/* Keys: larger is evicted first. */
+#define POLICY_KEY_UNKNOWN 0u            /* not in the plan: the pool's LRU decides */
+#define POLICY_KEY_UNUSED (UINT64_MAX - 1) /* in the plan, never touched in the iteration */
+
+typedef struct {
+	uint64_t alloc_id;
+	uint64_t page;           /* page index inside the allocation */
+	uint32_t n;              /* uses */
+	uint32_t first;          /* into pos[] */
+} policy_page_uses_t;
+
+typedef struct {
+	uint64_t page_size;
+	int nops;
+	uint64_t *t_at;          /* nops + 1 cumulative distances: op k starts at t_at[k] */
+	int npages;
+	policy_page_uses_t *pages;   /* sorted by (alloc_id, page) */
+	uint32_t *pos;           /* op indices, ascending per page */
+} policy_evict_t;
+
+int policy_evict_build(const policy_graph_t *g, uint64_t page_size, policy_evict_t *out);
+void policy_evict_free(policy_evict_t *e);
+/* Belady key of [offset, offset + bytes) of plan allocation alloc_id when
+ * op `now` is the last op issued: the distance (measured time when the
+ * plan has durations, else ops) to the next op that touches it;
+ * POLICY_KEY_UNUSED when no op of the iteration touches it;
+ * POLICY_KEY_UNKNOWN when the allocation is not in the plan. */
+uint64_t policy_evict_key(const policy_evict_t *e, uint64_t alloc_id, uint64_t offset,
+			  uint64_t bytes, int now);
+/* Prints the eviction order at op `now`: the `top` pages to evict first. */
+void policy_evict_dump(const policy_evict_t *e, int now, int top, policy_print_fn out,
+		       void *ctx);
+
+/* ====================================================================
+ * offload.c and prefetch.c - the vDNN policies (issue 12).
+ * ==================================================================== */
+
+typedef enum {
+	POLICY_OFFLOAD_NONE = 0,
+	POLICY_OFFLOAD_ALL,      /* vDNN-all: every tensor live across the boundary */
+	POLICY_OFFLOAD_CONV,     /* vDNN-conv: only the inputs of forward convolutions */
+	POLICY_OFFLOAD_DYN,      /* vDNN-dyn: NONE, CONV or ALL, the first whose peak resident
+				    bytes fit the budget (dyn.c); a plan never holds DYN itself */
+} policy_offload_mode_t;
+
+/* "none", "all", "conv", "dyn". */
+const char *policy_offload_name(policy_offload_mode_t m);
+
+typedef enum {
+	POLICY_PREFETCH_VDNN = 0,  /* vDNN Fig. 10: at the backward op of the next layer,
+				      no further back than the next convolution */
+	POLICY_PREFETCH_TIMED,     /* from measured op and copy times */
+} policy_prefetch_mode_t;
+
+/* One offloaded tensor: copied out after its last forward read, brought
+ * back before its first backward read. */
+typedef struct {
+	int tensor;
+	int after_op;            /* offload issued after this op (its last forward read) */
+	int use;                 /* resolves the range at run time (a use of after_op) */
+	int need_op;             /* first backward read */
+	int prefetch_op;         /* prefetch issued before this op; -1 = none placed */
+	bool fallback;           /* vDNN: no backward op in its window was free: fetched
+				    right before the op before its use */
+	uint64_t bytes;
+} policy_offload_t;
+
+typedef struct {
+	int n;
+	policy_offload_t *v;     /* in order of after_op */
+	int dropped;             /* timed: offloads that could not come back in time */
+	uint64_t dropped_bytes;
+} policy_offloads_t;
+
+/* vDNN §III-B/C: chooses the tensors to offload.  Only tensors of STABLE or
+ * YOUNG allocations, at least min_bytes long, written in forward and read
+ * again in backward qualify; conv mode keeps those read as x by a forward
+ * convolution. */
+int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
+			  uint64_t min_bytes, policy_offloads_t *out);
+void policy_offloads_free(policy_offloads_t *o);
+
+typedef struct {
+	uint64_t h2d_bytes_per_s;   /* measured or configured link bandwidth; 0 = 25 GB/s */
+	uint64_t d2h_bytes_per_s;   /* 0 = as h2d */
+	uint64_t budget;            /* device bytes the plan may hold (timed mode); 0 = no limit */
+	uint64_t default_op_ns;     /* assumed duration of an op never measured */
+} policy_timing_t;
+
+/* Places each offload's prefetch (fills prefetch_op).  Timed mode also
+ * drops the offloads whose round trip cannot fit between their last
+ * forward and first backward use (counted in o->dropped): keeping such a
+ * tensor resident costs nothing the copy would have saved.  Returns 0, or
+ * -1 when out of memory. */
+int policy_prefetch_place(const policy_graph_t *g, policy_prefetch_mode_t mode,
+			  const policy_timing_t *t, policy_offloads_t *o);
+void policy_offloads_dump(const policy_graph_t *g, const policy_offloads_t *o,
+			  policy_print_fn out, void *ctx);
+
+/* ====================================================================
+ * dyn.c - vDNN-dyn's choice among none, conv and all (vDNN §III-C).
+ * ==================================================================== */
+
+/* The headroom default: budget / 16, kept free for workspaces and the
+ * small allocations the plan does not see. */
+#define POLICY_HEADROOM_DEFAULT UINT64_MAX
+
+typedef struct {
+	uint64_t budget;            /* device bytes vmem may map; 0 = unknown: NONE */
+	uint64_t headroom;          /* bytes kept free; POLICY_HEADROOM_DEFAULT = budget / 16 */
+	bool liveness;              /* dead ranges are dropped (else they stay resident) */
+	uint64_t offload_min_bytes; /* as policy_offload_choose */
+	policy_prefetch_mode_t prefetch;
+	policy_timing_t timing;     /* as policy_prefetch_place */
+} policy_dyn_config_t;
+
+/* One decision, for the dump, the stats and the trace's plan record. */
+typedef struct {
+	uint8_t decided;            /* 1: dyn chose `chosen` (0: a static mode, nothing below set) */
+	uint8_t chosen;             /* policy_offload_mode_t: NONE, CONV or ALL */
+	uint8_t fits;               /* the chosen mode fits (0: nothing fits and ALL was taken,
+				       or the budget is unknown) */
+	uint64_t budget, headroom;  /* headroom resolved (budget / 16 by default) */
+	uint64_t peak_none, peak_conv, peak_all;   /* peak resident bytes under each */
+	int peak_op_none, peak_op_conv, peak_op_all;
+	uint64_t op_bytes;          /* the largest single op's own bytes (what one call holds) */
+	int op_bytes_op;
+} policy_dyn_t;
+
+/* Bytes op `op` touches in vmem memory (its uses' union per allocation;
+ * foreign memory not counted): what must be resident while it runs. */
+uint64_t policy_op_bytes(const policy_graph_t *g, int op);
+/* The most bytes resident after any op under the offload set `o` (NULL:
+ * none): liveness's live bytes after each op (l->live_after), plus the
+ * bytes UNSTABLE allocations touch (no dead range applies to them: held
+ * all iteration), less each offloaded tensor's bytes from its offload
+ * (after op o->after_op) until its prefetch (before o->prefetch_op, or
+ * o->need_op when none was placed).  *peak_op (may be NULL): the first op
+ * after which it is reached. */
+uint64_t policy_peak_resident(const policy_graph_t *g, const policy_live_t *l,
+			      const policy_offloads_t *o, int *peak_op);
+/* vDNN-dyn: tries NONE, CONV, ALL in that order (least offload traffic
+ * first) and takes the first whose peak resident bytes and largest op
+ * each fit in budget - headroom; ALL when none fits; NONE when the budget
+ * is 0.  `l` must come from policy_liveness (with c->liveness false its
+ * dead ranges count as resident).  Fills *out, and *chosen (may be NULL)
+ * with the chosen mode's offloads, prefetches placed.  Returns the mode,
+ * or -1 when out of memory. */
+int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
+		      const policy_dyn_config_t *c, policy_dyn_t *out, policy_offloads_t *chosen);
+/* One line: "dyn: chose conv (peaks: none 9.1 GiB, conv 5.2 GiB, all 3.9 GiB; budget 6.0 GiB)". */
+size_t policy_dyn_format(const policy_dyn_t *d, char *buf, size_t len);
+void policy_dyn_dump(const policy_dyn_t *d, policy_print_fn out, void *ctx);
+
+/* ====================================================================
+ * plan.c - the actions of each op.
+ * ==================================================================== */
+
+typedef enum {
+	POLICY_STEP_DEAD = 0,    /* the range is dead until until_op rewrites it */
+	POLICY_STEP_OFFLOAD,     /* copy the range to host, drop it from the device */
+	POLICY_STEP_PREFETCH,    /* bring the range back for until_op */
+	POLICY_STEP_ALGO,        /* choose the conv algorithm (placeholder: the app's own) */
+} policy_step_kind_t;
+
+typedef enum { POLICY_BEFORE = 0, POLICY_AFTER = 1 } policy_when_t;
+
+typedef struct {
+	uint8_t kind;            /* policy_step_kind_t */
+	uint8_t when;            /* policy_when_t */
+	int op;                  /* the op it is attached to */
+	int use;                 /* the use whose current range resolves it */
+	uint64_t delta, bytes;   /* [delta, delta + bytes) of that use's range */
+	int until_op;            /* DEAD: rewriter; PREFETCH: the op it is for; OFFLOAD: first
+				    backward reader */
+	int ref;                 /* DEAD: index in live.dead; OFFLOAD/PREFETCH: tensor */
+	int32_t algo;            /* ALGO */
+	uint64_t workspace;      /* ALGO */
+} policy_step_t;
+
+typedef struct {
+	bool liveness;           /* DEAD steps */
+	policy_offload_mode_t offload;   /* DYN: chosen by dyn.c (plan.dyn) */
+	policy_prefetch_mode_t prefetch;
+	policy_timing_t timing;
+	uint64_t offload_min_bytes;
+	uint64_t budget;         /* DYN: device bytes vmem may map (0 unknown) */
+	uint64_t headroom;       /* DYN: POLICY_HEADROOM_DEFAULT = budget / 16 */
+	uint64_t page_size;
+	bool algo_steps;         /* ALGO steps at every convolution (the app's own choice
+				    today; the workspace solver replaces them) */
+} policy_plan_config_t;
+
+typedef struct {
+	policy_graph_t g;
+	policy_live_t live;
+	policy_offloads_t off;
+	uint8_t offload;         /* policy_offload_mode_t in effect: NONE, ALL or CONV */
+	policy_dyn_t dyn;        /* the decision when the plan was asked for DYN */
+	policy_evict_t evict;
+	int nsteps;
+	policy_step_t *steps;    /* sorted by (op, when) */
+	int *step_at;            /* 2 * nops + 1: steps of (op, when) are
+				    [step_at[2op+when], step_at[2op+when+1]) */
+	uint32_t period;
+	uint64_t steady_seq;     /* seq of the first op of the first steady iteration */
+	uint32_t id;             /* 1, 2, ... per policy */
+} policy_plan_t;
+
+/* Runs every pass over the window and assembles the steps.  Returns 0 or
+ * -1 (out of memory; *plan is left empty). */
+int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
+		      const policy_period_found_t *found, const policy_plan_config_t *cfg);
+void policy_plan_free(policy_plan_t *plan);
+void policy_plan_dump(const policy_plan_t *plan, policy_print_fn out, void *ctx);
+
+#endif

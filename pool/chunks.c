@@ -1,0 +1,107 @@
+/* pool/chunks.c - the chunk cache: physical chunks created and not
+ * mapped anywhere, mapping and unmapping a page, and getting chunks under
+ * the budget (create while under it, else reclaim in order of cost, and
+ * last evict).
+ */
+#include "pool/pool_internal.h"
+
+void pool_cache_push(pool_t *p, uint64_t h)
+{
+	/* capacity covers every chunk the budget allows (set at create) */
+	p->cache[p->ncache++] = h;
+}
+
+pool_status_t pool_page_unmap(pool_t *p, struct page *pg)
+{
+	int rc = p->ops.unmap(p->ops.ctx, page_va(p, pg), chunk_sz(p));
+	p->st.unmaps++;
+	if (pg->a->kind == A_SLAB)
+		stat_sub(&p->st.small_slack, slab_slack(pg->a));
+	pool_cache_push(p, pg->chunk);
+	pg->chunk = 0;
+	return dev_status(rc);
+}
+
+pool_status_t pool_page_map(pool_t *p, struct page *pg)
+{
+	uint64_t h = p->cache[--p->ncache];
+	int rc = p->ops.map(p->ops.ctx, page_va(p, pg), chunk_sz(p), h);
+	p->st.maps++;
+	if (rc) {
+		pool_cache_push(p, h);
+		return dev_status(rc);
+	}
+	pg->chunk = h;
+	pg->state = PG_RESIDENT;
+	if (pg->a->kind == A_SLAB)
+		slack_add(&p->st.small_slack, slab_slack(pg->a));
+	return POOL_OK;
+}
+
+/* Makes the cache hold at least `need` chunks without exceeding the
+ * budget: create while under it, else reclaim in order of cost (ready
+ * freed ranges, finished offloads, empty slabs, then waiting on pending
+ * frees and offloads, and last evicting live pages). */
+pool_status_t pool_ensure_chunks(pool_t *p, uint32_t need)
+{
+	uint64_t cs = chunk_sz(p);
+	bool device_full = false;
+	int retries = 0;
+
+	while (p->ncache < need) {
+		if (!device_full && p->held + cs <= p->cfg.budget) {
+			uint64_t h;
+			int rc = p->ops.chunk_create(p->ops.ctx, cs, &h);
+			if (rc == 0) {
+				p->held += cs;
+				stat_add(&p->st.held, cs);
+				p->st.chunks_created++;
+				pool_cache_push(p, h);
+				continue;
+			}
+			if (rc != POOL_ENOMEM)
+				return POOL_EDEVICE;
+			/* The device holds less than the budget said (other
+			 * processes, libraries): treat as full, reclaim. */
+			device_full = true;
+			continue;
+		}
+		if (p->spend_head)
+			pool_small_reap(p);
+		if (pool_freed_reclaim_one(p, false) || pool_offl_reap(p, false) ||
+		    pool_slab_reclaim_empty(p) || pool_freed_reclaim_one(p, true) ||
+		    pool_offl_reap(p, true))
+			continue;
+		if (pool_evict_lru(p, need - p->ncache))
+			continue;
+		if (p->evict_err)
+			return p->evict_err;
+		if (p->host_exhausted && p->hpend_head) {
+			/* slots still read by copies in flight: wait for one */
+			pool_slot_reap(p, true);
+			if (p->nslots)
+				continue;
+		}
+		if (p->waiting && retries++ < 64) {
+			/* other threads wait for evictions or reclaims that will
+			 * free chunks (their pages are not on the LRU meanwhile):
+			 * wait for them rather than fail */
+			pthread_cond_wait(&p->cv, &p->lock);
+			continue;
+		}
+		return p->host_exhausted ? POOL_EHOST : POOL_ENOMEM;
+	}
+	return POOL_OK;
+}
+
+void pool_trim(pool_t *p)
+{
+	pthread_mutex_lock(&p->lock);
+	while (p->ncache) {
+		p->ops.chunk_release(p->ops.ctx, p->cache[--p->ncache]);
+		p->held -= chunk_sz(p);
+		stat_sub(&p->st.held, chunk_sz(p));
+		p->st.chunks_released++;
+	}
+	pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,1022 @@
+/* pool/residency.c - residency per chunk-sized page: the LRU and its
+ * eviction (SuperNeurons Alg. 2), fault-in before a call (the reactive
+ * layer), and the policies' explicit offload and prefetch (vDNN §III).
+ * docs/pool.md has the page states and their transitions.
+ *
+ * Every page remembers the mark of its last use (fence.c): a call's
+ * position on its stream, or the position of the copies that moved it.
+ * Whatever must follow that use - a copy-out, a use on another stream,
+ * an unmap - waits for the mark, which records a fence on the mark's
+ * stream only then.
+ */
+#include "pool/pool_internal.h"
+
+/* An offload (explicit) whose copy completed: unmap, keep the host copy.
+ * A page to drop as dead (PF_DROP) keeps nothing. */
+static void offload_finish(pool_t *p, struct page *pg)
+{
+	list_del(&p->offl, pg);
+	pool_page_unmap(p, pg);
+	stat_sub(&p->st.resident, chunk_sz(p));
+	if (pg->flags & PF_DROP) {
+		if (pg->host) {
+			pool_slot_release(p, pg->host, (struct mark){ 0 });
+			pg->host = NULL;
+		}
+		pg->state = PG_RELEASED;
+		pool_page_dropped(p, pg);
+	} else {
+		pg->state = (pg->flags & PF_HOST_VALID) ? PG_HOST : PG_RELEASED;
+	}
+	pg->busy.tl = NULL;
+}
+
+bool pool_offl_reap(pool_t *p, bool wait_oldest)
+{
+	bool any = false;
+	if (wait_oldest && p->offl.head) {
+		struct page *pg = p->offl.head;
+		struct alloc *a = pg->a;
+		a->pins++;   /* the wait releases the lock */
+		pool_status_t st = pool_mark_wait(p, pg->busy);
+		a->pins--;
+		if (st)
+			return false;   /* a failed wait completes nothing */
+	}
+	for (struct page *pg = p->offl.head, *nx; pg; pg = nx) {
+		nx = pg->next;
+		if ((pg->flags & PF_DROP) && !pool_page_all_dead(p, pg)) {
+			/* a drop whose bytes may be live again (an unseen write
+			 * since): nothing was copied, so the page stays */
+			pg->flags &= ~PF_DROP;
+			list_del(&p->offl, pg);
+			pg->state = PG_RESIDENT;
+			list_push_front(&p->lru, pg);
+			continue;
+		}
+		if (pool_mark_done(p, pg->busy)) {
+			offload_finish(p, pg);
+			any = true;
+		}
+	}
+	return any;
+}
+
+/* ------------------------------------------------------------- eviction */
+
+/* Queues the copy of a resident page's bytes to its host slot on the D2H
+ * stream, after its last use and after every write vmem did not see
+ * (which may have written it: its bytes then count as written).  The
+ * host copy is valid once the caller's mark after the copies completes. */
+static pool_status_t copy_out(pool_t *p, struct page *pg)
+{
+	pool_status_t st;
+	bool stale = pg->epoch != p->epoch;
+	if (!pg->host && (st = pool_slot_get(p, &pg->host)))
+		return st;
+	if ((st = pool_stream_after(p, p->tl_d2h, p->ops.d2h_stream, pg->busy)) ||
+	    (stale && (st = pool_d2h_after_unseen(p))))
+		return st;
+	int rc = p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg), page_bytes(p, pg->a, pg->idx));
+	if (rc) {
+		if (!(pg->flags & PF_HOST_VALID)) {
+			/* nothing was queued into the slot */
+			pool_slot_release(p, pg->host, (struct mark){ 0 });
+			pg->host = NULL;
+		}
+		pg->flags &= ~PF_HOST_VALID;
+		return dev_status(rc);
+	}
+	if (stale) {
+		p->st.stale_copies++;
+		pg->flags |= PF_WRITTEN;
+	}
+	pg->flags |= PF_HOST_VALID;
+	pg->epoch = p->epoch;
+	return POOL_OK;
+}
+
+#define EVICT_BATCH 256
+
+struct keyed {
+	uint64_t key;
+	uint64_t rank;
+	struct page *pg;
+};
+
+static int cmp_keyed(const void *x, const void *y)
+{
+	const struct keyed *a = x, *b = y;
+	/* known keys first, largest first; unknown ones after; ties (and the
+	 * unknown ones) least recently used first */
+	bool ua = a->key == POOL_ORDER_UNKNOWN, ub = b->key == POOL_ORDER_UNKNOWN;
+	if (ua != ub)
+		return ua ? 1 : -1;
+	if (a->key != b->key)
+		return a->key > b->key ? -1 : 1;
+	return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+/* The order eviction takes pages in (at most max): pages whose every byte
+ * is dead (issue 11: dropped before anything live moves), then by the
+ * plan's key when an order is set (Belady's MIN: the next use furthest
+ * away), else least recently used first (SuperNeurons Alg. 2), and held
+ * (prefetched, unused) pages only at the very end.  *nplanned: how many
+ * came from the plan's order. */
+static uint32_t evict_candidates(pool_t *p, struct page **cand, uint32_t max, uint32_t *nplanned)
+{
+	uint32_t n = 0;
+	*nplanned = 0;
+	if (p->ndead_full)
+		for (struct page *pg = p->lru.tail; pg && n < max; pg = pg->prev)
+			if (pool_page_all_dead(p, pg)) {
+				pg->flags |= PF_SEL;
+				cand[n++] = pg;
+			}
+	struct keyed *k = NULL;
+	uint64_t nk = 0;
+	if (p->order) {
+		uint64_t cap = 0;
+		for (struct page *pg = p->lru.tail; pg; pg = pg->prev)
+			cap++;
+		if (p->order_window && cap > p->order_window)
+			cap = p->order_window;
+		k = cap ? malloc(cap * sizeof(*k)) : NULL;   /* no memory: LRU */
+		for (struct page *pg = p->lru.tail; k && pg && nk < cap; pg = pg->prev) {
+			if (pg->flags & PF_SEL)
+				continue;
+			uint64_t key = POOL_ORDER_UNKNOWN;
+			if (pg->a->kind == A_LARGE)
+				key = p->order(p->order_ctx, pg->a->id, (uint64_t)pg->idx * chunk_sz(p),
+					       page_bytes(p, pg->a, pg->idx));
+			k[nk] = (struct keyed){ key, nk, pg };
+			nk++;
+		}
+		if (k)
+			qsort(k, nk, sizeof(*k), cmp_keyed);
+		for (uint64_t i = 0; i < nk && n < max; i++) {
+			k[i].pg->flags |= PF_SEL;
+			cand[n++] = k[i].pg;
+			if (k[i].key != POOL_ORDER_UNKNOWN)
+				(*nplanned)++;
+		}
+		free(k);
+	}
+	for (struct page *pg = p->lru.tail; pg && n < max; pg = pg->prev)
+		if (!(pg->flags & PF_SEL)) {
+			pg->flags |= PF_SEL;
+			cand[n++] = pg;
+		}
+	for (struct page *pg = p->heldl.head; pg && n < max; pg = pg->next)
+		cand[n++] = pg;
+	for (uint32_t i = 0; i < n; i++)
+		cand[i]->flags &= ~PF_SEL;
+	return n;
+}
+
+/* SuperNeurons Alg. 2, LRU.out: evicts unlocked pages in the order of
+ * evict_candidates until `need` chunks were returned to the cache (at most
+ * EVICT_BATCH per call).  Dirty pages are copied to host on the D2H
+ * stream after their last use (a fence is recorded on the use's stream
+ * now, which follows it); clean ones (a valid host copy, or never
+ * written) and dead ones are dropped without a copy.  The host then waits
+ * for the copies before unmapping: unmapping a range a copy still reads
+ * would fault.  It waits with the lock released: the victims are
+ * PG_EVICTING (a use or a free meanwhile takes a victim back) and their
+ * allocations pinned.  A wait the device refuses keeps the page mapped and
+ * resident.  Returns the number of pages evicted. */
+uint32_t pool_evict_lru(pool_t *p, uint32_t need)
+{
+	struct page *cand[EVICT_BATCH], *vict[EVICT_BATCH];
+	bool copied[EVICT_BATCH], failed[EVICT_BATCH], dead[EVICT_BATCH], planned[EVICT_BATCH];
+	uint32_t n = 0, ncopy = 0, nplanned, ncand;
+	pool_status_t st;
+
+	p->host_exhausted = false;
+	p->evict_err = POOL_OK;
+	if (need > EVICT_BATCH)
+		need = EVICT_BATCH;
+	ncand = evict_candidates(p, cand, EVICT_BATCH, &nplanned);
+	uint32_t ndead = 0;
+	for (uint32_t c = 0; c < ncand && pool_page_all_dead(p, cand[c]); c++)
+		ndead++;
+	for (uint32_t c = 0; c < ncand && n < need; c++) {
+		struct page *pg = cand[c];
+		copied[n] = false;
+		failed[n] = false;
+		dead[n] = c < ndead;
+		planned[n] = c >= ndead && c < ndead + nplanned;
+		if (!dead[n] && !page_clean(p, pg)) {
+			if ((st = copy_out(p, pg))) {
+				if (st == POOL_EHOST) {
+					/* host full: clean pages further on can still
+					 * be dropped without a copy */
+					p->host_exhausted = true;
+					continue;
+				}
+				p->evict_err = st;
+				break;
+			}
+			copied[n] = true;
+			ncopy++;
+		}
+		if (pg->flags & PF_HELD)
+			p->st.held_evicted++;
+		page_unlist(p, pg);
+		pg->state = PG_EVICTING;
+		pg->a->pins++;
+		vict[n++] = pg;
+	}
+	if (!n)
+		return 0;
+	/* the copies follow their pages' last uses: one mark covers both */
+	struct mark m = ncopy ? pool_mark_now(p, p->tl_d2h) : (struct mark){ 0 };
+	for (uint32_t i = 0; i < n; i++)
+		if (copied[i])
+			vict[i]->busy = m;
+	pool_status_t wst = pool_mark_wait(p, m);
+	for (uint32_t i = 0; i < n; i++) {
+		struct page *pg = vict[i];
+		if (!copied[i] && pg->state == PG_EVICTING && (st = pool_mark_wait(p, pg->busy))) {
+			failed[i] = true;
+			p->evict_err = st;
+		}
+	}
+	uint32_t done = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		struct page *pg = vict[i];
+		pg->a->pins--;
+		if (pg->state != PG_EVICTING)
+			continue;   /* taken back by a use or a free while we waited */
+		if (copied[i] ? wst != POOL_OK : failed[i]) {
+			/* The copy (or the last use) may still be queued: the page
+			 * stays mapped and resident, ordered after it; a copy
+			 * counts for nothing (its slot is kept, marked not valid). */
+			if (copied[i])
+				pg->flags &= ~PF_HOST_VALID;
+			if (wst)
+				p->evict_err = wst;
+			pg->state = PG_RESIDENT;
+			list_push_back(&p->lru, pg);
+			continue;
+		}
+		done++;
+		if (copied[i])
+			p->st.bytes_evicted += page_bytes(p, pg->a, pg->idx);
+		else
+			p->st.evictions_clean++;
+		if (planned[i])
+			p->st.evictions_planned++;
+		pool_page_unmap(p, pg);
+		stat_sub(&p->st.resident, chunk_sz(p));
+		if (dead[i] && pool_page_all_dead(p, pg)) {
+			if (pg->host) {
+				pool_slot_release(p, pg->host, (struct mark){ 0 });
+				pg->host = NULL;
+			}
+			pg->state = PG_RELEASED;
+			pool_page_dropped(p, pg);
+		} else if (pg->flags & PF_WRITTEN) {
+			pg->state = PG_HOST;
+		} else {
+			pg->state = PG_RELEASED;
+			if (pg->host) {
+				pool_slot_release(p, pg->host, (struct mark){ 0 });
+				pg->host = NULL;
+				pg->flags &= ~PF_HOST_VALID;
+			}
+		}
+		pg->busy.tl = NULL;
+		p->st.evictions++;
+		pool_emit(p, POOL_EV_EVICT, pg->a, (uint64_t)pg->idx * chunk_sz(p),
+			  page_bytes(p, pg->a, pg->idx), copied[i] ? page_bytes(p, pg->a, pg->idx) : 0,
+			  p->ops.d2h_stream);
+	}
+	return done;
+}
+
+/* Frees chunks without a host wait (pool.h, pool_prefetch): dead pages and
+ * clean pages whose last use is known to have completed are unmapped at
+ * once; nothing is copied. */
+uint32_t pool_evict_nowait(pool_t *p, uint32_t need)
+{
+	uint32_t done = 0;
+	for (int pass = 0; pass < 2 && done < need; pass++)
+		for (struct page *pg = p->lru.tail, *pv; pg && done < need; pg = pv) {
+			pv = pg->prev;
+			bool dead = pool_page_all_dead(p, pg);
+			if (pass == 0 ? !dead : !page_clean(p, pg))
+				continue;
+			if (!pool_mark_done(p, pg->busy))
+				continue;
+			list_del(&p->lru, pg);
+			pool_page_unmap(p, pg);
+			stat_sub(&p->st.resident, chunk_sz(p));
+			if (dead || !(pg->flags & PF_WRITTEN)) {
+				if (pg->host) {
+					pool_slot_release(p, pg->host, (struct mark){ 0 });
+					pg->host = NULL;
+					pg->flags &= ~PF_HOST_VALID;
+				}
+				pg->state = PG_RELEASED;
+				if (dead)
+					pool_page_dropped(p, pg);
+			} else {
+				pg->state = PG_HOST;
+			}
+			pg->busy.tl = NULL;
+			p->st.evictions++;
+			p->st.evictions_clean++;
+			pool_emit(p, POOL_EV_EVICT, pg->a, (uint64_t)pg->idx * chunk_sz(p),
+				  page_bytes(p, pg->a, pg->idx), 0, p->ops.d2h_stream);
+			done++;
+		}
+	return done;
+}
+
+/* ------------------------------------------------------ reactive layer */
+
+/* The pages one ref covers in one allocation: of a large allocation, or
+ * the one page of the slab a small block lives in.  lo/hi: the bytes, in
+ * the allocation's page coordinates (a slab's block starts inside its
+ * page).  A ref may cover several: the application's own mappings
+ * (fixed.c) lie side by side, and a tensor may straddle two of them. */
+struct rref {
+	struct alloc *a;
+	uint32_t first, last;
+	uint64_t lo, hi;
+	int ref;             /* the ref it comes from */
+};
+
+typedef struct {
+	struct rref *rr;
+	int n, cap;
+	struct rref inline_rr[16];
+} rrefs_t;
+
+static bool rr_push(rrefs_t *v, struct rref r)
+{
+	if (v->n == v->cap) {
+		int nc = v->cap * 2;
+		struct rref *n = malloc((size_t)nc * sizeof(*n));
+		if (!n)
+			return false;
+		memcpy(n, v->rr, (size_t)v->n * sizeof(*n));
+		if (v->rr != v->inline_rr)
+			free(v->rr);
+		v->rr = n;
+		v->cap = nc;
+	}
+	v->rr[v->n++] = r;
+	return true;
+}
+
+static void rr_init(rrefs_t *v)
+{
+	v->rr = v->inline_rr;
+	v->n = 0;
+	v->cap = 16;
+}
+
+static void rr_free(rrefs_t *v)
+{
+	if (v->rr != v->inline_rr)
+		free(v->rr);
+}
+
+static struct rref rr_make(const pool_t *p, struct alloc *a, uint64_t lo, uint64_t hi, int ref)
+{
+	return (struct rref){ a, (uint32_t)page_of(p, lo), (uint32_t)page_of(p, hi - 1), lo, hi, ref };
+}
+
+/* Resolves ref i to its span (allocation id, offset and extent, for the
+ * caller and the trace) and appends the pages it covers to v.  False when
+ * the host has no memory for the list. */
+static bool resolve(pool_t *p, const pool_ref_t *r, int i, pool_span_t *out, rrefs_t *v)
+{
+	memset(out, 0, sizeof(*out));
+	if (!pool_owns(p, r->ptr))
+		return true;
+	struct alloc *a = p->vmap[page_of(p, r->ptr - p->base)];
+	if (!a)
+		return true;
+	if (a->kind == A_SLAB) {
+		struct sblock *b = pool_slab_block(a, r->ptr);
+		if (!b)
+			return true;
+		uint64_t in = r->ptr - a->base - (uint64_t)b->start * SMALL_UNIT;
+		out->alloc_id = b->id;
+		out->offset = in;
+		out->bytes = r->bytes && r->bytes < b->size - in ? r->bytes : b->size - in;
+		uint64_t lo = (uint64_t)b->start * SMALL_UNIT + in;
+		return rr_push(v, rr_make(p, a, lo, lo + out->bytes, i));
+	}
+	if (a->freed)
+		return true;
+	uint64_t off = r->ptr - a->base;
+	if (off >= a->size)
+		return true;
+	/* An unknown extent (a scanned kernel argument) is the rest of the
+	 * allocation.  An extent stated at this address by an earlier call is
+	 * not trusted: a caching allocator (PyTorch's) reuses a block for a
+	 * larger tensor without vmem seeing it, and a call that stated the
+	 * size of one slice of a concatenation buffer says nothing of a later
+	 * kernel over the whole buffer. */
+	uint64_t want = r->bytes ? r->bytes : UINT64_MAX;
+	uint64_t n = want < a->size - off ? want : a->size - off;
+	out->alloc_id = a->id;
+	out->offset = off;
+	out->bytes = n;
+	if (!rr_push(v, rr_make(p, a, off, off + n, i)))
+		return false;
+	/* The application's own mappings (expandable segments) are one
+	 * segment to it: a tensor, and an unknown extent, run on into the
+	 * mappings that follow. */
+	for (uint64_t left = want - n; a->fixed && left;) {
+		uint64_t next = page_of(p, a->base - p->base) + a->npages;
+		if (next >= p->npages_va)
+			break;
+		a = p->vmap[next];
+		if (!a || !a->fixed || a->freed)
+			break;
+		uint64_t m = left < a->size ? left : a->size;
+		if (!rr_push(v, rr_make(p, a, 0, m, i)))
+			return false;
+		out->bytes += m;
+		left -= m;
+	}
+	return true;
+}
+
+static void lock_page(pool_t *p, struct page *pg)
+{
+	if (pg->state == PG_OFFLOADING || pg->state == PG_EVICTING) {
+		/* used again before its offload or eviction finished: cancel
+		 * it; the copy in flight stays valid as long as the page is not
+		 * written, and the user's stream waits for it (its mark is the
+		 * page's busy one).  An eager drop not done yet is cancelled too:
+		 * the bytes are still there. */
+		if (pg->state == PG_OFFLOADING)
+			list_del(&p->offl, pg);
+		pg->state = PG_RESIDENT;
+		pg->flags &= ~PF_DROP;
+	} else if (pg->flags & PF_HELD) {
+		/* the first use of a prefetched page: no longer held */
+		list_del(&p->heldl, pg);
+		pg->flags &= ~PF_HELD;
+	} else if (pg->flags & PF_LISTED) {
+		list_del(&p->lru, pg);
+	}
+	pg->locks++;
+}
+
+static void unlock_page(pool_t *p, struct page *pg)
+{
+	if (pg->locks && --pg->locks == 0 && pg->state == PG_RESIDENT)
+		list_push_front(&p->lru, pg);
+}
+
+/* Maps every non-resident page among the locked ones and copies back the
+ * bytes of those that have them, on the H2D stream; the copied pages'
+ * busy mark becomes the copies' position on the H2D stream.  *nfault:
+ * pages faulted.  A failed map or copy is returned; pages mapped before
+ * it stay resident, and a page whose copy failed goes back to host. */
+/* True when a ref of the call overwrites every byte of page pg without
+ * reading any (a whole write covering the page's part of the allocation):
+ * its old bytes need not come back. */
+static bool page_overwritten(const pool_t *p, const pool_ref_t *refs, const struct rref *rr,
+			     int n, const struct page *pg)
+{
+	uint64_t lo = (uint64_t)pg->idx * chunk_sz(p), hi = lo + page_bytes(p, pg->a, pg->idx);
+
+	if (!refs)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (rr[i].a == pg->a && refs[rr[i].ref].write && refs[rr[i].ref].whole &&
+		    rr[i].lo <= lo && rr[i].hi >= hi)
+			return true;
+	return false;
+}
+
+/* refs: the call's refs (NULL for a prefetch, which never overwrites). */
+static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rref *rr, int n,
+			      pool_event_kind_t kind, uint32_t *nfault)
+{
+	uint32_t need = 0, ncopy = 0;
+	pool_status_t st;
+
+	*nfault = 0;
+	/* count each page once (refs overlap); the scratch mark is cleared
+	 * before getting chunks, which may release the lock */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < n; i++) {
+			uint32_t f, l;
+			if (!rr[i].a)
+				continue;
+			f = rr[i].first;
+			l = rr[i].last;
+			for (uint32_t k = f; k <= l; k++) {
+				struct page *pg = &rr[i].a->pages[k];
+				if (pass) {
+					pg->flags &= ~PF_MARK;
+				} else if (pg->state != PG_RESIDENT && !(pg->flags & PF_MARK)) {
+					pg->flags |= PF_MARK;
+					need++;
+				}
+			}
+		}
+	if (!need)
+		return POOL_OK;
+	/* The pages are locked, so nothing evicts them while chunks are
+	 * found; another thread may fault some in meanwhile (they are skipped
+	 * below), and the allocations stay (pinned) even if freed. */
+	for (int i = 0; i < n; i++)
+		if (rr[i].a)
+			rr[i].a->pins++;
+	st = pool_ensure_chunks(p, need);
+	for (int i = 0; i < n; i++)
+		if (rr[i].a) {
+			rr[i].a->pins--;
+			if (rr[i].a->freed && st == POOL_OK)
+				st = POOL_EINVAL;   /* freed by another thread while in use */
+		}
+	for (int i = 0; i < n; i++) {
+		uint32_t f, l;
+		if (!rr[i].a)
+			continue;
+		f = rr[i].first;
+		l = rr[i].last;
+		for (uint32_t k = f; k <= l; k++) {
+			struct page *pg = &rr[i].a->pages[k];
+			if (st || pg->state == PG_RESIDENT)
+				continue;
+			if ((st = pool_page_map(p, pg)))
+				continue;
+			if ((pg->flags & PF_HOST_VALID) && page_overwritten(p, refs, rr, n, pg)) {
+				/* the call rewrites it all: its old bytes are not needed */
+				pool_slot_release(p, pg->host, pg->busy);
+				pg->host = NULL;
+				pg->flags &= ~PF_HOST_VALID;
+				p->st.overwrites_skipped++;
+			}
+			uint64_t nb = page_bytes(p, pg->a, pg->idx), moved = 0;
+			int rc = 0;
+			if ((pg->flags & PF_HOST_VALID) &&
+			    (rc = p->ops.copy_h2d(p->ops.ctx, page_va(p, pg), pg->host, nb))) {
+				/* The page would hold a recycled chunk's bytes: unmap
+				 * it again (nothing is queued on it), its bytes stay
+				 * in the host slot. */
+				pool_page_unmap(p, pg);
+				pg->state = PG_HOST;
+				st = dev_status(rc);
+				continue;
+			}
+			stat_add(&p->st.resident, chunk_sz(p));
+			(*nfault)++;
+			pg->epoch = p->epoch;   /* mapped now: no unseen write reached it */
+			if (pg->flags & PF_HOST_VALID) {
+				pg->flags |= PF_COPY;
+				ncopy++;
+				moved = nb;
+				if (kind == POOL_EV_PREFETCH)
+					p->st.bytes_prefetched += nb;
+				else
+					p->st.bytes_faulted_in += nb;
+			}
+			pool_emit(p, kind, pg->a, (uint64_t)pg->idx * chunk_sz(p), nb, moved,
+				  p->ops.h2d_stream);
+		}
+	}
+	if (!ncopy)
+		return st;
+	struct mark m = pool_mark_now(p, p->tl_h2d);
+	for (int i = 0; i < n; i++) {
+		uint32_t fi, la;
+		if (!rr[i].a)
+			continue;
+		fi = rr[i].first;
+		la = rr[i].last;
+		for (uint32_t k = fi; k <= la; k++) {
+			struct page *pg = &rr[i].a->pages[k];
+			if (pg->flags & PF_COPY) {
+				pg->flags &= ~PF_COPY;
+				pg->busy = m;
+			}
+		}
+	}
+	return st;
+}
+
+static void unlock_spans(pool_t *p, const struct rref *rr, int n)
+{
+	for (int i = 0; i < n; i++) {
+		uint32_t fi, la;
+		if (!rr[i].a)
+			continue;
+		fi = rr[i].first;
+		la = rr[i].last;
+		for (uint32_t k = fi; k <= la; k++)
+			unlock_page(p, &rr[i].a->pages[k]);
+	}
+}
+
+/* The bytes of rr within page k of its allocation (page-relative). */
+static void ref_part(const pool_t *p, const struct rref *rr, uint32_t k, uint64_t *lo, uint64_t *hi)
+{
+	uint64_t ps = (uint64_t)k * chunk_sz(p), pe = ps + chunk_sz(p);
+	*lo = (rr->lo > ps ? rr->lo : ps) - ps;
+	*hi = (rr->hi < pe ? rr->hi : pe) - ps;
+}
+
+static bool refs_lost(pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr,
+		      pool_span_t *out)
+{
+	bool lost = false;
+	for (int j = 0; j < nrr; j++) {
+		int i = rr[j].ref;
+		if ((refs[i].write && refs[i].whole) || out[i].lost)
+			continue;
+		for (uint32_t k = rr[j].first; k <= rr[j].last; k++) {
+			uint64_t lo, hi;
+			ref_part(p, &rr[j], k, &lo, &hi);
+			if (pool_page_lost(&rr[j].a->pages[k], lo, hi)) {
+				if (refs[i].maybe) {
+					p->st.lost_maybe++;
+					break;
+				}
+				out[i].lost = true;
+				lost = true;
+				p->st.lost_reads++;
+				break;
+			}
+		}
+	}
+	return lost;
+}
+
+pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *stream, pool_span_t *out)
+{
+	rrefs_t v;
+	pool_status_t st = POOL_OK;
+	uint32_t nfault;
+
+	rr_init(&v);
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < n && st == POOL_OK; i++)
+		if (!resolve(p, &refs[i], i, &out[i], &v))
+			st = POOL_ENOMEM;   /* no host memory to list the pages: refused */
+	if (st || !v.n) {
+		pthread_mutex_unlock(&p->lock);
+		rr_free(&v);
+		return st;
+	}
+	struct rref *rr = v.rr;
+	int nrr = v.n;
+	/* issue 11: a ref that may read bytes dropped as dead is refused -
+	 * the call never runs on them (the caller fails it loudly) */
+	if (p->ndropped && refs_lost(p, refs, rr, nrr, out)) {
+		pthread_mutex_unlock(&p->lock);
+		rr_free(&v);
+		return POOL_ELOST;
+	}
+	for (int j = 0; j < nrr; j++)
+		for (uint32_t k = rr[j].first; k <= rr[j].last; k++)
+			lock_page(p, &rr[j].a->pages[k]);
+	st = fault_in(p, refs, rr, nrr, POOL_EV_FAULT_IN, &nfault);
+	p->st.misses += nfault;
+	/* Order the call after the copies and after earlier work on other
+	 * streams (a prefetch, a cancelled offload, another stream's use).
+	 * The same stream's earlier uses are ordered by the stream itself: in
+	 * the common case nothing is recorded or waited.  A call that cannot
+	 * be ordered does not run. */
+	struct tl *tl = pool_tl(p, stream);
+	struct mark last = { 0 };
+	for (int j = 0; st == POOL_OK && j < nrr; j++)
+		for (uint32_t k = rr[j].first; st == POOL_OK && k <= rr[j].last; k++) {
+			struct page *pg = &rr[j].a->pages[k];
+			if (pg->busy.tl && !mark_same(pg->busy, last)) {
+				st = pool_stream_after(p, tl, stream, pg->busy);
+				last = pg->busy;
+			}
+		}
+	if (st) {
+		unlock_spans(p, rr, nrr);
+		if (st == POOL_ENOMEM || st == POOL_EHOST) {
+			/* a device failure is not an out-of-memory */
+			p->st.oom++;
+			pool_emit(p, POOL_EV_OOM, NULL, 0, 0, 0, stream);
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	rr_free(&v);
+	return st;
+}
+
+void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, int n, void *stream)
+{
+	rrefs_t v;
+	bool unordered = false;
+
+	rr_init(&v);
+	pthread_mutex_lock(&p->lock);
+	/* The same pages acquire locked, unless the allocation went meanwhile
+	 * (freed, or the address reused: its id differs).  The refs are
+	 * resolved again with the extent acquire gave them. */
+	for (int i = 0; i < n; i++) {
+		pool_span_t now;
+		if (!spans[i].alloc_id)
+			continue;
+		pool_ref_t r = refs[i];
+		r.bytes = spans[i].bytes;
+		int before = v.n;
+		if (!resolve(p, &r, i, &now, &v)) {
+			/* no host memory: the pages stay locked (never evicted),
+			 * which is safe; nothing more can be done */
+			v.n = before;
+			continue;
+		}
+		if (now.alloc_id != spans[i].alloc_id)
+			v.n = before;
+	}
+	if (!v.n) {
+		pthread_mutex_unlock(&p->lock);
+		rr_free(&v);
+		return;
+	}
+	struct rref *rr = v.rr;
+	int nrr = v.n;
+	/* Two threads may use one page on two streams concurrently; the new
+	 * use mark must dominate both, so this stream waits for the other's
+	 * use (acquire already made it wait for what was there then). */
+	struct tl *tl = pool_tl(p, stream);
+	for (int j = 0; j < nrr; j++)
+		for (uint32_t k = rr[j].first; k <= rr[j].last; k++) {
+			struct mark b = rr[j].a->pages[k].busy;
+			if (b.tl && b.tl != tl && !mark_known_done(b) &&
+			    pool_stream_after(p, tl, stream, b))
+				unordered = true;
+		}
+	/* The use is this stream's next position: no fence now (issue 14).
+	 * If the stream could not be made to wait for the other use, the
+	 * pages wait for every stream instead. */
+	struct mark m = pool_mark_now(p, unordered ? p->tl_all : tl);
+	for (int j = 0; j < nrr; j++) {
+		const pool_ref_t *ref = &refs[rr[j].ref];
+		for (uint32_t k = rr[j].first; k <= rr[j].last; k++) {
+			struct page *pg = &rr[j].a->pages[k];
+			if (ref->write) {
+				pg->flags |= PF_WRITTEN;
+				if (pg->host) {
+					/* the host copy is stale; the slot may still be
+					 * read by the fault-in copy, which m follows */
+					pool_slot_release(p, pg->host, m);
+					pg->host = NULL;
+					pg->flags &= ~PF_HOST_VALID;
+				}
+				if (pg->dead) {
+					/* written bytes are live again (issue 11) */
+					uint64_t lo, hi;
+					ref_part(p, &rr[j], k, &lo, &hi);
+					pool_page_written(p, pg, lo, hi);
+				}
+			}
+			pg->busy = m;
+			unlock_page(p, pg);
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	rr_free(&v);
+}
+
+void pool_resolve(pool_t *p, const pool_ref_t *refs, int n, pool_span_t *out)
+{
+	rrefs_t v;
+	rr_init(&v);
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < n; i++) {
+		v.n = 0;
+		(void)resolve(p, &refs[i], i, &out[i], &v);
+	}
+	pthread_mutex_unlock(&p->lock);
+	rr_free(&v);
+}
+
+/* ----------------------------------------------- the policies' operations */
+
+/* The pages of a policy's range (pool.h): an allocation by id, offset and
+ * bytes (0: the rest).  POOL_EINVAL for an id no longer live. */
+static pool_status_t range_rref(pool_t *p, const pool_range_t *r, struct rref *rr, pool_span_t *sp)
+{
+	const struct idslot *s = pool_id_get(p, r->alloc_id);
+	if (!s)
+		return POOL_EINVAL;
+	uint64_t size = s->block == UINT32_MAX ? s->a->size : s->a->blocks[s->block].size;
+	if (r->offset >= size)
+		return POOL_EINVAL;
+	sp->alloc_id = r->alloc_id;
+	sp->offset = r->offset;
+	sp->bytes = r->bytes && r->bytes < size - r->offset ? r->bytes : size - r->offset;
+	sp->lost = false;
+	uint64_t base = s->block == UINT32_MAX ? 0 : (uint64_t)s->a->blocks[s->block].start * SMALL_UNIT;
+	*rr = rr_make(p, s->a, base + sp->offset, base + sp->offset + sp->bytes, 0);
+	return POOL_OK;
+}
+
+pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
+{
+	pool_span_t s;
+	struct rref rr;
+	pool_status_t st;
+	uint32_t ncopy = 0, nsel = 0;
+	uint64_t moved = 0;
+
+	pthread_mutex_lock(&p->lock);
+	if ((st = range_rref(p, r, &rr, &s)) || rr.a->kind != A_LARGE) {
+		pthread_mutex_unlock(&p->lock);
+		return st ? st : POOL_EINVAL;   /* small ones move with their chunk */
+	}
+	struct alloc *a = rr.a;
+	/* vDNN §III-A: copy out after the last use, on the D2H stream */
+	for (uint32_t k = rr.first; k <= rr.last; k++) {
+		struct page *pg = &a->pages[k];
+		if (pg->state != PG_RESIDENT || pg->locks)
+			continue;
+		if (!page_clean(p, pg) && !pool_page_all_dead(p, pg)) {
+			if ((st = copy_out(p, pg)))
+				break;
+			pg->flags |= PF_MARK;
+			moved += page_bytes(p, a, k);
+			ncopy++;
+		}
+		pg->flags |= PF_SEL;
+		nsel++;
+	}
+	/* The pages are unmapped once the copies (or, for clean pages, their
+	 * last use) completed: pool_poll, or on demand.  The copies' fence is
+	 * recorded now so that the first poll after them can tell; if it
+	 * cannot be, a later poll records it (the pages stay mapped). */
+	struct mark m = { 0 };
+	if (ncopy) {
+		pool_status_t fst;
+		m = pool_mark_now(p, p->tl_d2h);
+		if (!pool_mark_fence(p, m, &fst) && fst && st == POOL_OK)
+			st = fst;
+	}
+	for (uint32_t k = rr.first; k <= rr.last; k++) {
+		struct page *pg = &a->pages[k];
+		if (!(pg->flags & PF_SEL))
+			continue;
+		pg->flags &= ~PF_SEL;
+		if (pg->flags & PF_MARK) {
+			pg->flags &= ~PF_MARK;
+			pg->busy = m;
+		}
+		if (pool_page_all_dead(p, pg))
+			pg->flags |= PF_DROP;   /* nothing to keep */
+		page_unlist(p, pg);
+		pg->state = PG_OFFLOADING;
+		list_push_back(&p->offl, pg);
+		p->st.offloads++;
+	}
+	p->st.bytes_offloaded += moved;
+	if (nsel)
+		pool_emit(p, POOL_EV_OFFLOAD, a, s.offset, s.bytes, moved, p->ops.d2h_stream);
+	pthread_mutex_unlock(&p->lock);
+	return st;
+}
+
+/* One chunk in the cache without a host wait, or false. */
+static bool chunk_nowait(pool_t *p)
+{
+	if (p->ncache)
+		return true;
+	if (p->held + chunk_sz(p) <= p->cfg.budget) {
+		uint64_t h;
+		if (p->ops.chunk_create(p->ops.ctx, chunk_sz(p), &h) == 0) {
+			p->held += chunk_sz(p);
+			stat_add(&p->st.held, chunk_sz(p));
+			p->st.chunks_created++;
+			pool_cache_push(p, h);
+			return true;
+		}
+	}
+	if (p->spend_head)
+		pool_small_reap(p);
+	return pool_freed_reclaim_one(p, false) || pool_offl_reap(p, false) ||
+	       pool_slab_reclaim_empty(p) || pool_evict_nowait(p, 1);
+}
+
+pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r)
+{
+	pool_span_t s;
+	struct rref rr;
+	pool_status_t st;
+	uint32_t nfault = 0, ncopy = 0, skipped = 0;
+
+	pthread_mutex_lock(&p->lock);
+	if ((st = range_rref(p, r, &rr, &s))) {
+		pthread_mutex_unlock(&p->lock);
+		return st;
+	}
+	struct alloc *a = rr.a;
+	/* locked while chunks are found, so that finding them never takes
+	 * one of the range's own pages */
+	for (uint32_t k = rr.first; k <= rr.last; k++)
+		lock_page(p, &a->pages[k]);
+	for (uint32_t k = rr.first; k <= rr.last; k++) {
+		struct page *pg = &a->pages[k];
+		if (pg->state == PG_RESIDENT)
+			continue;
+		if (!chunk_nowait(p) || pool_page_map(p, pg)) {
+			skipped++;
+			continue;
+		}
+		uint64_t nb = page_bytes(p, a, k);
+		if ((pg->flags & PF_HOST_VALID) && p->ops.copy_h2d(p->ops.ctx, page_va(p, pg), pg->host, nb)) {
+			pool_page_unmap(p, pg);
+			pg->state = PG_HOST;
+			skipped++;
+			continue;
+		}
+		stat_add(&p->st.resident, chunk_sz(p));
+		pg->epoch = p->epoch;
+		nfault++;
+		if (pg->flags & PF_HOST_VALID) {
+			pg->flags |= PF_COPY;
+			ncopy++;
+			p->st.bytes_prefetched += nb;
+		}
+		pool_emit(p, POOL_EV_PREFETCH, a, (uint64_t)k * chunk_sz(p), nb,
+			  (pg->flags & PF_HOST_VALID) ? nb : 0, p->ops.h2d_stream);
+	}
+	/* the first call that uses a copied page waits for this mark on the
+	 * device; the host never does */
+	struct mark m = ncopy ? pool_mark_now(p, p->tl_h2d) : (struct mark){ 0 };
+	for (uint32_t k = rr.first; k <= rr.last; k++) {
+		struct page *pg = &a->pages[k];
+		if (pg->flags & PF_COPY) {
+			pg->flags &= ~PF_COPY;
+			pg->busy = m;
+		}
+		/* unlocked into the held list: not evicted before a call uses it */
+		if (--pg->locks == 0 && pg->state == PG_RESIDENT) {
+			list_push_back(&p->heldl, pg);
+			pg->flags |= PF_HELD;
+		}
+	}
+	p->st.prefetches += nfault;
+	p->st.prefetch_skipped += skipped;
+	pthread_mutex_unlock(&p->lock);
+	return skipped ? POOL_ENOMEM : POOL_OK;
+}
+
+pool_status_t pool_unhold(pool_t *p, const pool_range_t *r)
+{
+	pool_span_t s;
+	struct rref rr;
+	pthread_mutex_lock(&p->lock);
+	pool_status_t st = range_rref(p, r, &rr, &s);
+	for (uint32_t k = rr.first; st == POOL_OK && k <= rr.last; k++) {
+		struct page *pg = &rr.a->pages[k];
+		if (pg->flags & PF_HELD) {
+			list_del(&p->heldl, pg);
+			pg->flags &= ~PF_HELD;
+			list_push_front(&p->lru, pg);
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	return st;
+}
+
+void pool_set_order(pool_t *p, pool_order_fn fn, void *ctx, uint32_t window)
+{
+	pthread_mutex_lock(&p->lock);
+	p->order = fn;
+	p->order_ctx = ctx;
+	p->order_window = window;
+	pthread_mutex_unlock(&p->lock);
+}
+
+pool_page_state_t pool_page_state(pool_t *p, uintptr_t addr)
+{
+	pool_page_state_t r = POOL_PAGE_NONE;
+	if (!pool_owns(p, addr))
+		return r;
+	pthread_mutex_lock(&p->lock);
+	struct alloc *a = p->vmap[page_of(p, addr - p->base)];
+	if (a && a->kind == A_SLAB && a->pages[0].state != PG_HOST &&
+	    a->pages[0].state != PG_RELEASED) {
+		r = POOL_PAGE_SMALL;   /* its chunk is mapped */
+	} else if (a && a->kind == A_SLAB) {
+		r = a->pages[0].state == PG_HOST ? POOL_PAGE_HOST : POOL_PAGE_RELEASED;
+	} else if (a && !a->freed) {
+		static const pool_page_state_t map[] = {
+			[PG_RESIDENT] = POOL_PAGE_RESIDENT, [PG_OFFLOADING] = POOL_PAGE_OFFLOADING,
+			[PG_HOST] = POOL_PAGE_HOST, [PG_RELEASED] = POOL_PAGE_RELEASED,
+			[PG_EVICTING] = POOL_PAGE_OFFLOADING,
+		};
+		r = map[a->pages[page_of(p, addr - a->base)].state];
+	}
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}

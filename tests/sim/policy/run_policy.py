@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Runner of the tests/sim/policy checks: the proactive layer in the
+running shim, on the simulated GPU with its race checker and poison on.
+Every failure prints what was expected and what was got.  Exit 0 pass,
+1 fail."""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+MiB = 1 << 20
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(args, cmd, env_extra=None, preload=True):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("VMEM_"):
+            del env[k]
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = args.vmem
+    env.update(env_extra or {})
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=550)
+
+
+def show(p):
+    return "--- stdout\n%s--- stderr (last 3000)\n%s" % (p.stdout[-2000:], p.stderr[-3000:])
+
+
+def must_pass(p, what):
+    if p.returncode != 0:
+        fail("%s: expected exit 0, got %d\n%s" % (what, p.returncode, show(p)))
+
+
+def checksum(p, what):
+    m = re.search(r"^checksum (0x[0-9a-f]+)$", p.stdout, re.M)
+    if not m:
+        fail("%s: no 'checksum' line in the output\n%s" % (what, show(p)))
+    return m.group(1)
+
+
+def pool_stat(err, name):
+    m = re.search(r"^\s+%s\s+(\d+)" % re.escape(name), err, re.M)
+    return int(m.group(1)) if m else None
+
+
+def policy_line(err, key):
+    m = re.search(r"^policy: %s\s+(\d+)" % re.escape(key), err, re.M)
+    return int(m.group(1)) if m else None
+
+
+def plan_records(path):
+    recs = []
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("type") == "plan":
+                recs.append(r)
+    return recs
+
+
+# ---- planprog: a periodic program ----
+
+def plan_run(args, mode, iters, at, env, preload=True):
+    cmd = [args.prog, mode, str(iters)] + ([str(at)] if at is not None else [])
+    return run(args, cmd, env, preload)
+
+
+def t_plan_steady(args):
+    base = plan_run(args, "steady", 12, None, {}, preload=False)
+    must_pass(base, "planprog steady without vmem")
+    want = checksum(base, "planprog steady without vmem")
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        # eager liveness, room for everything: `a` is dropped as soon as
+        # its last read is done, every planned iteration
+        p = plan_run(args, "steady", 12, None, {"VMEM_DEVICE_LIMIT": "32M", "VMEM_LIVENESS": "eager",
+                                                "VMEM_STATS": "1", "VMEM_TRACE": trace})
+        must_pass(p, "planprog steady, VMEM_LIVENESS=eager")
+        got = checksum(p, "planprog steady, eager")
+        if got != want:
+            fail("planprog steady, eager: checksum %s, expected %s (the run without vmem)\n%s"
+                 % (got, want, show(p)))
+        made = [r for r in plan_records(trace) if r["event"] == "made"]
+        if len(made) != 1 or made[0]["period"] != 6:
+            fail("trace: expected one 'made' plan record with period 6 (memset, copy, copy, memset, "
+                 "sscal, copy), got %s" % plan_records(trace))
+    dropped = pool_stat(p.stderr, "dropped dead (pages)")
+    planned = policy_line(p.stderr, "iterations planned")
+    if not dropped or not planned or dropped < 2 * planned:
+        fail("eager liveness: expected `a` (2 pages) dropped in each of the planned iterations, "
+             "got %s pages dropped, %s iterations planned\n%s" % (dropped, planned, show(p)))
+    print("ok: steady, eager: plan of period 6 made, %d pages dropped over %d planned iterations, "
+          "checksum %s as without vmem" % (dropped, planned, got))
+    # lazy liveness, 10 MiB for 12 MiB of tensors: `a` is dead whenever
+    # memory is needed, so it goes first, without a copy
+    p = plan_run(args, "steady", 12, None, {"VMEM_DEVICE_LIMIT": "10M", "VMEM_STATS": "1"})
+    must_pass(p, "planprog steady, lazy, 10 MiB")
+    if checksum(p, "planprog steady, lazy") != want:
+        fail("planprog steady, lazy, 10 MiB: checksum %s, expected %s\n%s"
+             % (checksum(p, ""), want, show(p)))
+    lazy_dropped = pool_stat(p.stderr, "dropped dead (pages)")
+    off = plan_run(args, "steady", 12, None, {"VMEM_DEVICE_LIMIT": "10M", "VMEM_STATS": "1",
+                                              "VMEM_LIVENESS": "off"})
+    must_pass(off, "planprog steady, VMEM_LIVENESS=off, 10 MiB")
+    if checksum(off, "planprog steady, off") != want:
+        fail("planprog steady, liveness off: checksum differs\n%s" % show(off))
+    lazy_out = pool_stat(p.stderr, "evicted")
+    off_out = pool_stat(off.stderr, "evicted")
+    if not lazy_dropped or pool_stat(off.stderr, "dropped dead (pages)"):
+        fail("lazy liveness under pressure: expected dead pages dropped (and none with "
+             "VMEM_LIVENESS=off), got %s and %s" % (lazy_dropped,
+                                                   pool_stat(off.stderr, "dropped dead (pages)")))
+    if lazy_out is None or off_out is None or lazy_out >= off_out:
+        fail("lazy liveness under pressure: expected fewer MiB copied out by eviction than with "
+             "VMEM_LIVENESS=off, got %s MiB vs %s MiB" % (lazy_out, off_out))
+    print("ok: steady, lazy at 10 MiB: %d dead pages dropped, %s MiB evicted (liveness off: "
+          "%s MiB), same checksum" % (lazy_dropped, lazy_out, off_out))
+
+
+def t_plan_stray(args):
+    base = plan_run(args, "stray", 16, 8, {}, preload=False)
+    must_pass(base, "planprog stray without vmem")
+    want = checksum(base, "planprog stray without vmem")
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        p = plan_run(args, "stray", 16, 8, {"VMEM_DEVICE_LIMIT": "10M", "VMEM_LIVENESS": "eager",
+                                            "VMEM_STATS": "1", "VMEM_TRACE": trace})
+        must_pass(p, "planprog stray, eager")
+        if checksum(p, "planprog stray") != want:
+            fail("planprog stray: checksum %s, expected %s\n%s" % (checksum(p, ""), want, show(p)))
+        events = [r["event"] for r in plan_records(trace)]
+    if "made" not in events or "suspended" not in events or events.index("suspended") < \
+            events.index("made"):
+        fail("trace: expected a plan made, then suspended at the stray iteration, got %s" % events)
+    after = events[events.index("suspended") + 1:]
+    if "resumed" not in after and "made" not in after:
+        fail("trace: expected the plan resumed (or a new one made) after the stray iteration, "
+             "got %s" % events)
+    print("ok: stray iteration: plan events %s, checksum as without vmem" % events)
+
+
+def t_plan_reread(args):
+    base = plan_run(args, "reread", 12, 7, {}, preload=False)
+    must_pass(base, "planprog reread without vmem")
+    want = checksum(base, "planprog reread without vmem")
+    # nothing dropped yet when the plan is left: the bytes are revived
+    p = plan_run(args, "reread", 12, 7, {"VMEM_DEVICE_LIMIT": "32M", "VMEM_STATS": "1"})
+    must_pass(p, "planprog reread, lazy with room")
+    if checksum(p, "planprog reread, lazy") != want:
+        fail("planprog reread, lazy: checksum %s, expected %s" % (checksum(p, ""), want))
+    print("ok: reread with lazy liveness and room: nothing was dropped, the read is served")
+    # dropped at once: the read must be refused loudly, never served garbage
+    p = plan_run(args, "reread", 12, 7, {"VMEM_DEVICE_LIMIT": "32M", "VMEM_LIVENESS": "eager"})
+    if p.returncode != 1 or "copy a -> host failed" not in p.stderr:
+        fail("reread after an eager drop: expected exit 1 with planprog's 'copy a -> host "
+             "failed' (the call refused), got exit %d\n%s" % (p.returncode, show(p)))
+    if "expected 0x" in p.stderr:
+        fail("reread after an eager drop: the program saw wrong bytes instead of an error\n%s"
+             % show(p))
+    line = [ln for ln in p.stderr.splitlines() if ln.startswith("vmem: error:")]
+    if not line or "VMEM_LIVENESS=off" not in line[0] or "dropped" not in line[0]:
+        fail("reread after an eager drop: expected one 'vmem: error:' line saying the bytes "
+             "were dropped and naming VMEM_LIVENESS=off, got %s\n%s" % (line, show(p)))
+    print("ok: reread after an eager drop refused: %s" % line[0][:200])
+    p = plan_run(args, "reread", 12, 7, {"VMEM_DEVICE_LIMIT": "32M", "VMEM_LIVENESS": "off"})
+    must_pass(p, "planprog reread, VMEM_LIVENESS=off")
+    if checksum(p, "planprog reread, off") != want:
+        fail("planprog reread, liveness off: checksum differs")
+    print("ok: VMEM_LIVENESS=off, the way out the line names, runs it")
+
+
+# ---- minitrain ----
+
+def mt(args, net, extra, env, preload=True):
+    cmd = [args.minitrain, "--net", net, "--json"] + extra
+    return run(args, cmd, env, preload)
+
+
+def mt_json(p, what):
+    for line in reversed(p.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    fail("%s: no JSON result line\n%s" % (what, show(p)))
+
+
+def iter_times(p):
+    return [float(x) for x in re.findall(r"^iter \d+ .* time ([0-9.]+) ms$", p.stdout, re.M)]
+
+
+def half(peak):
+    return max(peak // 2 // (2 * MiB) * (2 * MiB), 2 * MiB)
+
+
+def t_minitrain_styles(args):
+    """Each allocation style learns its iteration; liveness makes the
+    planned iterations faster than the reactive layer alone, with the
+    same weights as the unlimited run."""
+    common = ["--batch", "4", "--image", "32", "--iters", "8"]
+    for style in ("per-tensor", "network", "caching"):
+        extra = common + ["--alloc", style]
+        base = mt(args, "vgg16", extra, {"SIMGPU_MEM": "4G"}, preload=False)
+        must_pass(base, "vgg16 %s without vmem" % style)
+        b = mt_json(base, "vgg16 %s" % style)
+        limit = half(b["peak_bytes"])
+        env = {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1"}
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "t.jsonl")
+            p = mt(args, "vgg16", extra, dict(env, VMEM_TRACE=trace))
+            must_pass(p, "vgg16 %s at half its peak" % style)
+            events = [r["event"] for r in plan_records(trace)]
+        got = mt_json(p, "vgg16 %s under vmem" % style)
+        if got["checksum"] != b["checksum"]:
+            fail("vgg16 %s at %d MiB: checksum %s, expected %s (unlimited)"
+                 % (style, limit // MiB, got["checksum"], b["checksum"]))
+        planned = policy_line(p.stderr, "iterations planned")
+        if "made" not in events or not planned:
+            fail("vgg16 %s: expected a plan made and planned iterations, got plan events %s, "
+                 "%s planned\n%s" % (style, events, planned, show(p)))
+        off = mt(args, "vgg16", extra, dict(env, VMEM_LIVENESS="off"))
+        must_pass(off, "vgg16 %s, liveness off" % style)
+        t_on, t_off = iter_times(p)[-1], iter_times(off)[-1]
+        if style != "per-tensor" and not t_on < t_off:
+            fail("vgg16 %s: the last (planned) iteration took %.3f ms with liveness and %.3f ms "
+                 "without; expected liveness to be faster (dead pages dropped, not copied)"
+                 % (style, t_on, t_off))
+        print("ok: vgg16 %-10s at %3d MiB: plan events %s, %d planned, last iteration %.2f ms "
+              "(liveness off %.2f ms), checksum as unlimited"
+              % (style, limit // MiB, events, planned, t_on, t_off))
+
+
+def t_minitrain_policies_half(args):
+    """vDNN all / conv / dyn at half the peak, every style, with eager
+    liveness and backward on a second thread: the weights of the
+    unlimited run, bit for bit (scripts/vmem-fuzz does the comparing)."""
+    fuzz = os.path.join(os.path.dirname(args.vmem_trace), "vmem-fuzz")
+    cmd = [sys.executable, fuzz, "--minitrain", args.minitrain, "--lib", args.vmem,
+           "--simgpu", os.environ.get("LD_LIBRARY_PATH", "").split(":")[0],
+           "101", "2027", "--nets", "resnet18", "--batch", "8", "--image", "32", "--iters", "7",
+           "--styles", "per-tensor,network,caching", "--apis", "legacy", "--threads", "2",
+           "--fractions", "2", "--policies", "all,conv,dyn", "--liveness", "eager"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=580)
+    print(p.stdout[-4000:])
+    if p.returncode != 0:
+        fail("vmem-fuzz exited %d, expected 0\n%s" % (p.returncode, show(p)))
+    rows = [ln for ln in p.stdout.splitlines() if " 1/2 " in ln]
+    bad = [ln for ln in rows if " same " not in ln]
+    planned = [ln for ln in rows if re.search(r"planned [1-9]", ln)]
+    if bad or len(rows) != 27:
+        fail("expected 27 runs (3 nets x 3 styles x 3 policies) all 'same', got %d rows, "
+             "others: %s" % (len(rows), bad))
+    if len(planned) < len(rows) * 2 // 3:
+        fail("expected most runs to reach planned iterations, got %d of %d" %
+             (len(planned), len(rows)))
+    print("ok: %d runs under all/conv/dyn at half the peak, same weights; %d with planned "
+          "iterations" % (len(rows), len(planned)))
+
+
+def t_minitrain_eval_batch_change(args):
+    """An evaluation pass every 3 iterations and a batch-size change
+    mid-run leave the plan (suspended, resumed or replaced) without
+    changing a weight."""
+    extra = ["--batch", "8", "--image", "32", "--iters", "14", "--eval-every", "3",
+             "--batch-change", "8:4", "--alloc", "caching"]
+    base = mt(args, "resnet10", extra, {"SIMGPU_MEM": "4G"}, preload=False)
+    must_pass(base, "resnet10 without vmem")
+    b = mt_json(base, "resnet10")
+    # 3/4 of the peak: at 1/2 a caching segment plus a call's tensors
+    # exceed the budget on a net this small (a clean out-of-memory)
+    limit = max(b["peak_bytes"] * 3 // 4 // (2 * MiB) * (2 * MiB), 2 * MiB)
+    with tempfile.TemporaryDirectory() as d:
+        trace = os.path.join(d, "t.jsonl")
+        p = mt(args, "resnet10", extra, {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1",
+                                         "VMEM_POLICY": "dyn", "VMEM_LIVENESS": "eager",
+                                         "VMEM_TRACE": trace})
+        must_pass(p, "resnet10 with eval and batch change under vmem")
+        events = [r["event"] for r in plan_records(trace)]
+    got = mt_json(p, "resnet10 under vmem")
+    if got["checksum"] != b["checksum"]:
+        fail("resnet10 eval + batch change at %d MiB: checksum %s, expected %s"
+             % (limit // MiB, got["checksum"], b["checksum"]))
+    if "made" not in events or "suspended" not in events:
+        fail("expected plan records 'made' and 'suspended' (the eval pass leaves the plan), "
+             "got %s" % events)
+    print("ok: resnet10 with eval every 3 and a batch change: plan events %s, checksum as "
+          "unlimited" % events)
+
+
+TESTS = {
+    "plan-steady": t_plan_steady, "plan-stray": t_plan_stray, "plan-reread": t_plan_reread,
+    "minitrain-styles": t_minitrain_styles,
+    "minitrain-policies-half": t_minitrain_policies_half,
+    "minitrain-eval-batch-change": t_minitrain_eval_batch_change,
+}
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("test", choices=sorted(TESTS))
+    ap.add_argument("--vmem", required=True)
+    ap.add_argument("--prog", required=True)
+    ap.add_argument("--minitrain", required=True)
+    ap.add_argument("--vmem-trace", required=True)
+    a = ap.parse_args()
+    TESTS[a.test](a)

@@ -1,0 +1,489 @@
+/* tests/unit/policy/test_plan.c - plans and their verification
+ * (policy/plan.c, match.c, deadset.c, policy.c): actions resolved against
+ * the calls actually seen, matching per (thread, stream) lane, suspension
+ * and its revivals, the description of lost bytes, and the switches. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "policy/match.h"
+#include "policy/policy.h"
+#include "synth.h"
+
+static policy_config_t cfg(void)
+{
+	policy_config_t c;
+
+	policy_config_default(&c);
+	return c;
+}
+
+static int count_since(const drv_t *d, uint64_t seq, policy_act_kind_t kind, int sub)
+{
+	int n = 0;
+
+	for (int i = 0; i < d->nacts; i++)
+		if (d->acts[i].seq >= seq && d->acts[i].kind == (int)kind &&
+		    (sub < 0 || (kind == POLICY_ACT_NOTE ? d->acts[i].a.note : d->acts[i].a.reason) == sub))
+			n++;
+	return n;
+}
+
+static void test_dead_actions_follow_current_allocations(void **state)
+{
+	/* per-tensor allocation: every iteration's activations are new
+	 * allocations; the plan's DEAD ranges must name this iteration's */
+	net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_PER_TENSOR };
+	policy_config_t c = cfg();
+	drv_t d;
+	net_t n;
+	uint64_t first_seq, young_from;
+	int young = 0, stable = 0;
+
+	(void)state;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 4; i++)
+		net_train(&n, &d);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	first_seq = d.seq;
+	young_from = n.next_id;   /* this iteration's allocations come after */
+	net_train(&n, &d);
+	for (int i = 0; i < d.nacts; i++) {
+		const policy_action_t *a = &d.acts[i].a;
+
+		if (d.acts[i].seq < first_seq || a->kind != POLICY_ACT_DEAD)
+			continue;
+		if (a->alloc_id >= young_from) {
+			young++;
+		} else if (a->alloc_id >= 10 && a->alloc_id < 10 + 3 * 4) {
+			stable++;   /* gradients, dead from the update to their next write */
+		} else {
+			fail_msg("DEAD on alloc %llu: neither this iteration's (>= %llu) nor a weight's",
+				 (unsigned long long)a->alloc_id, (unsigned long long)young_from);
+		}
+		assert_true(a->ptr == (uintptr_t)(0x100000000ull * a->alloc_id + a->offset));
+	}
+	if (young == 0 || stable == 0)
+		fail_msg("expected DEAD ranges on this iteration's tensors and on gradients, got %d and %d",
+			 young, stable);
+	assert_int_equal(count_since(&d, first_seq, POLICY_ACT_NOTE, POLICY_NOTE_SUSPENDED), 0);
+	assert_int_equal(count_since(&d, first_seq, POLICY_ACT_REVIVE, -1), 0);
+	net_free(&n);
+	drv_free(&d);
+}
+
+/* A two-lane iteration: main thread ops a0 a1 a2, backward thread b0 b1. */
+static void lane_op(drv_t *d, uint64_t thread, int which, uint64_t off)
+{
+	vmem_range_t r[2];
+	vmem_op_info_t in = { .type = VMEM_INFO_LAUNCH };
+
+	d->thread = thread;
+	in.u.launch.func = 0x100 + (uintptr_t)which;
+	r[0] = R(20 + (uint64_t)which, off, 256, VMEM_ACCESS_R, "arg0");
+	r[1] = R(40 + (uint64_t)which, 0, 256, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "arg1");
+	drv_op(d, VMEM_OP_LAUNCH, "cudaLaunchKernel", &in, 2, r);
+	d->thread = 1;
+}
+
+static void two_lane_iter(drv_t *d, bool swapped)
+{
+	lane_op(d, 1, 0, 0);
+	if (!swapped) {
+		lane_op(d, 2, 10, 0);
+		lane_op(d, 1, 1, 0);
+	} else {
+		lane_op(d, 1, 1, 0);
+		lane_op(d, 2, 10, 0);
+	}
+	lane_op(d, 2, 11, 0);
+	lane_op(d, 1, 2, 0);
+	drv_sync(d);
+}
+
+static void test_lanes_tolerate_another_interleaving(void **state)
+{
+	policy_config_t c = cfg();
+	policy_stats_t st;
+	drv_t d;
+
+	(void)state;
+	drv_init(&d, &c);
+	for (int i = 0; i < 3; i++)
+		two_lane_iter(&d, false);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	assert_int_equal(policy_plan(d.p)->g.nlanes, 2);
+	/* the backward thread's ops now come later relative to main's */
+	two_lane_iter(&d, true);
+	two_lane_iter(&d, false);
+	two_lane_iter(&d, true);
+	policy_get_stats(d.p, &st);
+	assert_int_equal(st.suspensions, 0);
+	assert_int_equal(st.iterations_planned, 2);
+	/* a different op on the backward lane is a mismatch */
+	lane_op(&d, 1, 0, 0);
+	lane_op(&d, 2, 12, 0);
+	policy_get_stats(d.p, &st);
+	assert_int_equal(st.suspensions, 1);
+	drv_free(&d);
+}
+
+static void test_deviation_suspends_and_revives_dead_ranges(void **state)
+{
+	net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_NETWORK };
+	policy_config_t c = cfg();
+	drv_t d;
+	net_t n;
+	vmem_range_t r;
+	vmem_op_info_t li = { .type = VMEM_INFO_LAUNCH };
+	policy_stats_t st;
+	uint64_t seq;
+	int outstanding;
+
+	(void)state;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 4; i++)
+		net_train(&n, &d);
+	/* ranges dead across the iteration boundary (gradients, the loss) are
+	 * still declared dead */
+	policy_get_stats(d.p, &st);
+	assert_true(st.dead_actions > 0);
+	seq = d.seq;
+	li.u.launch.func = 0xbad;
+	r = R(n.w[0], 0, 64, VMEM_ACCESS_R, "arg0");
+	drv_op(&d, VMEM_OP_LAUNCH, "cudaLaunchKernel", &li, 1, &r);
+	assert_int_equal(policy_state(d.p), POLICY_SUSPENDED);
+	assert_int_equal(count_since(&d, seq, POLICY_ACT_NOTE, POLICY_NOTE_SUSPENDED), 1);
+	outstanding = count_since(&d, seq, POLICY_ACT_REVIVE, POLICY_REVIVE_SUSPEND);
+	if (outstanding < 4)
+		fail_msg("expected the 4 gradients' dead ranges (and more) revived, got %d", outstanding);
+	/* the NOTE says which op was expected: the plan's first op */
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].seq >= seq && d.acts[i].kind == POLICY_ACT_NOTE)
+			assert_int_equal(d.acts[i].a.expected_op, 0);
+	/* the next iteration resumes the plan; nothing stays dead meanwhile */
+	net_train(&n, &d);
+	policy_get_stats(d.p, &st);
+	assert_int_equal(st.resumes, 1);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	net_free(&n);
+	drv_free(&d);
+}
+
+/* An iteration that keeps tensor T (alloc 30): written by #2, read by #3,
+ * dead from #3 until #2 of the next iteration. */
+static void keep_iter(drv_t *d, uint64_t b_off)
+{
+	vmem_range_t r[2];
+	vmem_op_info_t in = { .type = VMEM_INFO_COPY };
+
+	in.u.copy.bytes = 4096;
+	in.u.copy.kind = 1;
+	r[0] = R(0, 0x10, 4096, VMEM_ACCESS_R, "src");
+	r[1] = R(31, 0, 4096, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "dst");
+	drv_op(d, VMEM_OP_MEMCPY, "cudaMemcpyAsync", &in, 2, r);
+	r[0] = R(31, 0, 4096, VMEM_ACCESS_R, "x");
+	r[1] = R(32, b_off, 4096, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "y");
+	drv_op(d, VMEM_OP_ACT_FWD, "cudnnActivationForward", NULL, 2, r);
+	r[0] = R(32, b_off, 4096, VMEM_ACCESS_R, "x");
+	r[1] = R(30, 0, 8192, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "y");
+	drv_op(d, VMEM_OP_ACT_FWD, "cudnnActivationForward", NULL, 2, r);
+	r[0] = R(30, 0, 8192, VMEM_ACCESS_R, "x");
+	r[1] = R(33, 0, 64, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "y");
+	drv_op(d, VMEM_OP_SOFTMAX_FWD, "cudnnSoftmaxForward", NULL, 2, r);
+	drv_sync(d);
+}
+
+static void test_read_of_dead_range_names_last_reader_and_reader(void **state)
+{
+	policy_config_t c = cfg();
+	policy_stats_t st;
+	policy_loss_t loss;
+	const policy_action_t *rv = NULL;
+	vmem_range_t r;
+	vmem_op_info_t li = { .type = VMEM_INFO_LAUNCH };
+	char line[1024];
+	drv_t d;
+	uint64_t seq, rseq;
+
+	(void)state;
+	drv_init(&d, &c);
+	for (int i = 0; i < 5; i++)
+		keep_iter(&d, 0);
+	policy_get_stats(d.p, &st);
+	assert_int_equal(st.revives_read, 0);   /* the plan never reads a dead range */
+	/* the application reads T once in a while: it deviates */
+	seq = d.seq;
+	li.u.launch.func = 0x5eed;
+	r = R(30, 4096, 16, VMEM_ACCESS_R, "arg0");
+	rseq = drv_op(&d, VMEM_OP_LAUNCH, "cudaLaunchKernel", &li, 1, &r);
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].seq >= seq && d.acts[i].kind == POLICY_ACT_REVIVE &&
+		    d.acts[i].a.reason == POLICY_REVIVE_READ)
+			rv = &d.acts[i].a;
+	assert_non_null(rv);
+	/* the revived piece is what the call reads, described fully */
+	assert_int_equal(rv->certain, 1);
+	assert_int_equal(rv->alloc_id, 30);
+	assert_int_equal(rv->offset, 4096);
+	assert_int_equal(rv->bytes, 16);
+	assert_int_equal(rv->loss.last_read_op, 3);
+	assert_int_equal(rv->loss.last_read_kind, VMEM_OP_SOFTMAX_FWD);
+	assert_int_equal(rv->loss.until_op, 2);
+	{
+		vmem_event_t now = { .kind = VMEM_OP_LAUNCH, .api = "cudaLaunchKernel", .seq = rseq };
+
+		policy_loss_format(&rv->loss, &now, line, sizeof(line));
+	}
+	if (!strstr(line, "launch (cudaLaunchKernel, seq") ||
+	    !strstr(line, "alloc 30 bytes [4096, 4112)") ||
+	    !strstr(line, "last read by plan op #3 softmax_fwd (cudnnSoftmaxForward") ||
+	    !strstr(line, "rewritten whole by plan op #2 act_fwd") ||
+	    !strstr(line, "VMEM_LIVENESS=off"))
+		fail_msg("loss line: %s", line);
+	/* after the call the plan is suspended: the rest of T is revived too,
+	 * and a later report (the pool found dropped bytes) is still described */
+	assert_int_equal(policy_state(d.p), POLICY_SUSPENDED);
+	assert_int_equal(policy_find_loss(d.p, 30, 0, 16, &loss), 0);
+	assert_int_equal(loss.last_read_op, 3);
+	assert_int_equal(policy_find_loss(d.p, 99, 0, 16, &loss), -1);
+	drv_free(&d);
+}
+
+static void test_seq_known_only_after_the_call(void **state)
+{
+	/* the runtime reserves the trace seq after making the call's memory
+	 * resident: policy_before gets 0, policy_after the seq */
+	policy_config_t c = cfg();
+	vmem_op_info_t li = { .type = VMEM_INFO_LAUNCH };
+	const policy_action_t *rv = NULL;
+	vmem_range_t r;
+	uint64_t softmax_seq = 0;
+	drv_t d;
+
+	(void)state;
+	drv_init(&d, &c);
+	d.seq_late = true;
+	for (int i = 0; i < 5; i++) {
+		keep_iter(&d, 0);
+		softmax_seq = d.seq - 2;   /* the softmax, before the sync */
+	}
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	assert_true(drv_count(&d, POLICY_ACT_DEAD, -1) > 0);
+	assert_int_equal(policy_plan(d.p)->steady_seq, 1);
+	li.u.launch.func = 0x5eed;
+	r = R(30, 0, 16, VMEM_ACCESS_R, "arg0");
+	drv_op(&d, VMEM_OP_LAUNCH, "cudaLaunchKernel", &li, 1, &r);
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].kind == POLICY_ACT_REVIVE && d.acts[i].a.reason == POLICY_REVIVE_READ)
+			rv = &d.acts[i].a;
+	assert_non_null(rv);
+	/* the descriptions name calls by their real seq */
+	assert_int_equal(rv->loss.last_read_seq, softmax_seq);
+	assert_int_equal(rv->loss.after_seq, softmax_seq);
+	drv_free(&d);
+}
+
+static void test_scanned_argument_read_is_not_certain(void **state)
+{
+	/* a fill kernel on a block the caching allocator handed out again:
+	 * vmem sees a read-write argument, the kernel may only write */
+	policy_config_t c = cfg();
+	vmem_op_info_t li = { .type = VMEM_INFO_LAUNCH };
+	vmem_range_t r;
+	drv_t d;
+	int n = 0;
+
+	(void)state;
+	drv_init(&d, &c);
+	for (int i = 0; i < 5; i++)
+		keep_iter(&d, 0);
+	li.u.launch.func = 0xf111;
+	r = R(30, 0, 64, VMEM_ACCESS_RW, "arg2");
+	drv_op(&d, VMEM_OP_LAUNCH, "cudaLaunchKernel", &li, 1, &r);
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].kind == POLICY_ACT_REVIVE && d.acts[i].a.reason == POLICY_REVIVE_READ) {
+			assert_int_equal(d.acts[i].a.certain, 0);
+			n++;
+		}
+	assert_int_equal(n, 1);
+	drv_free(&d);
+}
+
+static void test_moved_stable_range_is_not_declared_dead(void **state)
+{
+	policy_config_t c = cfg();
+	drv_t d;
+	uint64_t seq;
+
+	(void)state;
+	drv_init(&d, &c);
+	for (int i = 0; i < 4; i++)
+		keep_iter(&d, 0);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	/* alloc 32 comes at another offset this time: same call, but the
+	 * plan's picture of alloc 32 is wrong for this iteration */
+	seq = d.seq;
+	keep_iter(&d, 4096);
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].seq >= seq && d.acts[i].kind == POLICY_ACT_DEAD)
+			assert_true(d.acts[i].a.alloc_id != 32);
+	assert_int_equal(count_since(&d, seq, POLICY_ACT_NOTE, POLICY_NOTE_SUSPENDED), 0);
+	/* the next iteration, back in place, declares it dead again */
+	seq = d.seq;
+	keep_iter(&d, 0);
+	{
+		int n = 0;
+
+		for (int i = 0; i < d.nacts; i++)
+			n += d.acts[i].seq >= seq && d.acts[i].kind == POLICY_ACT_DEAD &&
+			     d.acts[i].a.alloc_id == 32;
+		assert_int_equal(n, 1);
+	}
+	drv_free(&d);
+}
+
+static void test_liveness_switches(void **state)
+{
+	net_cfg_t nc = { .layers = 3, .batch = 4, .style = NET_NETWORK };
+	policy_config_t c = cfg();
+	drv_t d;
+	net_t n;
+
+	(void)state;
+	c.liveness = POLICY_LIVENESS_OFF;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 6; i++)
+		net_train(&n, &d);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	assert_int_equal(drv_count(&d, POLICY_ACT_DEAD, -1), 0);
+	net_free(&n);
+	drv_free(&d);
+
+	c.liveness = POLICY_LIVENESS_EAGER;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 6; i++)
+		net_train(&n, &d);
+	assert_true(drv_count(&d, POLICY_ACT_DEAD, -1) > 0);
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].kind == POLICY_ACT_DEAD)
+			assert_int_equal(d.acts[i].a.eager, 1);
+	net_free(&n);
+	drv_free(&d);
+}
+
+static void test_misses_counted_by_state(void **state)
+{
+	net_cfg_t nc = { .layers = 3, .batch = 4, .style = NET_NETWORK };
+	policy_config_t c = cfg();
+	policy_stats_t st;
+	drv_t d;
+	net_t n;
+
+	(void)state;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	policy_note_miss(d.p, 3);
+	for (int i = 0; i < 4; i++)
+		net_train(&n, &d);
+	policy_note_miss(d.p, 5);
+	policy_get_stats(d.p, &st);
+	assert_int_equal(st.misses_other, 3);
+	assert_int_equal(st.misses_planned, 5);
+	net_free(&n);
+	drv_free(&d);
+}
+
+static void test_algo_steps_before_each_convolution(void **state)
+{
+	net_cfg_t nc = { .layers = 3, .batch = 4, .style = NET_NETWORK };
+	policy_config_t c = cfg();
+	drv_t d;
+	net_t n;
+	uint64_t seq;
+
+	(void)state;
+	c.algo_steps = true;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 4; i++)
+		net_train(&n, &d);
+	seq = d.seq;
+	net_train(&n, &d);
+	/* 3 forward, 2 backward-data, 3 backward-filter convolutions */
+	assert_int_equal(count_since(&d, seq, POLICY_ACT_ALGO, -1), 8);
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].seq >= seq && d.acts[i].kind == POLICY_ACT_ALGO)
+			assert_int_equal(d.acts[i].a.algo, 1);   /* the application's own */
+	net_free(&n);
+	drv_free(&d);
+}
+
+typedef struct {
+	char text[1 << 16];
+	size_t len;
+} sink_t;
+
+static void sink(void *ctx, const char *line)
+{
+	sink_t *s = ctx;
+	int k = snprintf(s->text + s->len, sizeof(s->text) - s->len, "%s\n", line);
+
+	if (k > 0 && s->len + (size_t)k < sizeof(s->text))
+		s->len += (size_t)k;
+}
+
+static void test_debug_log_prints_every_pass_of_a_new_plan(void **state)
+{
+	policy_config_t c = cfg();
+	static sink_t s;
+	policy_stats_t st;
+	drv_t d;
+
+	(void)state;
+	s.len = 0;
+	c.log = sink;
+	c.log_ctx = &s;
+	drv_init(&d, &c);
+	for (int i = 0; i < 3; i++)
+		keep_iter(&d, 0);
+	if (!strstr(s.text, "plan 1: period 4 ops") || !strstr(s.text, "graph: 4 ops") ||
+	    !strstr(s.text, "liveness: ") || !strstr(s.text, "offload: 0 tensors") ||
+	    !strstr(s.text, "evict: ") ||
+	    !strstr(s.text, "step #3 softmax_fwd (cudnnSoftmaxForward) after: DEAD use 6 (x a30)"))
+		fail_msg("log:\n%s", s.text);
+	s.len = 0;
+	policy_get_stats(d.p, &st);
+	policy_stats_print(&st, sink, &s);
+	if (!strstr(s.text, "policy: planned") || !strstr(s.text, "made      1"))
+		fail_msg("stats:\n%s", s.text);
+	drv_free(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dead_actions_follow_current_allocations),
+		cmocka_unit_test(test_lanes_tolerate_another_interleaving),
+		cmocka_unit_test(test_deviation_suspends_and_revives_dead_ranges),
+		cmocka_unit_test(test_read_of_dead_range_names_last_reader_and_reader),
+		cmocka_unit_test(test_seq_known_only_after_the_call),
+		cmocka_unit_test(test_scanned_argument_read_is_not_certain),
+		cmocka_unit_test(test_moved_stable_range_is_not_declared_dead),
+		cmocka_unit_test(test_liveness_switches),
+		cmocka_unit_test(test_misses_counted_by_state),
+		cmocka_unit_test(test_algo_steps_before_each_convolution),
+		cmocka_unit_test(test_debug_log_prints_every_pass_of_a_new_plan),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

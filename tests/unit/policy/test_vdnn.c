@@ -1,0 +1,267 @@
+/* tests/unit/policy/test_vdnn.c - the vDNN passes (policy/offload.c,
+ * prefetch.c) and their actions: all vs conv (vDNN §III-C), Fig. 10's
+ * prefetch window, the time-aware placement, and OFFLOAD/PREFETCH actions
+ * resolved in planned iterations. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "policy/policy.h"
+#include "policy/program.h"
+#include "synth.h"
+
+static drv_t d;
+static net_t n;
+
+static const policy_plan_t *planned(policy_offload_mode_t mode, policy_prefetch_mode_t pf,
+				    uint64_t bw, uint64_t budget, uint64_t dur)
+{
+	net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_NETWORK };
+	policy_config_t c;
+
+	policy_config_default(&c);
+	c.offload = mode;
+	c.prefetch = pf;
+	c.offload_min_bytes = 1024;
+	c.h2d_bytes_per_s = bw;
+	c.prefetch_budget = budget;
+	drv_init(&d, &c);
+	d.dur_ns = dur;
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 3; i++)
+		net_train(&n, &d);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	return policy_plan(d.p);
+}
+
+static void done(void)
+{
+	net_free(&n);
+	drv_free(&d);
+}
+
+static void test_all_offloads_every_tensor_live_across_the_boundary(void **state)
+{
+	const policy_plan_t *pl = planned(POLICY_OFFLOAD_ALL, POLICY_PREFETCH_VDNN, 0, 0, 0);
+	const policy_graph_t *g = &pl->g;
+
+	(void)state;
+	/* the batch, x1..x4 and y0..y3 (the loss is under offload_min_bytes) */
+	assert_int_equal(pl->off.n, 9);
+	for (int i = 0; i < pl->off.n; i++) {
+		const policy_offload_t *o = &pl->off.v[i];
+		const policy_tensor_t *t = &g->tensors[o->tensor];
+
+		assert_true(t->flags & POLICY_T_CROSS);
+		/* right after its last forward use (vDNN: the last consumer) */
+		assert_int_equal(o->after_op, t->last_fwd_read >= 0 ? t->last_fwd_read : t->producer);
+		assert_true(o->after_op < g->boundary);
+		assert_int_equal(o->need_op, t->first_bwd_read);
+	}
+	done();
+}
+
+static void test_conv_offloads_only_convolution_inputs(void **state)
+{
+	const policy_plan_t *pl = planned(POLICY_OFFLOAD_CONV, POLICY_PREFETCH_VDNN, 0, 0, 0);
+
+	(void)state;
+	/* the batch and x1..x3: the inputs of the 4 forward convolutions */
+	assert_int_equal(pl->off.n, 4);
+	for (int i = 0; i < pl->off.n; i++) {
+		const policy_offload_t *o = &pl->off.v[i];
+
+		assert_true(pl->g.tensors[o->tensor].flags & POLICY_T_CONV_IN);
+		assert_int_equal(pl->g.ops[o->after_op].kind, VMEM_OP_CONV_FWD);
+	}
+	done();
+}
+
+static bool conv_bwd(vmem_op_kind_t k)
+{
+	return k == VMEM_OP_CONV_BWD_DATA || k == VMEM_OP_CONV_BWD_FILTER;
+}
+
+static void test_vdnn_prefetch_window_stops_at_next_convolution(void **state)
+{
+	const policy_plan_t *pl = planned(POLICY_OFFLOAD_ALL, POLICY_PREFETCH_VDNN, 0, 0, 0);
+	const policy_graph_t *g = &pl->g;
+	int at_op[256] = { 0 };
+
+	(void)state;
+	for (int i = 0; i < pl->off.n; i++) {
+		const policy_offload_t *o = &pl->off.v[i];
+
+		assert_true(o->prefetch_op > o->after_op);
+		assert_true(o->prefetch_op < o->need_op);
+		/* Fig. 10: never prefetched from beyond the next conv layer */
+		for (int k = o->prefetch_op + 1; k < o->need_op; k++)
+			if (conv_bwd(g->ops[k].kind))
+				fail_msg("t%d prefetched before #%d, a conv (#%d) sits before its use #%d",
+					 o->tensor, o->prefetch_op, k, o->need_op);
+		if (!o->fallback)
+			at_op[o->prefetch_op]++;
+		else
+			assert_int_equal(o->prefetch_op, o->need_op - 1);
+	}
+	/* the search places one layer per backward op */
+	for (int k = 0; k < g->nops; k++)
+		assert_true(at_op[k] <= 1);
+	done();
+}
+
+static void test_timed_prefetch_arrives_before_use(void **state)
+{
+	/* 1 us per op; each tensor's copy takes about 2.5 ops */
+	const uint64_t op_ns = 1000;
+	const policy_plan_t *pl = planned(POLICY_OFFLOAD_ALL, POLICY_PREFETCH_TIMED, 0, 0, op_ns);
+	const policy_graph_t *g = &pl->g;
+	double bw;
+	int order[64], m;
+	double link = 0;
+
+	(void)state;
+	policy_offloads_free((policy_offloads_t *)&pl->off);
+	/* re-place with a known bandwidth: the smallest tensor copies in 2.5 us */
+	{
+		uint64_t small = UINT64_MAX;
+		policy_timing_t t = { 0 };
+		policy_offloads_t o;
+
+		assert_int_equal(policy_offload_choose(g, POLICY_OFFLOAD_ALL, 1024, &o), 0);
+		for (int i = 0; i < o.n; i++)
+			if (o.v[i].bytes < small)
+				small = o.v[i].bytes;
+		bw = (double)small / 2.5e-6;
+		t.h2d_bytes_per_s = (uint64_t)bw;
+		assert_int_equal(policy_prefetch_place(g, POLICY_PREFETCH_TIMED, &t, &o), 0);
+		*(policy_offloads_t *)&pl->off = o;
+	}
+	/* replay the H2D link: copies issued in op order, one at a time */
+	m = pl->off.n;
+	for (int i = 0; i < m; i++)
+		order[i] = i;
+	/* (the plan issues copies at one op in the order they are needed) */
+	for (int i = 0; i < m; i++)
+		for (int j = i + 1; j < m; j++)
+			if (pl->off.v[order[j]].prefetch_op < pl->off.v[order[i]].prefetch_op ||
+			    (pl->off.v[order[j]].prefetch_op == pl->off.v[order[i]].prefetch_op &&
+			     pl->off.v[order[j]].need_op < pl->off.v[order[i]].need_op)) {
+				int x = order[i];
+				order[i] = order[j];
+				order[j] = x;
+			}
+	for (int i = 0; i < m; i++) {
+		const policy_offload_t *o = &pl->off.v[order[i]];
+		double issue = (double)o->prefetch_op * op_ns;
+		double start = issue > link ? issue : link;
+		double end = start + (double)o->bytes / bw * 1e9;
+
+		assert_true(g->ops[o->prefetch_op].dur_ns == op_ns);
+		if (end > (double)o->need_op * op_ns + 1e-6)
+			fail_msg("t%d: prefetch before #%d ends at %.0f ns, after its use #%d at %.0f ns",
+				 o->tensor, o->prefetch_op, end, o->need_op, (double)o->need_op * op_ns);
+		assert_true(o->prefetch_op >= o->after_op + 1);
+		link = end;
+	}
+	/* tensors needed again too soon to make the round trip are not
+	 * offloaded: here the last activations before the loss */
+	if (pl->off.dropped < 1 || pl->off.n + pl->off.dropped != 9)
+		fail_msg("expected some of the 9 offloads dropped, got %d kept %d dropped",
+			 pl->off.n, pl->off.dropped);
+	done();
+}
+
+static void test_timed_prefetch_respects_budget(void **state)
+{
+	const policy_plan_t *pl = planned(POLICY_OFFLOAD_ALL, POLICY_PREFETCH_TIMED, 1000000,
+					  0, 1000);
+	const policy_graph_t *g = &pl->g;
+	policy_timing_t t = { .h2d_bytes_per_s = 1000000 };   /* slow link: everything early */
+	policy_offloads_t o;
+	uint64_t biggest = 0;
+
+	(void)state;
+	assert_int_equal(policy_offload_choose(g, POLICY_OFFLOAD_ALL, 1024, &o), 0);
+	for (int i = 0; i < o.n; i++)
+		if (o.v[i].bytes > biggest)
+			biggest = o.v[i].bytes;
+	t.budget = 2 * biggest;
+	assert_int_equal(policy_prefetch_place(g, POLICY_PREFETCH_TIMED, &t, &o), 0);
+	for (int k = 0; k < g->nops; k++) {
+		uint64_t held = 0;
+
+		for (int i = 0; i < o.n; i++)
+			if (o.v[i].prefetch_op <= k && k < o.v[i].need_op)
+				held += o.v[i].bytes;
+		/* at most what the budget allows, unless a copy is as late as it can be */
+		if (held > t.budget) {
+			for (int i = 0; i < o.n; i++)
+				if (o.v[i].prefetch_op <= k && k < o.v[i].need_op)
+					assert_true(o.v[i].prefetch_op >= o.v[i].need_op - 1 ||
+						    o.v[i].prefetch_op == k);
+		}
+	}
+	policy_offloads_free(&o);
+	done();
+}
+
+static void test_offload_and_prefetch_actions_in_planned_iterations(void **state)
+{
+	const policy_plan_t *pl = planned(POLICY_OFFLOAD_CONV, POLICY_PREFETCH_VDNN, 0, 0, 0);
+	uint64_t seq0 = d.seq;
+	int off = 0, pre = 0;
+
+	(void)state;
+	(void)pl;
+	net_train(&n, &d);
+	for (int i = 0; i < d.nacts; i++) {
+		const policy_action_t *a = &d.acts[i].a;
+
+		if (d.acts[i].seq < seq0)
+			continue;
+		if (a->kind == POLICY_ACT_OFFLOAD) {
+			off++;
+			/* a conv input: the batch or an activation x1..x3 */
+			assert_true(a->alloc_id == n.in[0] || a->alloc_id == n.x[1] ||
+				    a->alloc_id == n.x[2] || a->alloc_id == n.x[3]);
+			assert_int_equal(a->offset, 0);
+			assert_int_equal(a->bytes, net_act_bytes(&n, a->alloc_id == n.in[0] ? 0 :
+							  a->alloc_id == n.x[1] ? 1 :
+							  a->alloc_id == n.x[2] ? 2 : 3));
+		}
+		if (a->kind == POLICY_ACT_PREFETCH) {
+			pre++;
+			assert_true(a->until_op > a->plan_op);
+		}
+	}
+	assert_int_equal(off, 4);
+	assert_int_equal(pre, 4);
+	{
+		policy_stats_t st;
+
+		policy_get_stats(d.p, &st);
+		assert_int_equal(st.offloads, 4);
+		assert_int_equal(st.prefetches, 4);
+	}
+	done();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_all_offloads_every_tensor_live_across_the_boundary),
+		cmocka_unit_test(test_conv_offloads_only_convolution_inputs),
+		cmocka_unit_test(test_vdnn_prefetch_window_stops_at_next_convolution),
+		cmocka_unit_test(test_timed_prefetch_arrives_before_use),
+		cmocka_unit_test(test_timed_prefetch_respects_budget),
+		cmocka_unit_test(test_offload_and_prefetch_actions_in_planned_iterations),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
