@@ -49,7 +49,8 @@ DEFAULTS = {
 	'per_image': {}, 'ms_per_image': {},
 	'default_per_image': 64 * MiB, 'default_ms_per_image': 1.0,
 	'slow': {'none': 2.0, 'all': 0.5, 'conv': 0.75, 'dyn': 0.125, 'lru': 2.0, 'plan': 1.0,
-		 'belady': 1.0},
+		 'belady': 1.0, 'nopolicy': 3.0},
+	'dyn_choice': 'conv',     # what VMEM_POLICY=dyn says it chose (VMEM_STATS=1)
 	'first_factor': 3.0,
 	'crash': [],          # list of {key: value} matched against the run (net, policy, alloc, mem)
 	'wrong': [],          # same, with --no-dryrun: a different checksum
@@ -174,7 +175,9 @@ def main():
 				  'raise VMEM_HOST_LIMIT or lower the batch size\n' % (2 * MiB, hl // MiB, hl // MiB))
 			oom('cudaMalloc', 2 * MiB, mem)
 		if host:
-			slow = cfg['slow'].get(evict or policy, 1.0)
+			# VMEM_LIVENESS=off with VMEM_POLICY=none: no policy at all (LRU)
+			nopolicy = policy == 'none' and liveness == 'off' and not evict
+			slow = cfg['slow'].get('nopolicy' if nopolicy else evict or policy, 1.0)
 			ms = ms * (1 + slow * host / mem)
 			h2d = d2h = host
 			stats = {'misses (fault-ins)': host // (2 * MiB), 'evictions': host // (2 * MiB),
@@ -197,6 +200,13 @@ def main():
 		err.write('vmem: %-16s %16d %16d %16d\n' % ('resident', 0, peak, peak))
 		for k, v in stats.items():
 			err.write('vmem: %-32s %16d\n' % (k, v))
+		if not (policy == 'none' and liveness == 'off'):
+			# the shim's plan: made at the end of iteration 3, iterations 4.. by it
+			err.write('policy: iterations planned %8d  suspended      0  resumed      0  '
+				  'ops matched %10d\n' % (max(0, iters - 4), 2 * max(0, iters - 4)))
+			if policy == 'dyn':
+				err.write('policy: dyn: chose %s (peaks: none 17.4 GiB, conv 10.8 GiB, all 10.8 '
+					  'GiB; budget 12.0 GiB)\n' % cfg['dyn_choice'])
 	write_report(model, mem, dry, peak, h2d * iters, d2h * iters, sum(iter_ms) / 1e3)
 	if a['json']:
 		print(json.dumps({'net': net, 'batch': batch, 'image': a['image'], 'iters': iters,

@@ -197,7 +197,11 @@ class EveryRow(Case):
 		# dyn (vgg19 256 at 12 GiB: need 24 GiB): 512 ms * (1 + 0.125 * 12/12)
 		r = self.one(table='t1', row='dyn', net='VGG-16 (256)')
 		self.assertClose(r['steady_ms'], 512 * 1.125, what='dyn ms')
-		self.assertEqual(len(r['iter_ms']), 12, 'dyn runs --dyn-iters iterations')
+		self.assertEqual(len(r['iter_ms']), 6, 'dyn runs --iters iterations unless --dyn-iters')
+		# the steady time: the last 2 (the planned iterations of 6); what dyn chose, from VMEM_STATS
+		self.assertEqual(r['dyn_choice'], 'conv')
+		self.assertEqual(r['planned'], 2)
+		self.assertIn('| dyn | trained (chose conv, 2 planned) |', self.md)
 		r = self.one(table='t1', row='conv(p)', net='VGG-16 (128)')
 		self.assertClose(r['speed'], 1 / (1 + 0.75 * 0 / 12) if 128 * 96 * MiB <= 12 * GiB
 				 else 1 / (1 + 0.75 * (128 * 96 * MiB - 12 * GiB) / (12 * GiB)), what='conv(p)')
@@ -260,6 +264,75 @@ class EveryRow(Case):
 		self.assertTrue(any('VMEM_EVICT_ORDER=lru' in c for c in cmds), cmds)
 		plan = self.one(table='t3', alloc='network', row='plan eviction')
 		self.assertEqual(plan['status'], 'ok')
+
+
+class NoEvictionSetting(Case):
+	"""The library of 2026-11-23: every policy, the plan's eviction order
+	always on, no setting to switch it."""
+
+	CFG = {'vars': {k: v for k, v in ALL_VARS.items() if k != 'VMEM_EVICTION'},
+	       'not_implemented': [],
+	       'per_image': {'vgg19': 96 * MiB, 'vgg16': 64 * MiB},
+	       'ms_per_image': {'vgg19': 2.0, 'vgg16': 1.0}}
+
+	def test_lru_against_plan_order_is_no_policy_against_the_default(self):
+		rc = self.bench(self.CFG, '--tables', 't3', '--nets', 'vgg16', '--t3-models', 'titanx',
+				'--t3-batch', '32')
+		self.assertEqual(rc, 0, self.stderr)
+		self.assertIsNone(self.js['meta']['eviction'])
+		self.assertEqual(self.rows(table='t3', row='LRU eviction'), [])
+		self.assertEqual(self.rows(table='t3', row='plan eviction'), [])
+		self.assertIn('not separately switchable', self.md)
+		with open(os.path.join(self.out, 'logs', 'titanx-vgg16-b32-i224-network-1536m-n6-vmem-'
+				       'liveness-off-trace.cmd')) as f:
+			cmd = f.read()
+		self.assertIn('VMEM_LIVENESS=off', cmd)
+		self.assertIn('VMEM_POLICY=none', cmd)
+		# network style: need 3 GiB, half 1.5 GiB; no policy is slower (3.0) than the default (2.0)
+		need, half = 3 * GiB, 3 * GiB // 2
+		lru = self.one(table='t3', alloc='network', row='no policy (LRU)')
+		default = self.one(table='t3', alloc='network', row='none (default)', budget_label='1/2')
+		self.assertEqual(lru['budget'], half)
+		self.assertClose(lru['speed'], 1 / (1 + 3.0 * (need - half) / half), what='no policy speed')
+		self.assertClose(default['speed'], 1 / (1 + 2.0 * (need - half) / half), what='default speed')
+		self.assertClose(lru['x_unlimited'], 1 + 3.0 * (need - half) / half, what='x unlimited')
+
+	def test_every_row_of_table_3_and_the_check_has_its_lower_bound(self):
+		rc = self.bench(self.CFG, '--tables', 't3,check', '--nets', 'vgg16', '--t3-models', 'titanx',
+				'--t3-batch', '32')
+		self.assertEqual(rc, 0, self.stderr)
+		# the bound reads the per-tensor run's trace (live 2 GiB + 1 MiB) at the style's half,
+		# with the style's unlimited time (32 ms) as compute time, on titanx's 16 GB/s
+		for alloc, need in (('network', 3 * GiB), ('caching', 5 * GiB // 2), ('per-tensor', 2 * GiB)):
+			b = self.one(table='t3', alloc=alloc, row='lower bound')
+			self.assertEqual(b['status'], 'ok', b)
+			self.assertEqual(b['budget'], need // 2)
+			h2d = 2 * GiB + MiB - need // 2
+			self.assertEqual(b['h2d_bytes'], h2d, alloc)
+			self.assertClose(b['bound_ms'], max(32.0, h2d / 16e9 * 1e3), what='%s bound' % alloc)
+			for name in ('none (default)', 'no policy (LRU)'):
+				r = self.one(table='t3', alloc=alloc, row=name, budget_label='1/2')
+				self.assertClose(r['vs_bound'], r['steady_ms'] / b['bound_ms'],
+						 what='%s %s x bound' % (alloc, name))
+			# unlimited memory: the bound is the unlimited run's own time
+			r = self.one(table='t3', alloc=alloc, row='liveness eager')
+			self.assertClose(r['vs_bound'], r['steady_ms'] / 32.0, what='unlimited x bound')
+		# one traced run serves every style's bound
+		logs = os.listdir(os.path.join(self.out, 'logs'))
+		self.assertEqual([l for l in logs if l.startswith('titanx-vgg16-b32-i224-per-tensor-1t-n6-vmem-device')
+				  and l.endswith('.cmd')],
+				 ['titanx-vgg16-b32-i224-per-tensor-1t-n6-vmem-device-limit-3584m-trace.cmd'])
+		line = next(l for l in self.md.splitlines()
+			    if l.startswith('| titanx | VGG-16 | network | lower bound at 1/2 (1.50 GiB) |'))
+		self.assertIn('limited by H2D', line)
+		# the check: at 1.05x the per-tensor need nothing must move, the bound is the compute time
+		need = 256 * 96 * MiB
+		b = self.one(table='check', row='lower bound')
+		self.assertEqual(b['budget'], int(need * 1.05))
+		self.assertClose(b['bound_ms'], 512.0, what='check bound')
+		r = self.one(table='check', row='none (default)')
+		self.assertClose(r['vs_bound'], r['steady_ms'] / 512.0, what='check x bound')
+		self.assertRegex(self.md, r'\| lower bound \| limited by compute \|')
 
 
 class Failures(Case):
