@@ -241,8 +241,9 @@ class EveryRow(Case):
 		over = need * 1.5 - int(need * 1.05)
 		self.assertClose(default['speed'], 1 / (1 + 2.0 * over / int(need * 1.05)), rel=1e-4,
 				 what='default speed')
-		self.assertIn('| none (default) | trained |', self.md)
-		self.assertRegex(self.md, r'\| none \(default\) \| trained \|.*\| no \|')
+		self.assertIn('| none (default) | trained (2 planned) |', self.md)
+		self.assertIn('| liveness off | trained |', self.md)      # no policy: no plan
+		self.assertRegex(self.md, r"\| none \(default\) \| trained \(2 planned\) \|.*\| no \|")
 
 	def test_eviction_setting_is_found_by_name_with_the_accepted_values(self):
 		cfg = dict(self.CFG)
