@@ -202,6 +202,14 @@ class EveryRow(Case):
 		self.assertEqual(r['dyn_choice'], 'conv')
 		self.assertEqual(r['planned'], 2)
 		self.assertIn('| dyn | trained (chose conv, 2 planned) |', self.md)
+		# the prefetch table has its lower bound beside every row: Table 1's, at the same budget
+		for model, budget in (('titanx', 12 * GiB), ('h100', 256 * 96 * MiB // 2)):
+			b = self.one(table='t1p', model=model, net='VGG-16 (256)', row='lower bound')
+			self.assertEqual(b['budget'], budget)
+			for r in self.rows(table='t1p', model=model, net='VGG-16 (256)'):
+				if r['row'] != 'lower bound':
+					self.assertClose(r['vs_bound'], r['steady_ms'] / b['bound_ms'],
+							 what='%s %s x bound' % (model, r['row']))
 		r = self.one(table='t1', row='conv(p)', net='VGG-16 (128)')
 		self.assertClose(r['speed'], 1 / (1 + 0.75 * 0 / 12) if 128 * 96 * MiB <= 12 * GiB
 				 else 1 / (1 + 0.75 * (128 * 96 * MiB - 12 * GiB) / (12 * GiB)), what='conv(p)')
