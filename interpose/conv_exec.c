@@ -366,8 +366,10 @@ void conv_set_ws_ref(hook_call_t *c, const void *p, uint64_t bytes)
 			c->refs[i].bytes = bytes;
 			return;
 		}
+	/* scratch: nothing reads what an earlier call left in it, so it is a
+	 * whole overwrite (dead between convolutions, never copied back) */
 	if (p)
-		hook_call_ref(c, p, bytes, VMEM_ACCESS_W, "ws");
+		hook_call_ref(c, p, bytes, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "ws");
 }
 
 void conv_cfg_str(const solver_config_t *cfg, char *buf, size_t len)
@@ -1121,7 +1123,7 @@ static bool scratch_get(scratch_t *s, const conv_kernel_t *k, int bmax, uint64_t
 	refs[0] = (vmem_ref_t){ (uintptr_t)s->x, s->xb, VMEM_ACCESS_RW, "x" };
 	refs[1] = (vmem_ref_t){ (uintptr_t)s->y, s->yb, VMEM_ACCESS_RW, "y" };
 	refs[2] = (vmem_ref_t){ (uintptr_t)s->w, s->wb, VMEM_ACCESS_RW, "w" };
-	refs[3] = (vmem_ref_t){ (uintptr_t)s->ws, s->wsb, VMEM_ACCESS_W, "ws" };
+	refs[3] = (vmem_ref_t){ (uintptr_t)s->ws, s->wsb, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "ws" };
 	if (runtime_prepare(refs, s->ws ? 4 : 3, stream, s->res) != cudaSuccess) {
 		scratch_free(s);
 		return false;

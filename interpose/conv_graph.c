@@ -504,7 +504,8 @@ static void measure_graph(conv_kernel_t *k, const hook_conv_geom_t *gm)
 							VMEM_ACCESS_RW, "y" };
 				refs[2] = (vmem_ref_t){ (uintptr_t)w, conv_extent(&k->shape.w, 0),
 							VMEM_ACCESS_RW, "w" };
-				refs[3] = (vmem_ref_t){ (uintptr_t)ws, wsb, VMEM_ACCESS_W, "ws" };
+				refs[3] = (vmem_ref_t){ (uintptr_t)ws, wsb,
+							VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "ws" };
 				if (runtime_prepare(refs, ws ? 4 : 3, stream, res) == cudaSuccess) {
 					if (!ws)
 						memset(&res[3], 0, sizeof(res[3]));

@@ -660,7 +660,8 @@ HOOK_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle,
 			hook_call_ref(&c, C, cl.bytes, VMEM_ACCESS_R, "c");
 		hook_call_ref(&c, D, d.bytes, VMEM_ACCESS_W, "d");
 	}
-	hook_call_ref(&c, workspace, workspaceSizeInBytes, VMEM_ACCESS_W, "ws");
+	/* per-call scratch: a whole overwrite (nothing reads an earlier call's) */
+	hook_call_ref(&c, workspace, workspaceSizeInBytes, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "ws");
 	if (!lt_attr(Ddesc, CUBLASLT_MATRIX_LAYOUT_TYPE, &dtype, sizeof(dtype)))
 		dtype = 0;
 	lt_epilogue_refs(&c, computeDesc, &d, (int)hook_cuda_dtype_bits((int)dtype));

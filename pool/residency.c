@@ -482,20 +482,29 @@ static void unlock_page(pool_t *p, struct page *pg)
  * pages faulted.  A failed map or copy is returned; pages mapped before
  * it stay resident, and a page whose copy failed goes back to host. */
 /* True when a ref of the call overwrites every byte of page pg without
- * reading any (a whole write covering the page's part of the allocation):
- * its old bytes need not come back. */
+ * reading any (a whole write covering the page's part of the allocation)
+ * and no other ref of the call may read any of it (an in-place op reads
+ * the same bytes through its input): its old bytes need not come back. */
 static bool page_overwritten(const pool_t *p, const pool_ref_t *refs, const struct rref *rr,
 			     int n, const struct page *pg)
 {
 	uint64_t lo = (uint64_t)pg->idx * chunk_sz(p), hi = lo + page_bytes(p, pg->a, pg->idx);
+	bool covered = false;
 
 	if (!refs)
 		return false;
-	for (int i = 0; i < n; i++)
-		if (rr[i].a == pg->a && refs[rr[i].ref].write && refs[rr[i].ref].whole &&
-		    rr[i].lo <= lo && rr[i].hi >= hi)
-			return true;
-	return false;
+	for (int i = 0; i < n; i++) {
+		const pool_ref_t *r = &refs[rr[i].ref];
+
+		if (rr[i].a != pg->a || rr[i].hi <= lo || rr[i].lo >= hi)
+			continue;
+		if (r->write && r->whole) {
+			covered |= rr[i].lo <= lo && rr[i].hi >= hi;
+			continue;
+		}
+		return false;   /* read (or written in part) by this very call */
+	}
+	return covered;
 }
 
 /* refs: the call's refs (NULL for a prefetch, which never overwrites). */

@@ -1466,6 +1466,52 @@ static void test_plan_order_evicts_the_furthest_next_use(void **state)
 	env_close(&e);
 }
 
+/* A page evicted with its bytes on the host comes back for a call that
+ * rewrites it whole without its old bytes; an in-place call (the same
+ * bytes read through another ref) gets them back. */
+static void test_whole_overwrite_skips_the_copy_unless_also_read(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 1, 0, 64);
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	put(&e, a, CH, 41);
+	put(&e, b, CH, 42);                     /* evicts a, whose bytes go to host */
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+	/* in place: read a, write a whole -> the bytes must come back */
+	pool_ref_t in_place[2] = {
+		{ .ptr = a, .bytes = CH, .write = false },
+		{ .ptr = a, .bytes = CH, .write = true, .whole = true },
+	};
+	pool_span_t sp[2];
+	assert_int_equal(pool_acquire(e.p, in_place, 2, NULL, sp), POOL_OK);
+	fake_drain(&e.f);
+	uint8_t *got = malloc(CH), *want = malloc(CH);
+	pattern(want, CH, 41);
+	assert_true(fake_read(&e.f, a, got, CH));
+	if (memcmp(got, want, CH))
+		fail_msg("in-place call on an evicted page: expected its old bytes back, got others");
+	pool_release(e.p, in_place, sp, 2, NULL);
+	assert_int_equal(stats(&e).overwrites_skipped, 0);
+	/* evict a again (b comes back), then a whole overwrite alone: no copy */
+	assert_true(check(&e, b, CH, 42));
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+	uint64_t copied = stats(&e).bytes_faulted_in;
+	pool_ref_t whole = { .ptr = a, .bytes = CH, .write = true, .whole = true };
+	assert_int_equal(pool_acquire(e.p, &whole, 1, NULL, sp), POOL_OK);
+	fake_drain(&e.f);
+	pattern(want, CH, 43);
+	assert_true(fake_write(&e.f, a, want, CH));
+	pool_release(e.p, &whole, sp, 1, NULL);
+	assert_int_equal(stats(&e).overwrites_skipped, 1);
+	assert_int_equal(stats(&e).bytes_faulted_in, copied);
+	assert_true(check(&e, a, CH, 43));
+	free(got);
+	free(want);
+	check_clean(&e);
+	env_close(&e);
+}
+
 /* A write vmem did not see may have made dead bytes live: a page declared
  * dead before such a write is copied, never dropped. */
 static void test_unseen_write_after_a_discard_keeps_the_page(void **state)
@@ -2284,6 +2330,7 @@ int main(void)
 		cmocka_unit_test(test_offload_never_waits),
 		cmocka_unit_test(test_plan_order_evicts_the_furthest_next_use),
 		cmocka_unit_test(test_unseen_write_after_a_discard_keeps_the_page),
+		cmocka_unit_test(test_whole_overwrite_skips_the_copy_unless_also_read),
 		cmocka_unit_test(test_range_of_a_freed_allocation_is_left_alone),
 		cmocka_unit_test(test_fixed_mappings_grow_shrink_and_move_under_the_budget),
 		cmocka_unit_test(test_fixed_reservation_is_aligned_as_asked),
