@@ -894,25 +894,31 @@ pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
 	return st;
 }
 
-/* One chunk in the cache without a host wait, or false. */
+/* One chunk in the cache without a host wait, or false.  Each way of
+ * reclaiming makes progress but may yield no chunk (a freed range whose
+ * pages were all evicted holds none), so it tries until the cache has one
+ * or nothing is left to try. */
 static bool chunk_nowait(pool_t *p)
 {
-	if (p->ncache)
-		return true;
-	if (p->held + chunk_sz(p) <= p->cfg.budget) {
-		uint64_t h;
-		if (p->ops.chunk_create(p->ops.ctx, chunk_sz(p), &h) == 0) {
-			p->held += chunk_sz(p);
-			stat_add(&p->st.held, chunk_sz(p));
-			p->st.chunks_created++;
-			pool_cache_push(p, h);
+	for (;;) {
+		if (p->ncache)
 			return true;
+		if (p->held + chunk_sz(p) <= p->cfg.budget) {
+			uint64_t h;
+			if (p->ops.chunk_create(p->ops.ctx, chunk_sz(p), &h) == 0) {
+				p->held += chunk_sz(p);
+				stat_add(&p->st.held, chunk_sz(p));
+				p->st.chunks_created++;
+				pool_cache_push(p, h);
+				return true;
+			}
 		}
+		if (p->spend_head)
+			pool_small_reap(p);
+		if (!pool_freed_reclaim_one(p, false) && !pool_offl_reap(p, false) &&
+		    !pool_slab_reclaim_empty(p) && !pool_evict_nowait(p, 1))
+			return p->ncache > 0;
 	}
-	if (p->spend_head)
-		pool_small_reap(p);
-	return pool_freed_reclaim_one(p, false) || pool_offl_reap(p, false) ||
-	       pool_slab_reclaim_empty(p) || pool_evict_nowait(p, 1);
 }
 
 pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r)
