@@ -614,9 +614,12 @@ size_t policy_loss_format(const policy_loss_t *l, const vmem_event_t *now, char 
 		snprintf(reader, sizeof(reader), "written by plan op #%d %s (%s, seq %" PRIu64
 			 ") and never read", l->after_op, vmem_op_name(l->after_kind),
 			 l->after_api ? l->after_api : "?", l->after_seq);
-	if (now)
+	if (now && now->seq)
 		snprintf(who, sizeof(who), "%s (%s, seq %" PRIu64 ")", vmem_op_name(now->kind),
 			 now->api ? now->api : "?", now->seq);
+	else if (now)   /* before it is issued, a call has no seq yet */
+		snprintf(who, sizeof(who), "%s (%s)", vmem_op_name(now->kind),
+			 now->api ? now->api : "?");
 	else
 		snprintf(who, sizeof(who), "a call");
 	n = snprintf(buf, len,
