@@ -33,6 +33,7 @@
 #include "interpose/config.h"
 #include "interpose/hooks.h"
 #include "interpose/log.h"
+#include "interpose/pool_ref.h"
 #include "interpose/stats.h"
 #include "interpose/trace.h"
 #include "pool/pool.h"
@@ -998,11 +999,7 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 	pr = b.pr;
 	sp = b.sp;
 	for (int i = 0; i < n; i++) {
-		pr[i].ptr = refs[i].ptr;
-		pr[i].bytes = refs[i].bytes;
-		pr[i].write = refs[i].access & VMEM_ACCESS_W;
-		pr[i].whole = (refs[i].access & VMEM_ACCESS_WHOLE) && pr[i].write;
-		pr[i].maybe = refs[i].bytes == 0;
+		pr[i] = pool_ref_of(refs[i].ptr, refs[i].bytes, refs[i].access);
 	}
 	stream_seen(stream);
 	tl_dev_err = cudaSuccess;
@@ -1067,11 +1064,7 @@ void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream)
 	pr = b.pr;
 	sp = b.sp;
 	for (int i = 0; i < n; i++) {
-		pr[i].ptr = refs[i].ptr;
-		pr[i].bytes = refs[i].bytes;
-		pr[i].write = refs[i].access & VMEM_ACCESS_W;
-		pr[i].whole = (refs[i].access & VMEM_ACCESS_WHOLE) && pr[i].write;
-		pr[i].maybe = refs[i].bytes == 0;
+		pr[i] = pool_ref_of(refs[i].ptr, refs[i].bytes, refs[i].access);
 		sp[i].alloc_id = refs[i].alloc_id;
 		sp[i].offset = refs[i].offset;
 		sp[i].bytes = refs[i].bytes;

@@ -49,6 +49,7 @@
 #include "interpose/config.h"
 #include "interpose/hooks.h"
 #include "interpose/log.h"
+#include "interpose/pool_ref.h"
 #include "interpose/trace.h"
 #include "policy/policy.h"
 #include "pool/pool.h"
@@ -556,11 +557,7 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 	if (!tl_reserve(t, c->nrefs))
 		return cudaSuccess;   /* unseen by the policy: it suspends its plan */
 	for (int i = 0; i < c->nrefs; i++) {
-		t->refs[i].ptr = c->refs[i].ptr;
-		t->refs[i].bytes = c->refs[i].bytes;
-		t->refs[i].write = c->refs[i].access & VMEM_ACCESS_W;
-		t->refs[i].whole = (c->refs[i].access & VMEM_ACCESS_WHOLE) && t->refs[i].write;
-		t->refs[i].maybe = c->refs[i].bytes == 0;
+		t->refs[i] = pool_ref_of(c->refs[i].ptr, c->refs[i].bytes, c->refs[i].access);
 	}
 	if (c->nrefs)
 		pool_resolve(g_rp_pool, t->refs, c->nrefs, t->spans);
