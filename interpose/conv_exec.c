@@ -326,6 +326,17 @@ uint64_t conv_ws_pages(const void *p, uint64_t ws)
 	return p ? conv_pages_bytes((uintptr_t)p, ws, chunk) : est_pages(ws, chunk);
 }
 
+uint64_t conv_kernel_limit(const conv_kernel_t *k)
+{
+	uint64_t lim = conv_mode.limit, room = conv_room(k->tensor_bytes);
+
+	if (room < lim)
+		lim = room;
+	if (k->have_plan_room && k->plan_room < lim)
+		lim = k->plan_room;
+	return lim;
+}
+
 uint64_t conv_measure_cap(const conv_kernel_t *k, uint64_t greediest)
 {
 	uint64_t cap = conv_mode.limit, room = conv_room(k->tensor_bytes);
@@ -596,9 +607,10 @@ static void trace_wr(const conv_kernel_t *k, uint64_t limit, const char *how)
 	snprintf(line, sizeof(line),
 		 "\"mode\":\"wr\",\"kernel\":\"%s\",\"key\":\"%s\",\"batch\":%d,\"quantum\":%d,\"limit\":%" PRIu64
 		 ",\"status\":\"%s\",\"cfg\":\"%s\",\"calls\":%d,\"time_ms\":%.6f,\"ws\":%" PRIu64
-		 ",\"undivided_ms\":%.6f,\"measured\":%d",
+		 ",\"undivided_ms\":%.6f,\"measured\":%d,\"plan_room\":%" PRId64,
 		 k->name, key, k->batch, k->quantum, limit == SOLVER_NO_LIMIT ? 0 : limit, how, cfg,
-		 solver_config_calls(&k->cfg), k->cfg.time, k->cfg.ws, k->undivided_ms, k->nmeas);
+		 solver_config_calls(&k->cfg), k->cfg.time, k->cfg.ws, k->undivided_ms, k->nmeas,
+		 k->have_plan_room ? (int64_t)k->plan_room : (int64_t)-1);
 	trace_line(line);
 }
 
@@ -618,7 +630,7 @@ static bool least_ws_config(conv_kernel_t *k)
 static void decide_wr(conv_kernel_t *k)
 {
 	uint64_t room = conv_room(k->tensor_bytes);
-	uint64_t limit = conv_mode.limit < room ? conv_mode.limit : room;
+	uint64_t limit = conv_kernel_limit(k);
 	solver_kernel_t t = { k->batch, k->quantum, k->nmeas, k->meas };
 	solver_status_t st = solver_wr(&t, limit, &k->cfg);
 	const char *how = "ok";
@@ -630,9 +642,11 @@ static void decide_wr(conv_kernel_t *k)
 			g_said_infeasible_wr = true;
 			vmem_warn("VMEM_WORKSPACE_LIMIT=%" PRIu64 " bytes: no configuration of conv %s "
 				  "(and maybe others) needs so little workspace beside its tensors "
-				  "(budget room %" PRIu64 " MiB); running the memory-optimal "
-				  "algorithms there", conv_mode.limit == SOLVER_NO_LIMIT ? 0 : conv_mode.limit,
-				  k->name, room == SOLVER_NO_LIMIT ? 0 : room / MiB);
+				  "(budget room %" PRIu64 " MiB, %" PRIu64 " MiB beside what the plan "
+				  "holds then); running the memory-optimal algorithms there",
+				  conv_mode.limit == SOLVER_NO_LIMIT ? 0 : conv_mode.limit,
+				  k->name, room == SOLVER_NO_LIMIT ? 0 : room / MiB,
+				  k->have_plan_room ? k->plan_room / MiB : room == SOLVER_NO_LIMIT ? 0 : room / MiB);
 		}
 		how = "infeasible";
 		if (!least_ws_config(k)) {
@@ -656,6 +670,7 @@ static uint64_t g_wd_size;
 static int g_wd_generation;
 static int g_first_kernel = -1;       /* the first kernel run: its second run ends iteration 1 */
 static bool g_period_done;
+static bool g_redo;                   /* a plan's room lowered a limit: decide again */
 
 static void lp_path(char *buf, size_t len)
 {
@@ -684,10 +699,11 @@ static void trace_wd(conv_kernel_t **ks, int n, const solver_wd_result_t *r, uin
 		len += (size_t)snprintf(line + len, cap - len,
 					"%s{\"kernel\":\"%s\",\"weight\":%" PRIu64 ",\"cfg\":\"%s\","
 					"\"time_ms\":%.6f,\"ws\":%" PRIu64 ",\"offset\":%" PRIu64
-					",\"front\":%d}",
+					",\"front\":%d,\"plan_room\":%" PRId64 "}",
 					i ? "," : "", ks[i]->name, ks[i]->weight ? ks[i]->weight : 1,
 					cfg, ks[i]->cfg.time, ks[i]->cfg.ws, ks[i]->wd_off,
-					ks[i]->front.n);
+					ks[i]->front.n,
+					ks[i]->have_plan_room ? (int64_t)ks[i]->plan_room : (int64_t)-1);
 	}
 	if (len + 2 < cap) {
 		line[len++] = ']';
@@ -741,9 +757,9 @@ static void solve_wd(void)
 		for (conv_kernel_t *k = g_buckets[b]; k; k = k->next) {
 			if (k->meas_state != 1)
 				continue;
-			/* each kernel's configurations must also fit beside its own tensors */
-			uint64_t room = conv_room(k->tensor_bytes);
-			uint64_t lim = conv_mode.limit < room ? conv_mode.limit : room;
+			/* each kernel's configurations must also fit beside its own
+			 * tensors, and beside what the plan holds when it runs */
+			uint64_t lim = conv_kernel_limit(k);
 			solver_kernel_t t = { k->batch, k->quantum, k->nmeas, k->meas };
 
 			/* a kernel's front is computed once: every solve reuses it;
@@ -891,25 +907,77 @@ void *conv_wd_segment(conv_kernel_t *k)
 	return (char *)g_wd_buf + k->wd_off;
 }
 
+/* The plan's rooms lowered some limits: every kernel concerned is decided
+ * again at once, between two iterations, so that the plan sees one
+ * change of the iteration's calls rather than one per layer (each
+ * different call suspends it). */
+static void redecide_all(void)
+{
+	g_redo = false;
+	if (conv_mode.wd) {
+		for (unsigned b = 0; b < NBUCKETS; b++)
+			for (conv_kernel_t *q = g_buckets[b]; q; q = q->next)
+				q->redecide = false;
+		solve_wd();
+		return;
+	}
+	for (unsigned b = 0; b < NBUCKETS; b++)
+		for (conv_kernel_t *q = g_buckets[b]; q; q = q->next)
+			if (q->redecide) {
+				q->redecide = false;
+				decide_wr(q);
+			}
+}
+
 void conv_note_call(conv_kernel_t *k)
 {
 	k->calls++;
-	if (!conv_mode.wd || g_period_done)
-		return;
 	if (g_first_kernel < 0) {
 		g_first_kernel = k->id;
 		return;
 	}
 	if (k->id != g_first_kernel)
 		return;
-	/* The first kernel runs again: one iteration has passed.  Weigh every
-	 * kernel by its runs in it (identical layers share a kernel) and
-	 * solve once more. */
+	/* the first kernel runs again: an iteration has passed */
+	if (g_redo && (!conv_mode.wd || g_period_done)) {
+		redecide_all();
+		return;
+	}
+	if (!conv_mode.wd || g_period_done)
+		return;
+	/* WD's first iteration is over.  Weigh every kernel by its runs in
+	 * it (identical layers share a kernel) and solve once more. */
 	g_period_done = true;
 	for (unsigned b = 0; b < NBUCKETS; b++)
 		for (conv_kernel_t *q = g_buckets[b]; q; q = q->next)
 			q->weight = q->calls - (q == k ? 1 : 0);
 	solve_wd();
+}
+
+void conv_note_room(conv_kernel_t *k)
+{
+	uint64_t room = runtime_policy_conv_room();
+
+	if (!k || room == UINT64_MAX || !conv_mode.ws_on || k->meas_state != 1 ||
+	    (k->have_plan_room && room >= k->plan_room))
+		return;
+	/* the least room over the kernel's calls: identical layers share a
+	 * kernel, and the tightest moment decides */
+	k->have_plan_room = true;
+	k->plan_room = room;
+	if (!k->have_cfg || k->cfg.ws <= conv_kernel_limit(k))
+		return;
+	stats_add(STATS_CONV_PLAN_ROOMS, 1);
+	vmem_debug("conv %s: the plan leaves %" PRIu64 " MiB beside its tensors, its "
+		   "configuration needs %" PRIu64 " MiB: deciding again", k->name, room / MiB,
+		   k->cfg.ws / MiB);
+	k->redecide = true;
+	g_redo = true;
+	if (conv_mode.wd && k->cfg_wd) {
+		/* its front was cut at the old limit */
+		solver_front_free(&k->front);
+		k->have_front = false;
+	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -1587,6 +1655,11 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 	}
 	st = rescue(c, k, dir, h, alpha, xd, x, wd, w, yd, y, cd, beta, tensors, &own, &ran);
 done:
+	if (k && conv_mode.ws_on) {
+		pthread_mutex_lock(&conv_lock);
+		conv_note_room(k);
+		pthread_mutex_unlock(&conv_lock);
+	}
 	if (strcmp(how, "app") != 0)
 		hook_call_args(c, "\"ran\":\"%s\",\"ran_algo\":%d,\"calls\":%d", how, ran, ncalls);
 	hook_call_finish(c);

@@ -56,6 +56,11 @@ typedef struct conv_kernel {
 	bool have_front;
 	solver_front_t front;
 	uint64_t calls;           /* executions */
+	/* under a plan: the least workspace room it leaves at this kernel's
+	 * calls (runtime_policy_conv_room), which bounds its limit */
+	bool have_plan_room;
+	uint64_t plan_room;
+	bool redecide;            /* the room fell below its configuration's workspace */
 	uint64_t weight;          /* executions per iteration (WD objective), 0 = unknown */
 
 	/* micro-batch descriptors of the legacy API, by size */
@@ -111,8 +116,17 @@ void conv_decide(conv_kernel_t *k);
 /* k's WD segment, or NULL when k has none or the shared buffer could not
  * be allocated. */
 void *conv_wd_segment(conv_kernel_t *k);
-/* One execution of k (counts, the first iteration's weights). */
+/* One execution of k (counts, the first iteration's weights; a WD
+ * re-solve once per iteration when a plan's room lowered a limit). */
 void conv_note_call(conv_kernel_t *k);
+/* The call of k was prepared: takes the workspace room the plan leaves
+ * there.  When it is below what k's configuration needs, k is decided
+ * again before its next call (WR at once, WD at the iteration's start).
+ * Caller holds conv_lock. */
+void conv_note_room(conv_kernel_t *k);
+/* What k's workspace may be: VMEM_WORKSPACE_LIMIT, the budget beside its
+ * tensors and the plan's room, the least of them. */
+uint64_t conv_kernel_limit(const conv_kernel_t *k);
 
 /* vmem's own device memory for a workspace (from the pool); freed after
  * the work queued on `s` so far.  NULL on failure. */

@@ -188,6 +188,11 @@ cudaError_t runtime_policy_before(const runtime_call_t *c);
 void runtime_policy_started(const runtime_call_t *c);
 /* After the call was issued (or refused): drops and offloads. */
 void runtime_policy_after(const runtime_call_t *c);
+/* The workspace room the plan leaves at the convolution the calling
+ * thread is issuing (its ALGO action in runtime_policy_before: budget less
+ * what the plan holds resident while it runs), or UINT64_MAX when there is
+ * no plan, no budget, or VMEM_WORKSPACE is off. */
+uint64_t runtime_policy_conv_room(void);
 /* The plan's description of dropped bytes in this range, for the line that
  * refuses a call pool_acquire found reading them.  False when unknown. */
 bool runtime_policy_explain_loss(uint64_t alloc_id, uint64_t offset, uint64_t bytes, char *buf,

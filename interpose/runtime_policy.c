@@ -78,6 +78,7 @@ typedef struct {
 	bool pending;          /* policy_before ran for the call in flight */
 	policy_actions_t acts;
 	uint64_t misses;
+	uint64_t room;         /* the call's ALGO room (UINT64_MAX none) */
 } tl_policy_t;
 
 static __thread tl_policy_t *tl_pol;
@@ -382,6 +383,9 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 	c.page_size = chunk;
 	c.offload_min_bytes = chunk;   /* smaller tensors share pages: never worth a copy */
 	c.budget = budget;
+	/* the µ-cuDNN solver chooses each convolution's workspace within
+	 * what the plan leaves free there */
+	c.algo_steps = vmem_cfg.workspace != VMEM_WS_OFF && budget;
 	if (vmem_log_enabled(VMEM_LOG_DEBUG))
 		c.log = log_line;
 	if (policy_create(&c, &g_pol)) {
@@ -506,7 +510,7 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 		break;
 	case POLICY_ACT_ALGO:
 	default:
-		break;   /* the conv hooks choose algorithms (conv_exec.c) */
+		break;   /* the room: read by the conv hooks (runtime_policy_conv_room) */
 	}
 	return cudaSuccess;
 }
@@ -518,6 +522,9 @@ static cudaError_t run_actions(tl_policy_t *t, const vmem_event_t *ev)
 
 	for (int i = 0; i < t->acts.n; i++) {
 		cudaError_t e = act(&t->acts.v[i], ev);
+
+		if (t->acts.v[i].kind == POLICY_ACT_ALGO)
+			t->room = t->acts.v[i].room;
 
 		if (e != cudaSuccess && err == cudaSuccess)
 			err = e;
@@ -554,6 +561,7 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 	if (!g_pol || !(t = tl_get()))
 		return cudaSuccess;
 	t->pending = false;
+	t->room = UINT64_MAX;
 	if (!tl_reserve(t, c->nrefs))
 		return cudaSuccess;   /* unseen by the policy: it suspends its plan */
 	for (int i = 0; i < c->nrefs; i++) {
@@ -603,6 +611,13 @@ void runtime_policy_after(const runtime_call_t *c)
 		pool_poll(g_rp_pool);
 		runtime_relax_end(mode);
 	}
+}
+
+uint64_t runtime_policy_conv_room(void)
+{
+	tl_policy_t *t = tl_pol;
+
+	return g_pol && t && t->pending ? t->room : UINT64_MAX;
 }
 
 bool runtime_policy_explain_loss(uint64_t alloc_id, uint64_t offset, uint64_t bytes, char *buf,

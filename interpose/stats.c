@@ -50,6 +50,7 @@ static const char *const counter_names[STATS_COUNTER_COUNT] = {
 	[STATS_CONV_CACHED] = "conv kernels from VMEM_CACHE",
 	[STATS_CONV_MODEL_NS] = "conv time measured (ns)",
 	[STATS_WD_SOLVES] = "WD solves",
+	[STATS_CONV_PLAN_ROOMS] = "conv limits lowered by the plan",
 	[STATS_WD_SOLVE_NS] = "WD solver time (ns)",
 	[STATS_WD_VARS] = "WD variables after pruning",
 	[STATS_WD_UNPRUNED] = "WD configs before pruning",

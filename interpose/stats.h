@@ -50,6 +50,7 @@ typedef enum {
 	STATS_CONV_CACHED,        /* kernels whose benchmark came from VMEM_CACHE */
 	STATS_CONV_MODEL_NS,      /* sum of the measured times of what the convolutions ran */
 	STATS_WD_SOLVES,          /* WD integer programs solved */
+	STATS_CONV_PLAN_ROOMS,    /* conv kernels whose limit the plan's room lowered */
 	STATS_WD_SOLVE_NS,        /* time in the solver (all solves) */
 	STATS_WD_VARS,            /* 0-1 variables after pruning (last solve) */
 	STATS_WD_UNPRUNED,        /* configurations before pruning (last solve; saturates) */

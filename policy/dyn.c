@@ -128,30 +128,32 @@ static int unstable_bytes(const policy_graph_t *g, uint64_t *out)
 	return 0;
 }
 
-/* with_dead: the DEAD ranges stay resident (liveness off). */
-static uint64_t peak_resident(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
-			      uint64_t held, const policy_offloads_t *o, int *peak_op)
+/* Where each offloaded tensor is away: over the positions "after op k",
+ * k in [after_op, back), back = the op its prefetch precedes (need_op when
+ * none was placed). */
+static int away_back(const policy_offload_t *x, int p)
+{
+	int b = x->prefetch_op >= 0 ? x->prefetch_op : x->need_op;
+
+	return b > p ? p : b;
+}
+
+/* Bytes resident after each op into curve[0 .. nops): live (plus dead
+ * when with_dead), plus `held`, less what `o` has away.  -1 when out of
+ * memory (curve then holds the curve without offloads). */
+static int resident_curve(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
+			  uint64_t held, const policy_offloads_t *o, uint64_t *curve)
 {
 	int p = g->nops;
-	int64_t *diff;
+	int64_t *diff = o && o->n ? calloc((size_t)p + 1, sizeof(*diff)) : NULL;
 	int64_t away = 0;
-	uint64_t best = 0;
-	int best_op = 0;
 
-	if (peak_op)
-		*peak_op = 0;
-	if (p == 0 || !l->live_after)
-		return held;
-	diff = calloc((size_t)p + 1, sizeof(*diff));
-	for (int i = 0; diff && o && i < o->n; i++) {
+	for (int i = 0; diff && i < o->n; i++) {
 		const policy_offload_t *x = &o->v[i];
-		int a = x->after_op, b = x->prefetch_op >= 0 ? x->prefetch_op : x->need_op;
+		int a = x->after_op, b = away_back(x, p);
 
-		/* away over the positions "after op k", k in [a, b) */
 		if (a < 0 || a >= p || b <= a)
 			continue;
-		if (b > p)
-			b = p;
 		diff[a] += (int64_t)x->bytes;
 		diff[b] -= (int64_t)x->bytes;
 	}
@@ -162,12 +164,33 @@ static uint64_t peak_resident(const policy_graph_t *g, const policy_live_t *l, b
 			away += diff[k];
 			r = r > (uint64_t)away ? r - (uint64_t)away : 0;
 		}
-		if (k == 0 || r > best) {
-			best = r;
-			best_op = k;
-		}
+		curve[k] = r;
 	}
 	free(diff);
+	return o && o->n && !diff ? -1 : 0;
+}
+
+/* with_dead: the DEAD ranges stay resident (liveness off). */
+static uint64_t peak_resident(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
+			      uint64_t held, const policy_offloads_t *o, int *peak_op)
+{
+	int p = g->nops;
+	uint64_t *curve, best = 0;
+	int best_op = 0;
+
+	if (peak_op)
+		*peak_op = 0;
+	if (p == 0 || !l->live_after)
+		return held;
+	if (!(curve = malloc((size_t)p * sizeof(*curve))))
+		return held + l->peak_live;   /* out of memory: no offload counted */
+	resident_curve(g, l, with_dead, held, o, curve);
+	for (int k = 0; k < p; k++)
+		if (k == 0 || curve[k] > best) {
+			best = curve[k];
+			best_op = k;
+		}
+	free(curve);
 	if (peak_op)
 		*peak_op = best_op;
 	return best;
@@ -180,6 +203,57 @@ uint64_t policy_peak_resident(const policy_graph_t *g, const policy_live_t *l,
 
 	unstable_bytes(g, &held);   /* out of memory: counted as 0 */
 	return peak_resident(g, l, false, held, o, peak_op);
+}
+
+static bool is_ws(const policy_use_t *u)
+{
+	return u->role && strcmp(u->role, "ws") == 0;
+}
+
+int policy_conv_room(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
+		     const policy_offloads_t *o, uint64_t budget, uint64_t *room)
+{
+	int p = g->nops;
+	uint64_t *curve, *back, held = 0;
+
+	for (int k = 0; k < p; k++)
+		room[k] = UINT64_MAX;
+	if (p == 0 || budget == 0 || !l->live_after)
+		return 0;
+	curve = malloc((size_t)p * sizeof(*curve));
+	back = calloc((size_t)p, sizeof(*back));
+	if (!curve || !back || unstable_bytes(g, &held) < 0 ||
+	    resident_curve(g, l, with_dead, held, o, curve) < 0) {
+		free(curve);
+		free(back);
+		return -1;
+	}
+	/* what comes back for op k: on the device while k runs, away before */
+	for (int i = 0; o && i < o->n; i++) {
+		int b = away_back(&o->v[i], p);
+
+		if (o->v[i].after_op >= 0 && b > o->v[i].after_op && b < p)
+			back[b] += o->v[i].bytes;
+	}
+	for (int k = 0; k < p; k++) {
+		const policy_op_t *op = &g->ops[k];
+		uint64_t during = curve[k ? k - 1 : p - 1] + back[k];
+
+		if (op->kind != VMEM_OP_CONV_FWD && op->kind != VMEM_OP_CONV_BWD_DATA &&
+		    op->kind != VMEM_OP_CONV_BWD_FILTER)
+			continue;
+		/* its outputs: written whole, so dead (not counted) before it */
+		for (int i = 0; i < op->nuses; i++) {
+			const policy_use_t *u = &g->uses[op->use0 + i];
+
+			if ((u->access & VMEM_ACCESS_WHOLE) && !is_ws(u) && counted(g, u->alloc_id))
+				during += u->bytes;
+		}
+		room[k] = budget > during ? budget - during : 0;
+	}
+	free(curve);
+	free(back);
+	return 0;
 }
 
 static bool fits(uint64_t bytes, uint64_t headroom, uint64_t budget)

@@ -8,10 +8,10 @@
  *   offload.c    OFFLOAD  after the last forward read (vDNN all / conv)
  *   dyn.c        dyn: none, conv or all, the first whose peak fits the budget
  *   prefetch.c   PREFETCH before the op prefetch.c chose
- *   (solver)     ALGO     before each convolution (a placeholder today)
+ *   dyn.c        ALGO     before each convolution: the workspace room there
  *   evict.c      the next-use index the pool ranks pages with
  *
- *      #12 conv_fwd      before: ALGO
+ *      #12 conv_fwd      before: ALGO room 1.2 GiB
  *                        after:  DEAD a7+0x0/4 MiB until #30 (workspace)
  *                                OFFLOAD t9 (x of #12) until #41
  *      #38 conv_bwd_data before: PREFETCH t9 for #41
@@ -80,7 +80,7 @@ static void tensor_in_use(const policy_graph_t *g, int t, int u, uint64_t *delta
 	*bytes = b > a ? b - a : 0;
 }
 
-static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg)
+static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const uint64_t *room)
 {
 	const policy_graph_t *g = &plan->g;
 	svec_t s = { 0 };
@@ -138,6 +138,7 @@ static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg)
 			x.ref = -1;
 			x.algo = o->info.u.conv.algo;
 			x.workspace = o->info.u.conv.workspace;
+			x.room = room ? room[k] : UINT64_MAX;
 			if (spush(&s, &x) < 0)
 				goto fail;
 		}
@@ -164,10 +165,34 @@ fail:
 	return -1;
 }
 
+/* The workspace room at each convolution under the plan's offloads; with
+ * liveness off its dead ranges stay resident (the live curve is still
+ * needed). */
+static int rooms(const policy_plan_t *plan, const policy_plan_config_t *cfg, uint64_t **out)
+{
+	policy_live_t tmp;
+	const policy_live_t *l = &plan->live;
+	int rc;
+
+	*out = malloc(((size_t)plan->g.nops + 1) * sizeof(**out));
+	if (!*out)
+		return -1;
+	if (!cfg->liveness) {
+		if (policy_liveness(&plan->g, &tmp) < 0)
+			return -1;
+		l = &tmp;
+	}
+	rc = policy_conv_room(&plan->g, l, !cfg->liveness, &plan->off, cfg->budget, *out);
+	if (!cfg->liveness)
+		policy_live_free(&tmp);
+	return rc;
+}
+
 int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		      const policy_period_found_t *found, const policy_plan_config_t *cfg)
 {
 	const policy_hev_t *st;
+	uint64_t *room = NULL;
 
 	memset(plan, 0, sizeof(*plan));
 	if (policy_graph_build(&plan->g, h, found->first, found->period, found->rot) < 0)
@@ -208,13 +233,17 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 	}
 	if (policy_evict_build(&plan->g, cfg->page_size, &plan->evict) < 0)
 		goto fail;
-	if (assemble(plan, cfg) < 0)
+	if (cfg->algo_steps && rooms(plan, cfg, &room) < 0)
 		goto fail;
+	if (assemble(plan, cfg, room) < 0)
+		goto fail;
+	free(room);
 	plan->period = found->period;
 	st = policy_history_at(h, found->steady_start);
 	plan->steady_seq = st ? st->seq : 0;
 	return 0;
 fail:
+	free(room);
 	policy_plan_free(plan);
 	return -1;
 }
@@ -251,9 +280,9 @@ void policy_plan_dump(const policy_plan_t *plan, policy_print_fn out, void *ctx)
 
 		policy_op_label(g, x->op, lab, sizeof(lab));
 		if (x->kind == POLICY_STEP_ALGO)
-			policy_printf(out, ctx, "step %s %s: ALGO algo %d ws %" PRIu64, lab,
-				      x->when == POLICY_BEFORE ? "before" : "after", x->algo,
-				      x->workspace);
+			policy_printf(out, ctx, "step %s %s: ALGO algo %d ws %" PRIu64 " room %" PRIu64,
+				      lab, x->when == POLICY_BEFORE ? "before" : "after", x->algo,
+				      x->workspace, x->room == UINT64_MAX ? 0 : x->room);
 		else
 			policy_printf(out, ctx, "step %s %s: %s use %d (%s a%" PRIu64 ") +0x%" PRIx64
 				      "/%" PRIu64 " until #%d ref %d",

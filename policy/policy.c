@@ -317,6 +317,7 @@ static void steps(policy_t *p, int op, policy_when_t when, const vmem_event_t *e
 			x->until_op = op;
 			x->algo = s->algo;
 			x->workspace = s->workspace;
+			x->room = s->room;
 			continue;
 		}
 		if (policy_match_resolve(&p->m, s->use, s->delta, s->bytes, &c) < 0)

@@ -57,8 +57,9 @@ typedef enum {
 typedef struct {
 	policy_liveness_t liveness;
 	policy_offload_mode_t offload;     /* VMEM_POLICY=none|all|conv|dyn */
-	uint64_t budget;                   /* device bytes vmem may map (DYN decides from it);
-					      0 = unknown: DYN offloads nothing */
+	uint64_t budget;                   /* device bytes vmem may map (DYN decides from it,
+					      ALGO rooms are computed against it);
+					      0 = unknown: DYN offloads nothing, no rooms */
 	uint64_t dyn_headroom;             /* DYN: bytes kept free for workspaces and small
 					      allocations; POLICY_HEADROOM_DEFAULT = budget / 16 */
 	policy_prefetch_mode_t prefetch;   /* VMEM_PREFETCH=vdnn|timed */
@@ -66,7 +67,8 @@ typedef struct {
 	uint64_t h2d_bytes_per_s;          /* link bandwidth for timed prefetch; 0 = 25 GB/s */
 	uint64_t prefetch_budget;          /* bytes of prefetched data held at once; 0 = no cap */
 	uint64_t offload_min_bytes;        /* smaller tensors are never offloaded */
-	bool algo_steps;                   /* ALGO actions before each convolution */
+	bool algo_steps;                   /* ALGO actions (the workspace room) before each
+					      convolution */
 	/* iteration detection (period.c) */
 	uint32_t min_period, max_period, reps, max_candidates, soft_permille;
 	uint64_t history_events, history_ranges;   /* 0: (reps + 1) * max_period + 64, 8 per event */
@@ -93,8 +95,10 @@ typedef enum {
 				  (until_op reads it next) */
 	POLICY_ACT_PREFETCH,   /* bring the range back without a host wait; hold it until
 				  its first use by until_op */
-	POLICY_ACT_ALGO,       /* run the convolution about to be issued with this algorithm
-				  and workspace (placeholder: today the application's own) */
+	POLICY_ACT_ALGO,       /* the convolution about to be issued has `room` bytes for
+				  its workspace beside what the plan holds resident then
+				  (algo/workspace: the application's, when the plan was
+				  learnt); the conv hooks' solver chooses within it */
 	POLICY_ACT_NOTE,       /* a plan event for the trace and the stats */
 } policy_act_kind_t;
 
@@ -142,6 +146,9 @@ typedef struct {
 				  its next reader */
 	int32_t algo;          /* ALGO */
 	uint64_t workspace;    /* ALGO */
+	uint64_t room;         /* ALGO: budget - bytes resident while the conv runs (its outputs
+				  and what comes back for it included, its workspace not);
+				  UINT64_MAX when the budget is unknown */
 	uint32_t plan_id;      /* NOTE */
 	uint32_t period;       /* NOTE */
 	int expected_op;       /* NOTE SUSPENDED: the op the call was compared with (-1: its

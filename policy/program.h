@@ -477,6 +477,16 @@ uint64_t policy_op_bytes(const policy_graph_t *g, int op);
  * after which it is reached. */
 uint64_t policy_peak_resident(const policy_graph_t *g, const policy_live_t *l,
 			      const policy_offloads_t *o, int *peak_op);
+/* The workspace room of each convolution in the plan: budget less what is
+ * resident while op k runs (room[k]; UINT64_MAX for other ops, and for
+ * every op when the budget is 0).  While k runs the device holds what was
+ * resident after op k - 1 (the curve of policy_peak_resident, wrapping
+ * around), the offloaded tensors that come back for k, and k's outputs
+ * (written whole, so not live before it); its workspace ("ws" uses) is
+ * what the room is for.  with_dead: DEAD ranges stay resident (liveness
+ * off).  0, or -1 when out of memory. */
+int policy_conv_room(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
+		     const policy_offloads_t *o, uint64_t budget, uint64_t *room);
 /* vDNN-dyn: tries NONE, CONV, ALL in that order (least offload traffic
  * first) and takes the first whose peak resident bytes and largest op
  * each fit in budget - headroom; ALL when none fits; NONE when the budget
@@ -498,7 +508,7 @@ typedef enum {
 	POLICY_STEP_DEAD = 0,    /* the range is dead until until_op rewrites it */
 	POLICY_STEP_OFFLOAD,     /* copy the range to host, drop it from the device */
 	POLICY_STEP_PREFETCH,    /* bring the range back for until_op */
-	POLICY_STEP_ALGO,        /* choose the conv algorithm (placeholder: the app's own) */
+	POLICY_STEP_ALGO,        /* the conv's workspace room (the solver chooses within it) */
 } policy_step_kind_t;
 
 typedef enum { POLICY_BEFORE = 0, POLICY_AFTER = 1 } policy_when_t;
@@ -512,8 +522,9 @@ typedef struct {
 	int until_op;            /* DEAD: rewriter; PREFETCH: the op it is for; OFFLOAD: first
 				    backward reader */
 	int ref;                 /* DEAD: index in live.dead; OFFLOAD/PREFETCH: tensor */
-	int32_t algo;            /* ALGO */
-	uint64_t workspace;      /* ALGO */
+	int32_t algo;            /* ALGO: the application's algorithm and workspace */
+	uint64_t workspace;
+	uint64_t room;           /* ALGO: policy_conv_room's bytes for this op */
 } policy_step_t;
 
 typedef struct {
@@ -525,8 +536,8 @@ typedef struct {
 	uint64_t budget;         /* DYN: device bytes vmem may map (0 unknown) */
 	uint64_t headroom;       /* DYN: POLICY_HEADROOM_DEFAULT = budget / 16 */
 	uint64_t page_size;
-	bool algo_steps;         /* ALGO steps at every convolution (the app's own choice
-				    today; the workspace solver replaces them) */
+	bool algo_steps;         /* ALGO steps at every convolution: the workspace room
+				    the plan leaves there (the conv hooks' solver uses it) */
 } policy_plan_config_t;
 
 typedef struct {

@@ -29,6 +29,14 @@ checks (each prints what it expected and what it got; exit 1 on failure):
         application's FFT workspace cannot sit beside the layer's tensors)
         trains; random:39 with the caching allocator at half its peak trains
         to the checksum of a run without vmem
+  plan-room  under a policy, each kernel's limit is what the plan leaves
+        free where it runs (issue 13): the vDNN paper's VGG-16 at batch 256
+        on the 12 GiB titanx (dry run) under dyn + wr, some limits lowered to
+        a room between 0 and the budget beside the tensors, every chosen
+        workspace within its room, the change made between two iterations and
+        a plan made after it that holds; resnet18 at half its peak (caching
+        allocator) under dyn + wr and + wd trains to the checksum of a run
+        without vmem, every configuration within its room
   conv-algo  VMEM_CONV_ALGO=mem answers every legacy query with a
         zero-workspace algorithm and the workspace queries agree; on the graph
         API the heuristics' first engine config needs no workspace; perf keeps
@@ -466,6 +474,79 @@ def check_conv_algo(args, tmp):
               checksum_of(p), worst, stat(p, "convs rescued (ws did not fit)")))
 
 
+def plan_room_records(recs):
+    """(kernel, limit, plan_room, ws) of every WR decision and WD choice
+    taken with a room from the plan."""
+    out = []
+    for r in solver_recs(recs):
+        if r["mode"] == "wr" and r.get("plan_room", -1) >= 0:
+            out.append((r["kernel"], r["limit"], r["plan_room"], r["ws"], r["seq"]))
+        elif r["mode"] == "wd":
+            out += [(c["kernel"], None, c["plan_room"], c["ws"], r["seq"])
+                    for c in r["choices"] if c.get("plan_room", -1) >= 0]
+    return out
+
+
+def check_plan_room(args, tmp):
+    # the paper-scale case, dry run: rooms strictly between 0 and the limit
+    # each kernel had beside its own tensors
+    trace = os.path.join(tmp, "vgg.jsonl")
+    mt = [args.minitrain, "--net", "vgg19", "--batch", "256", "--image", "224", "--iters", "12",
+          "--classes", "1000", "--alloc", "network"]
+    p = run(mt, {"LD_PRELOAD": args.vmem, "SIMGPU_DRYRUN": "1", "SIMGPU_MODEL": "titanx",
+                 "VMEM_POLICY": "dyn", "VMEM_WORKSPACE": "wr", "VMEM_STATS": "1",
+                 "VMEM_TRACE": trace})
+    recs = read_trace(trace)
+    first = {}
+    for r in solver_recs(recs, "wr"):
+        first.setdefault(r["kernel"], r["limit"])
+    rooms = plan_room_records(recs)
+    lowered = [(k, first[k], room, ws) for k, lim, room, ws, _ in rooms if 0 < room < first[k]]
+    bad = [(k, lim, room, ws) for k, lim, room, ws, _ in rooms if lim > room or ws > room]
+    check("vgg19-rooms", lowered and not bad and stat(p, "conv limits lowered by the plan") > 0,
+          "limits lowered to the plan's room (0 < room < the first limit), every workspace "
+          "within it",
+          "%d lowered %s; %d outside their room %s" % (
+              len(lowered), [(k, l // MiB, r // MiB, w // MiB) for k, l, r, w in lowered[:4]],
+              len(bad), bad[:3]))
+    # one change between two iterations, then a plan that holds to the end
+    seqs = sorted(set(s for *_, s in rooms))
+    made = [r for r in recs if r.get("type") == "plan" and r["event"] == "made"]
+    after = [r for r in made if seqs and r["seq"] > seqs[-1]]
+    # (the run's end, a copy of the weights to the host, suspends it once)
+    later = [r["event"] for r in recs if r.get("type") == "plan" and after and
+             r["seq"] > after[-1]["seq"]]
+    held = after and "abandoned" not in later and later.count("suspended") <= 1
+    convs_between = [o for o in convs(recs) if seqs and seqs[0] <= o["seq"] <= seqs[-1]]
+    check("vgg19-one-change", seqs and not convs_between and held,
+          "every lowered kernel decided again at one point (the iteration's start), a plan "
+          "made after it that is not suspended",
+          "%d decision records (%d convs between the first and last), plans made at %s, "
+          "decisions at %s, then %s" % (len(seqs), len(convs_between), [r["seq"] for r in made],
+                                        seqs, later))
+
+    # real computation at half the peak: the same weights, every choice in its room
+    mt = [args.minitrain, "--net", "resnet18", "--batch", "8", "--image", "32", "--iters", "12",
+          "--alloc", "caching", "--json"]
+    base = run(mt, {})
+    peak = json.loads(base.stdout.strip().splitlines()[-1])["peak_bytes"]
+    limit = max(peak // 2 // (2 * MiB) * (2 * MiB), 2 * MiB)
+    for ws in ("wr", "wd"):
+        trace = os.path.join(tmp, "r-%s.jsonl" % ws)
+        p = run(mt, {"LD_PRELOAD": args.vmem, "VMEM_DEVICE_LIMIT": str(limit),
+                     "VMEM_POLICY": "dyn", "VMEM_WORKSPACE": ws, "VMEM_STATS": "1",
+                     "VMEM_TRACE": trace})
+        rooms = plan_room_records(read_trace(trace))
+        bad = [(k, room, w) for k, _, room, w, _ in rooms if w > room]
+        check("resnet18-%s" % ws,
+              checksum_of(p) == checksum_of(base) and rooms and not bad and
+              stat(p, "conv limits lowered by the plan") > 0,
+              "%s at %d MiB (half its peak), kernels decided within the plan's rooms"
+              % (checksum_of(base), limit // MiB),
+              "%s, %d decisions with a room, %d outside it %s" % (
+                  checksum_of(p), len(rooms), len(bad), bad[:3]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("check")
@@ -480,7 +561,7 @@ def main():
     args = ap.parse_args()
     fn = {"checksums": check_checksums, "time": check_time, "noglpk": check_noglpk,
           "infeasible": check_infeasible, "cache": check_cache, "rescue": check_rescue,
-          "conv-algo": check_conv_algo}.get(args.check)
+          "conv-algo": check_conv_algo, "plan-room": check_plan_room}.get(args.check)
     if not fn:
         print("unknown check %r" % args.check)
         return 2

@@ -188,6 +188,92 @@ static void test_dead_bytes_count_without_liveness(void **state)
 	tiny_free(&x);
 }
 
+/* ---- the workspace room at each convolution ---- */
+
+static void room_is(const uint64_t *room, int k, uint64_t want)
+{
+	if (room[k] != want)
+		fail_msg("room at #%d: expected %llu, got %llu", k, (unsigned long long)want,
+			 (unsigned long long)room[k]);
+}
+
+static void test_conv_room_by_hand(void **state)
+{
+	tiny_t x;
+	policy_offloads_t o;
+	uint64_t room[8];
+
+	(void)state;
+	tiny_build(&x);
+	/* #1 conv_fwd runs beside what is resident after #0 (a1 + a9 = 1100)
+	 * and its output a2 (2000); #6 conv_bwd_filter beside what is
+	 * resident after #5 (a1 + a6 + a9 = 3100) and its output a8 (100) */
+	assert_int_equal(policy_conv_room(&x.g, &x.l, false, NULL, 10000, room), 0);
+	room_is(room, 1, 10000 - 3100);
+	room_is(room, 6, 10000 - 3200);
+	for (int k = 0; k < 8; k++)
+		if (k != 1 && k != 6)
+			room_is(room, k, UINT64_MAX);
+	/* offloaded until its backward use (no prefetch placed), a1 is away
+	 * after #5 but back while #6 runs: the room is the same */
+	assert_int_equal(policy_offload_choose(&x.g, POLICY_OFFLOAD_ALL, 100, &o), 0);
+	for (int i = 0; i < o.n; i++)
+		o.v[i].prefetch_op = -1;
+	assert_int_equal(policy_conv_room(&x.g, &x.l, false, &o, 10000, room), 0);
+	room_is(room, 1, 10000 - 3100);
+	room_is(room, 6, 10000 - 3200);
+	/* prefetched before #5 instead, a1 is resident after #5 already:
+	 * counted once, the same room */
+	off_of(&x, &o, 1, 1)->prefetch_op = 5;
+	assert_int_equal(policy_conv_room(&x.g, &x.l, false, &o, 10000, room), 0);
+	room_is(room, 6, 10000 - 3200);
+	policy_offloads_free(&o);
+	/* a budget below what is resident: no room at all; none known: no limit */
+	assert_int_equal(policy_conv_room(&x.g, &x.l, false, NULL, 3000, room), 0);
+	room_is(room, 1, 0);
+	room_is(room, 6, 0);
+	assert_int_equal(policy_conv_room(&x.g, &x.l, false, NULL, 0, room), 0);
+	room_is(room, 1, UINT64_MAX);
+	/* liveness off: every touched byte stays (9210, see above) */
+	assert_int_equal(policy_conv_room(&x.g, &x.l, true, NULL, 20000, room), 0);
+	room_is(room, 1, 20000 - 9210 - 2000);
+	tiny_free(&x);
+}
+
+static void test_conv_room_leaves_out_the_workspace(void **state)
+{
+	/* two convolutions sharing one workspace a7 (5000, written whole by
+	 * each): the workspace is what the room is for, never counted in it
+	 *   #0 memcpy host -> a1 (1000)
+	 *   #1 conv_fwd x a1, w a9 (100) -> y a2 (2000), ws a7
+	 *   #2 conv_bwd_data w a9, dy a2 -> dx a3 (1500), ws a7
+	 *   #3 memcpy a3 -> host */
+	const pop_t prog[] = {
+		{ VMEM_OP_MEMCPY, 0, 2, { RG(0, 0x1000, 1000, ACC_R, "src"), RG(1, 0, 1000, ACC_WW, "dst") } },
+		{ VMEM_OP_CONV_FWD, 0, 4, { RG(1, 0, 1000, ACC_R, "x"), RG(9, 0, 100, ACC_R, "w"),
+					    RG(2, 0, 2000, ACC_WW, "y"), RG(7, 0, 5000, ACC_WW, "ws") } },
+		{ VMEM_OP_CONV_BWD_DATA, 0, 4, { RG(9, 0, 100, ACC_R, "w"), RG(2, 0, 2000, ACC_R, "dy"),
+						 RG(3, 0, 1500, ACC_WW, "dx"), RG(7, 0, 5000, ACC_WW, "ws") } },
+		{ VMEM_OP_MEMCPY, 0, 2, { RG(3, 0, 1500, ACC_R, "src"), RG(0, 0x2000, 1500, ACC_WW, "dst") } },
+	};
+	policy_history_t h;
+	policy_graph_t g;
+	policy_live_t l;
+	uint64_t room[4];
+
+	(void)state;
+	assert_int_equal(prog_graph(&h, &g, prog, 4, 2, 0), 0);
+	assert_int_equal(policy_liveness(&g, &l), 0);
+	assert_int_equal(policy_conv_room(&g, &l, false, NULL, 10000, room), 0);
+	/* #1: after #0 a1 + a9 = 1100, plus y 2000; #2: after #1 a2 + a9 =
+	 * 2100 (a1 read last by #1), plus dx 1500 */
+	room_is(room, 1, 10000 - 3100);
+	room_is(room, 2, 10000 - 3600);
+	policy_live_free(&l);
+	policy_graph_free(&g);
+	policy_history_free(&h);
+}
+
 /* ---- the synthetic net, through the policy ---- */
 
 static drv_t d;
@@ -463,6 +549,8 @@ int main(void)
 		cmocka_unit_test(test_op_bytes_are_its_vmem_arguments),
 		cmocka_unit_test(test_largest_op_must_fit_too),
 		cmocka_unit_test(test_dead_bytes_count_without_liveness),
+		cmocka_unit_test(test_conv_room_by_hand),
+		cmocka_unit_test(test_conv_room_leaves_out_the_workspace),
 		cmocka_unit_test(test_peak_that_fits_offloads_nothing),
 		cmocka_unit_test(test_budget_between_conv_and_none_offloads_conv_inputs),
 		cmocka_unit_test(test_budget_exactly_the_peak_fits),

@@ -422,8 +422,39 @@ static void test_algo_steps_before_each_convolution(void **state)
 	/* 3 forward, 2 backward-data, 3 backward-filter convolutions */
 	assert_int_equal(count_since(&d, seq, POLICY_ACT_ALGO, -1), 8);
 	for (int i = 0; i < d.nacts; i++)
-		if (d.acts[i].seq >= seq && d.acts[i].kind == POLICY_ACT_ALGO)
+		if (d.acts[i].seq >= seq && d.acts[i].kind == POLICY_ACT_ALGO) {
 			assert_int_equal(d.acts[i].a.algo, 1);   /* the application's own */
+			assert_int_equal(d.acts[i].a.room, UINT64_MAX);   /* no budget known */
+		}
+	net_free(&n);
+	drv_free(&d);
+
+	/* with a budget, each room is the budget less what is resident while
+	 * that convolution runs: less than the budget, and not the same at
+	 * every layer */
+	c.budget = UINT64_C(1) << 30;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 4; i++)
+		net_train(&n, &d);
+	seq = d.seq;
+	net_train(&n, &d);
+	uint64_t lo = UINT64_MAX, hi = 0;
+
+	for (int i = 0; i < d.nacts; i++) {
+		const policy_action_t *a = &d.acts[i].a;
+
+		if (d.acts[i].seq < seq || a->kind != POLICY_ACT_ALGO)
+			continue;
+		if (a->room >= c.budget)
+			fail_msg("ALGO room %llu: expected less than the budget %llu",
+				 (unsigned long long)a->room, (unsigned long long)c.budget);
+		lo = a->room < lo ? a->room : lo;
+		hi = a->room > hi ? a->room : hi;
+	}
+	if (!(lo < hi))
+		fail_msg("expected rooms that differ between layers, got %llu .. %llu",
+			 (unsigned long long)lo, (unsigned long long)hi);
 	net_free(&n);
 	drv_free(&d);
 }
