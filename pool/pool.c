@@ -235,6 +235,8 @@ pool_status_t pool_create(const pool_config_t *cfg, const pool_ops_t *ops, pool_
 		return POOL_ECONFIG;
 	if (!c.host_block)
 		c.host_block = 32 * c.chunk_size;
+	if (!c.offload_fence)
+		c.offload_fence = 64ull << 20;
 	c.host_block -= c.host_block % c.chunk_size;
 	if (!c.host_block)
 		c.host_block = c.chunk_size;

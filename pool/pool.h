@@ -76,6 +76,8 @@ typedef struct {
 	uint64_t small_threshold; /* below it: packed into shared chunks; <= chunk_size / 2 */
 	uint64_t va_size;         /* virtual range reserved, a multiple of chunk_size */
 	uint64_t host_block;      /* pinned host memory is allocated in blocks of this; 0 = 32 chunks */
+	uint64_t offload_fence;   /* an offload records a fence after each this many bytes of
+				     copies, so its pages free up group by group; 0 = 64 MiB */
 } pool_config_t;
 
 struct pool_event;

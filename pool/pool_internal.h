@@ -99,7 +99,7 @@ struct fence {
  * recorded on the stream at any later time covers it.  Fences are
  * recorded only when something must wait for a position, never per call
  * (issue 14: an event per hooked call cost ~1-2 us). */
-#define TL_RING 8
+#define TL_RING 64   /* an offload records one fence per OFFLOAD_FENCE_BYTES */
 #define TL_WAITED 4
 struct tl {
 	struct tl *next;     /* every timeline, p->tls */

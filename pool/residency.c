@@ -831,12 +831,35 @@ static pool_status_t range_rref(pool_t *p, const pool_range_t *r, struct rref *r
 	return POOL_OK;
 }
 
+/* Pages copied out since `from` (PF_MARK) get one fence: the offload's
+ * pages become free group by group (cfg.offload_fence bytes) as their
+ * copies complete, so a reclaim waits for the first group, not for the
+ * whole tensor. */
+
+static void offload_fence(pool_t *p, struct alloc *a, uint32_t from, uint32_t to,
+			  pool_status_t *st)
+{
+	pool_status_t fst;
+	struct mark m = pool_mark_now(p, p->tl_d2h);
+
+	if (!pool_mark_fence(p, m, &fst) && fst && *st == POOL_OK)
+		*st = fst;
+	for (uint32_t k = from; k <= to; k++) {
+		struct page *pg = &a->pages[k];
+
+		if (pg->flags & PF_MARK) {
+			pg->flags &= ~PF_MARK;
+			pg->busy = m;
+		}
+	}
+}
+
 pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
 {
 	pool_span_t s;
 	struct rref rr;
 	pool_status_t st;
-	uint32_t ncopy = 0, nsel = 0;
+	uint32_t ncopy = 0, nsel = 0, group, ingroup = 0, gfirst;
 	uint64_t moved = 0;
 
 	pthread_mutex_lock(&p->lock);
@@ -845,7 +868,16 @@ pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
 		return st ? st : POOL_EINVAL;   /* small ones move with their chunk */
 	}
 	struct alloc *a = rr.a;
-	/* vDNN §III-A: copy out after the last use, on the D2H stream */
+	group = (uint32_t)(p->cfg.offload_fence / chunk_sz(p));
+	if (!group)
+		group = 1;
+	gfirst = rr.first;
+	/* vDNN §III-A: copy out after the last use, on the D2H stream.  The
+	 * pages are unmapped once their copies (or, for clean pages, their
+	 * last use) completed: pool_poll, or on demand.  Each group's fence is
+	 * recorded as soon as its copies are queued so that the first poll
+	 * after them can tell; if one cannot be, a later poll records it (the
+	 * pages stay mapped). */
 	for (uint32_t k = rr.first; k <= rr.last; k++) {
 		struct page *pg = &a->pages[k];
 		if (pg->state != PG_RESIDENT || pg->locks)
@@ -856,30 +888,22 @@ pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
 			pg->flags |= PF_MARK;
 			moved += page_bytes(p, a, k);
 			ncopy++;
+			if (++ingroup == group) {
+				offload_fence(p, a, gfirst, k, &st);
+				gfirst = k + 1;
+				ingroup = 0;
+			}
 		}
 		pg->flags |= PF_SEL;
 		nsel++;
 	}
-	/* The pages are unmapped once the copies (or, for clean pages, their
-	 * last use) completed: pool_poll, or on demand.  The copies' fence is
-	 * recorded now so that the first poll after them can tell; if it
-	 * cannot be, a later poll records it (the pages stay mapped). */
-	struct mark m = { 0 };
-	if (ncopy) {
-		pool_status_t fst;
-		m = pool_mark_now(p, p->tl_d2h);
-		if (!pool_mark_fence(p, m, &fst) && fst && st == POOL_OK)
-			st = fst;
-	}
+	if (ingroup)
+		offload_fence(p, a, gfirst, rr.last, &st);
 	for (uint32_t k = rr.first; k <= rr.last; k++) {
 		struct page *pg = &a->pages[k];
 		if (!(pg->flags & PF_SEL))
 			continue;
 		pg->flags &= ~PF_SEL;
-		if (pg->flags & PF_MARK) {
-			pg->flags &= ~PF_MARK;
-			pg->busy = m;
-		}
 		if (pool_page_all_dead(p, pg))
 			pg->flags |= PF_DROP;   /* nothing to keep */
 		page_unlist(p, pg);

@@ -175,6 +175,16 @@ void fake_drain(fake_t *f)
 	pthread_mutex_unlock(&f->lock);
 }
 
+int fake_step(fake_t *f, int n)
+{
+	int k = 0;
+	pthread_mutex_lock(&f->lock);
+	while (k < n && step(f))
+		k++;
+	pthread_mutex_unlock(&f->lock);
+	return k;
+}
+
 int fake_queued(fake_t *f)
 {
 	int n = 0;

@@ -104,6 +104,8 @@ void fake_fini(fake_t *f);
 pool_ops_t fake_ops(fake_t *f);
 /* Executes every queued operation (a deadlock is a violation). */
 void fake_drain(fake_t *f);
+/* Runs at most n queued operations (oldest runnable first); returns how many ran. */
+int fake_step(fake_t *f, int n);
 /* Device-side access at once (as a kernel the test runs synchronously);
  * returns false on an unmapped byte. */
 bool fake_write(fake_t *f, uintptr_t va, const void *src, uint64_t n);

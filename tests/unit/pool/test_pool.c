@@ -803,6 +803,48 @@ static void test_offload_completes_only_after_copy(void **state)
 	env_close(&e);
 }
 
+static void test_offload_frees_its_pages_group_by_group(void **state)
+{
+	(void)state;
+	env_t e;
+	fake_init(&e.f, CH, 8 * CH, 64 * CH);
+	pool_config_t c = {
+		.budget = 8 * CH, .chunk_size = CH, .granularity = CH, .small_threshold = CH / 2,
+		.va_size = 64 * CH, .host_block = 8 * CH, .offload_fence = 2 * CH,
+	};
+	pool_ops_t ops = fake_ops(&e.f);
+	assert_int_equal(pool_create(&c, &ops, &e.p), POOL_OK);
+	e.f.hold = true;
+	uintptr_t a = must_malloc(&e, 4 * CH);
+	put(&e, a, 4 * CH, 5);
+	fake_drain(&e.f);
+	assert_int_equal(offload(&e, a, 4 * CH), POOL_OK);
+	/* D2H: the copies of the first two pages, their fence, the copies of
+	 * the last two, theirs.  Run one operation at a time: the first two
+	 * pages are out while the last two are still offloading (with one
+	 * fence for the whole range, all four would finish together) */
+	int ran = 0, st[4] = { 0 };
+	while (fake_step(&e.f, 1) == 1) {
+		ran++;
+		pool_poll(e.p);
+		for (int k = 0; k < 4; k++)
+			st[k] = pool_page_state(e.p, a + (uintptr_t)k * CH);
+		if (st[0] == POOL_PAGE_HOST)
+			break;
+	}
+	if (st[0] != POOL_PAGE_HOST || st[1] != POOL_PAGE_HOST ||
+	    st[2] != POOL_PAGE_OFFLOADING || st[3] != POOL_PAGE_OFFLOADING)
+		fail_msg("when the first page is out (%d operations run): expected pages host, host, "
+			 "offloading, offloading (states %d %d %d %d); got %d %d %d %d", ran,
+			 POOL_PAGE_HOST, POOL_PAGE_HOST, POOL_PAGE_OFFLOADING, POOL_PAGE_OFFLOADING,
+			 st[0], st[1], st[2], st[3]);
+	fake_drain(&e.f);
+	pool_poll(e.p);
+	assert_int_equal(pool_page_state(e.p, a + 3 * CH), POOL_PAGE_HOST);
+	assert_true(check(&e, a, 4 * CH, 5));
+	env_close(&e);
+}
+
 static void test_use_during_offload_cancels_it(void **state)
 {
 	(void)state;
@@ -2365,6 +2407,7 @@ int main(void)
 		cmocka_unit_test(test_fixed_mappings_grow_shrink_and_move_under_the_budget),
 		cmocka_unit_test(test_fixed_reservation_is_aligned_as_asked),
 		cmocka_unit_test(test_offload_completes_only_after_copy),
+		cmocka_unit_test(test_offload_frees_its_pages_group_by_group),
 		cmocka_unit_test(test_use_during_offload_cancels_it),
 		cmocka_unit_test(test_unknown_extent_is_rest_of_allocation_even_after_a_stated_one),
 		cmocka_unit_test(test_overlapping_refs_fault_in_each_page_once),
