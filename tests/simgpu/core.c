@@ -132,6 +132,10 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 simgpu_model_t sg_model;
 bool sg_dryrun;
+/* What a query that finds the work unfinished costs the host, in seconds;
+ * negative: the host waits until the work ends (the model before
+ * SIMGPU_POLL_COST existed). */
+double sg_poll_cost = 2e-6;
 bool sg_poison;
 int sg_race_mode = 2;
 size_t sg_page;
@@ -311,6 +315,19 @@ static void init_once(void)
 	v = getenv("SIMGPU_POISON");
 	if (v && simgpu_parse_bool(v, &sg_poison))
 		bad_env("SIMGPU_POISON", v, "not a boolean; use 1 or 0");
+
+	v = getenv("SIMGPU_POLL_COST");
+	if (v && *v) {
+		char *end;
+		double us = strtod(v, &end);
+
+		if (!strcasecmp(v, "end"))
+			sg_poll_cost = -1;
+		else if (end == v || *end || !(us >= 0) || us > 1e9)
+			bad_env("SIMGPU_POLL_COST", v, "not a time; use microseconds (e.g. 2) or 'end'");
+		else
+			sg_poll_cost = us * 1e-6;
+	}
 
 	v = getenv("SIMGPU_RACECHECK");
 	if (v) {

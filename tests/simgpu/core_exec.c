@@ -87,6 +87,11 @@ static double dmax(double a, double b)
 	return a > b ? a : b;
 }
 
+static double dmin(double a, double b)
+{
+	return a < b ? a : b;
+}
+
 uint64_t sg_next_seq(void)
 {
 	return ++seq;
@@ -748,12 +753,15 @@ simgpu_status_t simgpu_stream_sync(void *s)
 }
 
 /* Polling: done when the work ended by the host's time; otherwise the
- * host spends the time until it ends (the next poll succeeds). */
+ * query costs the host SIMGPU_POLL_COST (a real cudaEventQuery returns at
+ * once), so a loop of polls reaches the end, and a pool that polls after
+ * every call does not wait for its copies.  SIMGPU_POLL_COST=end: the
+ * host spends the time until the work ends (the next poll succeeds). */
 static simgpu_status_t poll_until(double t)
 {
 	if (t <= sg_clk.host)
 		return SIMGPU_OK;
-	simgpu_clock_wait(&sg_clk, t);
+	simgpu_clock_wait(&sg_clk, sg_poll_cost < 0 ? t : dmin(t, sg_clk.host + sg_poll_cost));
 	return SIMGPU_ENOTREADY;
 }
 

@@ -30,6 +30,7 @@ extern SG_HIDDEN pthread_mutex_t simgpu_lock;
 extern SG_HIDDEN pthread_mutex_t simgpu_pin_lock;
 extern SG_HIDDEN simgpu_model_t sg_model;
 extern SG_HIDDEN bool sg_dryrun;
+extern SG_HIDDEN double sg_poll_cost;   /* SIMGPU_POLL_COST in seconds; < 0: "end" */
 extern SG_HIDDEN size_t sg_page;
 extern SG_HIDDEN simgpu_clock_t sg_clk;
 extern SG_HIDDEN uint64_t sg_bytes_h2d, sg_bytes_d2h, sg_bytes_d2d, sg_n_compute;

@@ -342,14 +342,28 @@ static void case_streams(void)
 	EXPECT_NEAR("copy beside a kernel (ms)", copy_ms, elapsed(e0, e1), 1e-3);
 	EXPECT_NEAR("kernel beside a copy (ms)", fill_ms, elapsed(e0, e2), 1e-3);
 
-	/* polling: not ready until the host has waited the copy's time */
+	/* polling: not ready until the host clock passes the copy's end; a
+	 * query costs the host SIMGPU_POLL_COST (2 us), not the copy's time,
+	 * so polls loop about copy time / 2 us before one succeeds */
 	CK(cudaMemcpyAsync(d_a, h_in, n, cudaMemcpyHostToDevice, s1));
 	CK(cudaEventRecord(e1, s1));
 	EXPECT_EQ("first cudaEventQuery", cudaErrorNotReady, cudaEventQuery(e1));
 	EXPECT_EQ("NotReady is not the last error", cudaSuccess,
 		  cudaGetLastError());
-	EXPECT_EQ("second cudaEventQuery", cudaSuccess, cudaEventQuery(e1));
+	EXPECT_EQ("second cudaEventQuery (2 us later)", cudaErrorNotReady, cudaEventQuery(e1));
+	{
+		long polls = 2;
+
+		while (cudaEventQuery(e1) == cudaErrorNotReady && polls < 100000000)
+			polls++;
+		EXPECT_NEAR("polls until the copy ended", copy_ms * 1e3 / 2.0, (double)polls, 0.05);
+	}
 	EXPECT_EQ("stream done too", cudaSuccess, cudaStreamQuery(s1));
+	CK(cudaMemcpyAsync(d_a, h_in, n, cudaMemcpyHostToDevice, s1));
+	CK(cudaEventRecord(e1, s1));
+	EXPECT_EQ("not ready again", cudaErrorNotReady, cudaEventQuery(e1));
+	CK(cudaEventSynchronize(e1));
+	EXPECT_EQ("ready after cudaEventSynchronize", cudaSuccess, cudaEventQuery(e1));
 
 	CK(cudaStreamDestroy(s1));
 	CK(cudaStreamDestroy(s2));
