@@ -403,22 +403,33 @@ static void test_misses_counted_by_state(void **state)
 	drv_free(&d);
 }
 
+/* Trains nc under c until planned, then one more iteration; returns that
+ * iteration's first seq. */
+static uint64_t planned_iteration(drv_t *d, net_t *n, const policy_config_t *c,
+				  const net_cfg_t *nc)
+{
+	uint64_t seq;
+
+	drv_init(d, c);
+	net_init(n, d, nc);
+	for (int i = 0; i < 4; i++)
+		net_train(n, d);
+	seq = d->seq;
+	net_train(n, d);
+	return seq;
+}
+
 static void test_algo_steps_before_each_convolution(void **state)
 {
 	net_cfg_t nc = { .layers = 3, .batch = 4, .style = NET_NETWORK };
 	policy_config_t c = cfg();
 	drv_t d;
 	net_t n;
-	uint64_t seq;
+	uint64_t seq, lo = UINT64_MAX, hi = 0;
 
 	(void)state;
 	c.algo_steps = true;
-	drv_init(&d, &c);
-	net_init(&n, &d, &nc);
-	for (int i = 0; i < 4; i++)
-		net_train(&n, &d);
-	seq = d.seq;
-	net_train(&n, &d);
+	seq = planned_iteration(&d, &n, &c, &nc);
 	/* 3 forward, 2 backward-data, 3 backward-filter convolutions */
 	assert_int_equal(count_since(&d, seq, POLICY_ACT_ALGO, -1), 8);
 	for (int i = 0; i < d.nacts; i++)
@@ -433,14 +444,7 @@ static void test_algo_steps_before_each_convolution(void **state)
 	 * that convolution runs: less than the budget, and not the same at
 	 * every layer */
 	c.budget = UINT64_C(1) << 30;
-	drv_init(&d, &c);
-	net_init(&n, &d, &nc);
-	for (int i = 0; i < 4; i++)
-		net_train(&n, &d);
-	seq = d.seq;
-	net_train(&n, &d);
-	uint64_t lo = UINT64_MAX, hi = 0;
-
+	seq = planned_iteration(&d, &n, &c, &nc);
 	for (int i = 0; i < d.nacts; i++) {
 		const policy_action_t *a = &d.acts[i].a;
 
