@@ -554,7 +554,7 @@ static void op_record(void *ctx, const pool_event_t *ev)
 		stats_gauge_add(STATS_ALLOCATED, -(int64_t)ev->bytes);
 		break;
 	case POOL_EV_FAULT_IN:
-		runtime_policy_note_fault();
+		runtime_policy_note_fault(ev->mapped > 0);
 		stats_add(STATS_MISSES, 1);
 		stats_add(STATS_BYTES_FAULTED_IN, ev->mapped);
 		break;

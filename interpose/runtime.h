@@ -176,8 +176,9 @@ void runtime_policy_freed_ptr(uintptr_t ptr);
 /* The budget was reached (an eviction, an out-of-memory): under lazy
  * liveness and VMEM_POLICY=none, calls go to the policy from now on. */
 void runtime_policy_note_pressure(void);
-/* The pool faulted a page in for the calling thread's call. */
-void runtime_policy_note_fault(void);
+/* The pool faulted a range in for the calling thread's call; copied: it
+ * brought bytes back (a miss), else it only mapped fresh pages. */
+void runtime_policy_note_fault(bool copied);
 /* Before the call is made resident: resolves its ranges, asks the policy,
  * carries out prefetches and revivals.  cudaSuccess, or the error that
  * refuses the call (it would read bytes the plan dropped: one line said

@@ -77,7 +77,8 @@ typedef struct {
 	int n;                 /* ranges of the call between before and after */
 	bool pending;          /* policy_before ran for the call in flight */
 	policy_actions_t acts;
-	uint64_t misses;
+	uint64_t misses;       /* fault-ins of the call that copied bytes back */
+	uint64_t maps;         /* ... that only mapped fresh pages */
 	uint64_t room;         /* the call's ALGO room (UINT64_MAX none) */
 } tl_policy_t;
 
@@ -452,12 +453,14 @@ void runtime_policy_freed_ptr(uintptr_t ptr)
 		runtime_policy_freed(sp.alloc_id);
 }
 
-void runtime_policy_note_fault(void)
+void runtime_policy_note_fault(bool copied)
 {
 	tl_policy_t *t = tl_pol;
 
-	if (t)
+	if (t && copied)
 		t->misses++;
+	else if (t)
+		t->maps++;
 }
 
 /* ---- the calls ---- */
@@ -581,6 +584,7 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 	}
 	t->n = c->nrefs;
 	t->misses = 0;
+	t->maps = 0;
 	fill_event(&ev, c, t);
 	policy_before(g_pol, &ev, &t->acts);
 	t->pending = true;
@@ -598,6 +602,10 @@ void runtime_policy_after(const runtime_call_t *c)
 	if (t->misses) {
 		policy_note_miss(g_pol, t->misses);
 		t->misses = 0;
+	}
+	if (t->maps) {
+		policy_note_map(g_pol, t->maps);
+		t->maps = 0;
 	}
 	timing_end(c);
 	if (__atomic_load_n(&g_tn, __ATOMIC_RELAXED))

@@ -580,6 +580,16 @@ void policy_note_miss(policy_t *p, uint64_t pages)
 	pthread_mutex_unlock(&p->lock);
 }
 
+void policy_note_map(policy_t *p, uint64_t n)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->state == POLICY_PLANNED)
+		p->st.maps_planned += n;
+	else
+		p->st.maps_other += n;
+	pthread_mutex_unlock(&p->lock);
+}
+
 policy_state_t policy_state(policy_t *p)
 {
 	policy_state_t s;
@@ -659,6 +669,8 @@ void policy_stats_print(const policy_stats_t *s, policy_print_fn out, void *ctx)
 		      s->prefetch_bytes);
 	policy_printf(out, ctx, "policy: misses in planned iterations %10" PRIu64 "  elsewhere %10"
 		      PRIu64, s->misses_planned, s->misses_other);
+	policy_printf(out, ctx, "policy: fresh maps in planned iterations %6" PRIu64 "  elsewhere %10"
+		      PRIu64, s->maps_planned, s->maps_other);
 	if (s->dyn_decisions) {
 		policy_dyn_t d = { 0 };
 		char line[256];

@@ -184,7 +184,10 @@ typedef struct {
 	uint64_t dead_actions, dead_bytes;
 	uint64_t revives_read, revives_suspend;
 	uint64_t offloads, offload_bytes, prefetches, prefetch_bytes;
-	uint64_t misses_planned, misses_other;   /* reported by the runtime */
+	uint64_t misses_planned, misses_other;   /* reported by the runtime: fault-ins that
+						    brought bytes back */
+	uint64_t maps_planned, maps_other;       /* fault-ins that only mapped fresh pages
+						    (a whole overwrite, a first touch) */
 	uint32_t period;                 /* of the current plan, 0 none */
 	uint8_t state;                   /* policy_state_t */
 	uint8_t offload_mode;            /* policy_offload_mode_t of the current plan (NONE when none) */
@@ -222,8 +225,12 @@ void policy_duration(policy_t *p, uint64_t seq, uint64_t dur_ns);
  * for memory the plan does not know, then distance to the next use,
  * POLICY_KEY_UNUSED for memory the iteration never touches). */
 uint64_t policy_evict_order(policy_t *p, uint64_t alloc_id, uint64_t offset, uint64_t bytes);
-/* The runtime faulted `pages` in: counted as a planned miss while planned. */
-void policy_note_miss(policy_t *p, uint64_t pages);
+/* The runtime faulted `n` ranges in with their bytes copied back: counted
+ * as planned misses while planned.  A fault-in that only maps fresh pages
+ * (nothing to bring back: a call that overwrites them whole, a first
+ * touch) is not a miss: policy_note_map counts those apart. */
+void policy_note_miss(policy_t *p, uint64_t n);
+void policy_note_map(policy_t *p, uint64_t n);
 policy_state_t policy_state(policy_t *p);
 /* The description of dropped bytes overlapping the range (the pool found
  * them lost), from the dead set or the recently revived ranges.  0 when
