@@ -640,13 +640,16 @@ static void decide_wr(conv_kernel_t *k)
 	if (st == SOLVER_INFEASIBLE) {
 		if (!g_said_infeasible_wr) {
 			g_said_infeasible_wr = true;
+			char plan[64] = "";
+
+			if (k->have_plan_room)
+				snprintf(plan, sizeof(plan), ", %" PRIu64 " MiB beside what the plan "
+					 "holds then", k->plan_room / MiB);
 			vmem_warn("VMEM_WORKSPACE_LIMIT=%" PRIu64 " bytes: no configuration of conv %s "
 				  "(and maybe others) needs so little workspace beside its tensors "
-				  "(budget room %" PRIu64 " MiB, %" PRIu64 " MiB beside what the plan "
-				  "holds then); running the memory-optimal algorithms there",
-				  conv_mode.limit == SOLVER_NO_LIMIT ? 0 : conv_mode.limit,
-				  k->name, room == SOLVER_NO_LIMIT ? 0 : room / MiB,
-				  k->have_plan_room ? k->plan_room / MiB : room == SOLVER_NO_LIMIT ? 0 : room / MiB);
+				  "(budget room %" PRIu64 " MiB%s); running the memory-optimal "
+				  "algorithms there", conv_mode.limit == SOLVER_NO_LIMIT ? 0 : conv_mode.limit,
+				  k->name, room == SOLVER_NO_LIMIT ? 0 : room / MiB, plan);
 		}
 		how = "infeasible";
 		if (!least_ws_config(k)) {
