@@ -570,24 +570,22 @@ uint64_t policy_evict_order(policy_t *p, uint64_t alloc_id, uint64_t offset, uin
 	return key;
 }
 
-void policy_note_miss(policy_t *p, uint64_t pages)
+/* Adds n to *planned while a plan runs, else to *other. */
+static void count_by_state(policy_t *p, uint64_t *planned, uint64_t *other, uint64_t n)
 {
 	pthread_mutex_lock(&p->lock);
-	if (p->state == POLICY_PLANNED)
-		p->st.misses_planned += pages;
-	else
-		p->st.misses_other += pages;
+	*(p->state == POLICY_PLANNED ? planned : other) += n;
 	pthread_mutex_unlock(&p->lock);
+}
+
+void policy_note_miss(policy_t *p, uint64_t n)
+{
+	count_by_state(p, &p->st.misses_planned, &p->st.misses_other, n);
 }
 
 void policy_note_map(policy_t *p, uint64_t n)
 {
-	pthread_mutex_lock(&p->lock);
-	if (p->state == POLICY_PLANNED)
-		p->st.maps_planned += n;
-	else
-		p->st.maps_other += n;
-	pthread_mutex_unlock(&p->lock);
+	count_by_state(p, &p->st.maps_planned, &p->st.maps_other, n);
 }
 
 policy_state_t policy_state(policy_t *p)
