@@ -43,6 +43,10 @@ bool pool_offl_reap(pool_t *p, bool wait_oldest)
 		if (st)
 			return false;   /* a failed wait completes nothing */
 	}
+	/* positions of one timeline complete in order: once a mark is found
+	 * not done, later marks of that timeline are not asked again in this
+	 * pass (an offload of a large tensor holds many pages) */
+	struct mark pending = { 0 };
 	for (struct page *pg = p->offl.head, *nx; pg; pg = nx) {
 		nx = pg->next;
 		if ((pg->flags & PF_DROP) && !pool_page_all_dead(p, pg)) {
@@ -54,9 +58,13 @@ bool pool_offl_reap(pool_t *p, bool wait_oldest)
 			list_push_front(&p->lru, pg);
 			continue;
 		}
+		if (pending.tl && pg->busy.tl == pending.tl && pg->busy.seq >= pending.seq)
+			continue;
 		if (pool_mark_done(p, pg->busy)) {
 			offload_finish(p, pg);
 			any = true;
+		} else if (!pending.tl || (pg->busy.tl == pending.tl && pg->busy.seq < pending.seq)) {
+			pending = pg->busy;
 		}
 	}
 	return any;
