@@ -957,12 +957,10 @@ void conv_note_call(conv_kernel_t *k)
 	solve_wd();
 }
 
-void conv_note_room(conv_kernel_t *k)
+/* Caller holds conv_lock. */
+static void note_room_locked(conv_kernel_t *k, uint64_t room)
 {
-	uint64_t room = runtime_policy_conv_room();
-
-	if (!k || room == UINT64_MAX || !conv_mode.ws_on || k->meas_state != 1 ||
-	    (k->have_plan_room && room >= k->plan_room))
+	if (k->meas_state != 1 || (k->have_plan_room && room >= k->plan_room))
 		return;
 	/* the least room over the kernel's calls: identical layers share a
 	 * kernel, and the tightest moment decides */
@@ -981,6 +979,19 @@ void conv_note_room(conv_kernel_t *k)
 		solver_front_free(&k->front);
 		k->have_front = false;
 	}
+}
+
+void conv_note_room(conv_kernel_t *k)
+{
+	uint64_t room;
+
+	/* every convolution call passes here: without a room (no plan, or
+	 * µ-cuDNN off) it takes no lock */
+	if (!k || !conv_mode.ws_on || (room = runtime_policy_conv_room()) == UINT64_MAX)
+		return;
+	pthread_mutex_lock(&conv_lock);
+	note_room_locked(k, room);
+	pthread_mutex_unlock(&conv_lock);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1658,11 +1669,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 	}
 	st = rescue(c, k, dir, h, alpha, xd, x, wd, w, yd, y, cd, beta, tensors, &own, &ran);
 done:
-	if (k && conv_mode.ws_on) {
-		pthread_mutex_lock(&conv_lock);
-		conv_note_room(k);
-		pthread_mutex_unlock(&conv_lock);
-	}
+	conv_note_room(k);
 	if (strcmp(how, "app") != 0)
 		hook_call_args(c, "\"ran\":\"%s\",\"ran_algo\":%d,\"calls\":%d", how, ran, ncalls);
 	hook_call_finish(c);

@@ -116,13 +116,14 @@ void conv_decide(conv_kernel_t *k);
 /* k's WD segment, or NULL when k has none or the shared buffer could not
  * be allocated. */
 void *conv_wd_segment(conv_kernel_t *k);
-/* One execution of k (counts, the first iteration's weights; a WD
- * re-solve once per iteration when a plan's room lowered a limit). */
+/* One execution of k (counts, the first iteration's weights).  When the
+ * first kernel comes again, the kernels whose limit a plan's room lowered
+ * are decided again, all at once (WR per kernel, WD one solve). */
 void conv_note_call(conv_kernel_t *k);
-/* The call of k was prepared: takes the workspace room the plan leaves
- * there.  When it is below what k's configuration needs, k is decided
- * again before its next call (WR at once, WD at the iteration's start).
- * Caller holds conv_lock. */
+/* The call of k (may be NULL) was prepared: takes the workspace room the
+ * plan leaves there.  When it is below what k's configuration needs, k is
+ * decided again between two iterations (conv_note_call).  Takes conv_lock
+ * only when there is a room; the caller must not hold it. */
 void conv_note_room(conv_kernel_t *k);
 /* What k's workspace may be: VMEM_WORKSPACE_LIMIT, the budget beside its
  * tensors and the plan's room, the least of them. */

@@ -856,11 +856,7 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 	}
 	pthread_mutex_unlock(&conv_lock);
 out:
-	if (k && conv_mode.ws_on) {
-		pthread_mutex_lock(&conv_lock);
-		conv_note_room(k);
-		pthread_mutex_unlock(&conv_lock);
-	}
+	conv_note_room(k);
 	if (strcmp(how, "app") != 0)
 		hook_call_args(c, "\"ran\":\"%s\",\"ran_engine\":%d,\"calls\":%d", how, ran, ncalls);
 	hook_call_finish(c);

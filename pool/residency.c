@@ -843,7 +843,6 @@ static pool_status_t range_rref(pool_t *p, const pool_range_t *r, struct rref *r
  * pages become free group by group (cfg.offload_fence bytes) as their
  * copies complete, so a reclaim waits for the first group, not for the
  * whole tensor. */
-
 static void offload_fence(pool_t *p, struct alloc *a, uint32_t from, uint32_t to,
 			  pool_status_t *st)
 {
