@@ -516,17 +516,23 @@ static void op_host_free(void *ctx, void *p)
 	R.free_host(p);
 }
 
+/* The first copies each way are timed for the policy (the link's
+ * bandwidth: runtime_policy_copy_begin). */
 static int op_copy_d2h(void *ctx, void *dst, uintptr_t src, uint64_t n)
 {
 	(void)ctx;
+	void *t = runtime_policy_copy_begin(g_d2h, false, n);
 	cudaError_t e = R.memcpy_async(dst, (const void *)src, n, cudaMemcpyDeviceToHost, g_d2h);
+	runtime_policy_copy_end(t, g_d2h, false, n, e == cudaSuccess);
 	return e == cudaSuccess ? 0 : rt_fail(e);
 }
 
 static int op_copy_h2d(void *ctx, uintptr_t dst, const void *src, uint64_t n)
 {
 	(void)ctx;
+	void *t = runtime_policy_copy_begin(g_h2d, true, n);
 	cudaError_t e = R.memcpy_async((void *)dst, src, n, cudaMemcpyHostToDevice, g_h2d);
+	runtime_policy_copy_end(t, g_h2d, true, n, e == cudaSuccess);
 	return e == cudaSuccess ? 0 : rt_fail(e);
 }
 

@@ -189,6 +189,14 @@ cudaError_t runtime_policy_before(const runtime_call_t *c);
 void runtime_policy_started(const runtime_call_t *c);
 /* After the call was issued (or refused): drops and offloads. */
 void runtime_policy_after(const runtime_call_t *c);
+/* Around one of the pool's own copies on its D2H (h2d false) or H2D
+ * stream: the first RUNTIME_LINK_TIMED copies of at least a MiB each way
+ * are timed with two events, and the policy learns the link's bandwidth
+ * from them (policy_link_sample).  begin returns the start event or NULL;
+ * end takes it back, with whether the copy was queued. */
+#define RUNTIME_LINK_TIMED 256
+void *runtime_policy_copy_begin(void *stream, bool h2d, uint64_t bytes);
+void runtime_policy_copy_end(void *started, void *stream, bool h2d, uint64_t bytes, bool queued);
 /* The workspace room the plan leaves at the convolution the calling
  * thread is issuing (its ALGO action in runtime_policy_before: budget less
  * what the plan holds resident while it runs), or UINT64_MAX when there is

@@ -156,7 +156,9 @@ static struct {
 #define TIMED_MAX 4096   /* calls measured and not yet completed */
 
 typedef struct {
-	uint64_t seq;
+	uint64_t seq;          /* the call, or 0 for a copy of the pool's */
+	int link;              /* a copy: policy_link_t; a call: -1 */
+	uint64_t bytes;        /* a copy's */
 	cudaEvent_t ev[2];
 } timed_t;
 
@@ -201,6 +203,22 @@ static void ev_put(cudaEvent_t e)
 		E.destroy(e);
 }
 
+/* Queues a measurement for timing_poll; false when the ring is full.
+ * timed_lock held. */
+static bool timed_push(uint64_t seq, int link, uint64_t bytes, cudaEvent_t e0, cudaEvent_t e1)
+{
+	if (g_tn >= TIMED_MAX)
+		return false;
+	timed_t *t = &g_timed[(g_thead + g_tn) % TIMED_MAX];
+	t->seq = seq;
+	t->link = link;
+	t->bytes = bytes;
+	t->ev[0] = e0;
+	t->ev[1] = e1;
+	g_tn++;
+	return true;
+}
+
 /* Hands the completed measurements to the policy, oldest first, and
  * stops at the first one still running (a stream runs in order; across
  * streams a later one waits for the next poll). */
@@ -216,8 +234,14 @@ static void timing_poll(void)
 
 		if (e == cudaErrorNotReady)
 			break;
-		if (e == cudaSuccess && E.elapsed(&ms, t->ev[0], t->ev[1]) == cudaSuccess && ms > 0)
-			policy_duration(g_pol, t->seq, (uint64_t)((double)ms * 1e6));
+		if (e == cudaSuccess && E.elapsed(&ms, t->ev[0], t->ev[1]) == cudaSuccess && ms > 0) {
+			uint64_t ns = (uint64_t)((double)ms * 1e6);
+
+			if (t->link >= 0)
+				policy_link_sample(g_pol, (policy_link_t)t->link, t->bytes, ns);
+			else
+				policy_duration(g_pol, t->seq, ns);
+		}
 		ev_put(t->ev[0]);
 		ev_put(t->ev[1]);
 		g_thead = (g_thead + 1) % TIMED_MAX;
@@ -270,13 +294,66 @@ static void timing_end(const runtime_call_t *c)
 	bool ok = e1 && E.record(e1, (cudaStream_t)c->stream) == cudaSuccess;
 	runtime_relax_end(mode);
 	pthread_mutex_lock(&timed_lock);
-	if (ok && g_tn < TIMED_MAX) {
-		timed_t *t = &g_timed[(g_thead + g_tn) % TIMED_MAX];
-		t->seq = c->seq;
-		t->ev[0] = e0;
-		t->ev[1] = e1;
-		g_tn++;
-	} else {
+	if (ok)
+		timed_push(c->seq, -1, 0, e0, e1);
+	else {
+		ev_put(e0);
+		ev_put(e1);
+	}
+	pthread_mutex_unlock(&timed_lock);
+}
+
+/* ---- the link: the pool's first copies each way, timed ---- */
+
+static unsigned g_link_timed[2];   /* copies queued for timing, per policy_link_t */
+
+static policy_link_t link_dir(bool h2d)
+{
+	return h2d ? POLICY_LINK_H2D : POLICY_LINK_D2H;
+}
+
+/* Called with the pool's lock held (lock order pool -> timed_lock). */
+void *runtime_policy_copy_begin(void *stream, bool h2d, uint64_t bytes)
+{
+	cudaEvent_t e;
+
+	if (!g_pol || !g_timing || bytes < ((uint64_t)1 << 20) ||
+	    __atomic_load_n(&g_link_timed[link_dir(h2d)], __ATOMIC_RELAXED) >= RUNTIME_LINK_TIMED)
+		return NULL;
+	pthread_mutex_lock(&timed_lock);
+	e = g_tn < TIMED_MAX ? ev_get() : NULL;
+	pthread_mutex_unlock(&timed_lock);
+	if (e && E.record(e, (cudaStream_t)stream) != cudaSuccess) {
+		pthread_mutex_lock(&timed_lock);
+		ev_put(e);
+		pthread_mutex_unlock(&timed_lock);
+		e = NULL;
+	}
+	return e;
+}
+
+void runtime_policy_copy_end(void *started, void *stream, bool h2d, uint64_t bytes, bool queued)
+{
+	cudaEvent_t e0 = started, e1 = NULL;
+	policy_link_t d = link_dir(h2d);
+
+	if (!e0)
+		return;
+	if (queued) {
+		pthread_mutex_lock(&timed_lock);
+		e1 = ev_get();
+		pthread_mutex_unlock(&timed_lock);
+		if (e1 && E.record(e1, (cudaStream_t)stream) != cudaSuccess) {
+			pthread_mutex_lock(&timed_lock);
+			ev_put(e1);
+			pthread_mutex_unlock(&timed_lock);
+			e1 = NULL;
+		}
+	}
+	pthread_mutex_lock(&timed_lock);
+	if (e1 && g_link_timed[d] < RUNTIME_LINK_TIMED && timed_push(0, (int)d, bytes, e0, e1))
+		g_link_timed[d]++;
+	else {
 		ev_put(e0);
 		ev_put(e1);
 	}

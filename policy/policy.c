@@ -209,6 +209,16 @@ static void abandon(policy_t *p, policy_actions_t *out)
 	p->state = POLICY_LEARNING;
 }
 
+/* lock held */
+static uint64_t link_bw(const policy_t *p, policy_link_t d)
+{
+	if (d == POLICY_LINK_H2D && p->cfg.h2d_bytes_per_s)
+		return p->cfg.h2d_bytes_per_s;
+	if (p->st.link_bytes[d] < POLICY_LINK_MIN_BYTES || p->st.link_ns[d] == 0)
+		return d == POLICY_LINK_D2H ? link_bw(p, POLICY_LINK_H2D) : POLICY_LINK_DEFAULT;
+	return (uint64_t)((double)p->st.link_bytes[d] * 1e9 / (double)p->st.link_ns[d]);
+}
+
 static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_event_t *ev,
 		      policy_actions_t *out)
 {
@@ -219,7 +229,8 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 	pc.liveness = p->cfg.liveness != POLICY_LIVENESS_OFF;
 	pc.offload = p->cfg.offload;
 	pc.prefetch = p->cfg.prefetch;
-	pc.timing.h2d_bytes_per_s = p->cfg.h2d_bytes_per_s;
+	pc.timing.h2d_bytes_per_s = link_bw(p, POLICY_LINK_H2D);
+	pc.timing.d2h_bytes_per_s = link_bw(p, POLICY_LINK_D2H);
 	pc.timing.budget = p->cfg.prefetch_budget;
 	pc.offload_min_bytes = p->cfg.offload_min_bytes;
 	pc.budget = p->cfg.budget;
@@ -238,6 +249,8 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 		return;
 	}
 	p->have_plan = true;
+	p->st.plan_h2d = pc.timing.h2d_bytes_per_s;
+	p->st.plan_d2h = pc.timing.d2h_bytes_per_s;
 	p->state = POLICY_PLANNED;
 	p->st.plans_made++;
 	p->st.period = f->period;
@@ -558,6 +571,27 @@ void policy_duration(policy_t *p, uint64_t seq, uint64_t dur_ns)
 	pthread_mutex_unlock(&p->lock);
 }
 
+void policy_link_sample(policy_t *p, policy_link_t dir, uint64_t bytes, uint64_t ns)
+{
+	if ((unsigned)dir > POLICY_LINK_D2H || !bytes || !ns)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->st.link_copies[dir]++;
+	p->st.link_bytes[dir] += bytes;
+	p->st.link_ns[dir] += ns;
+	pthread_mutex_unlock(&p->lock);
+}
+
+uint64_t policy_link_bandwidth(policy_t *p, policy_link_t dir)
+{
+	uint64_t bw;
+
+	pthread_mutex_lock(&p->lock);
+	bw = link_bw(p, dir);
+	pthread_mutex_unlock(&p->lock);
+	return bw;
+}
+
 uint64_t policy_evict_order(policy_t *p, uint64_t alloc_id, uint64_t offset, uint64_t bytes)
 {
 	uint64_t key = POLICY_KEY_UNKNOWN;
@@ -669,6 +703,16 @@ void policy_stats_print(const policy_stats_t *s, policy_print_fn out, void *ctx)
 		      PRIu64, s->misses_planned, s->misses_other);
 	policy_printf(out, ctx, "policy: fresh maps in planned iterations %6" PRIu64 "  elsewhere %10"
 		      PRIu64, s->maps_planned, s->maps_other);
+	for (int d = POLICY_LINK_H2D; d <= POLICY_LINK_D2H; d++)
+		if (s->link_copies[d])
+			policy_printf(out, ctx, "policy: link %s measured %6.2f GB/s over %6" PRIu64
+				      " copies (%" PRIu64 " MiB)%s", d == POLICY_LINK_H2D ? "h2d" : "d2h",
+				      (double)s->link_bytes[d] / (double)s->link_ns[d], s->link_copies[d],
+				      s->link_bytes[d] >> 20,
+				      s->link_bytes[d] < POLICY_LINK_MIN_BYTES ? "  (too few: not used)" : "");
+	if (s->plan_h2d)
+		policy_printf(out, ctx, "policy: link the plan assumed  h2d %6.2f GB/s  d2h %6.2f GB/s",
+			      (double)s->plan_h2d / 1e9, (double)s->plan_d2h / 1e9);
 	if (s->dyn_decisions) {
 		policy_dyn_t d = { 0 };
 		char line[256];

@@ -64,7 +64,7 @@ typedef struct {
 					      allocations; POLICY_HEADROOM_DEFAULT = budget / 16 */
 	policy_prefetch_mode_t prefetch;   /* VMEM_PREFETCH=vdnn|timed */
 	uint64_t page_size;                /* the pool's chunk size (eviction keys) */
-	uint64_t h2d_bytes_per_s;          /* link bandwidth for timed prefetch; 0 = 25 GB/s */
+	uint64_t h2d_bytes_per_s;          /* link bandwidth; 0 = measured (policy_link_sample) */
 	uint64_t prefetch_budget;          /* bytes of prefetched data held at once; 0 = no cap */
 	uint64_t offload_min_bytes;        /* smaller tensors are never offloaded */
 	bool algo_steps;                   /* ALGO actions (the workspace room) before each
@@ -196,6 +196,10 @@ typedef struct {
 	uint8_t dyn_fits;                /* whether it fit, */
 	uint64_t peak_none, peak_conv, peak_all;   /* peak resident bytes under each, */
 	uint64_t dyn_budget;             /* and the budget it was judged against */
+	/* the link, from the runtime's timed copies (policy_link_sample),
+	   [POLICY_LINK_H2D] and [POLICY_LINK_D2H] */
+	uint64_t link_copies[2], link_bytes[2], link_ns[2];
+	uint64_t plan_h2d, plan_d2h;     /* bytes/s the current plan assumed (0: none made) */
 } policy_stats_t;
 
 typedef struct policy policy_t;
@@ -220,6 +224,19 @@ void policy_allocated(policy_t *p, uint64_t alloc_id, uint64_t bytes);
 void policy_freed(policy_t *p, uint64_t alloc_id);
 /* A device duration measured later (CUDA events on a GPU). */
 void policy_duration(policy_t *p, uint64_t seq, uint64_t dur_ns);
+
+typedef enum { POLICY_LINK_H2D = 0, POLICY_LINK_D2H = 1 } policy_link_t;
+/* Copies over the link measured below this many bytes are not trusted:
+ * plans assume POLICY_LINK_DEFAULT until then. */
+#define POLICY_LINK_MIN_BYTES ((uint64_t)32 << 20)
+/* One of the runtime's own copies, timed on the device (two events on the
+ * copy's stream around it): `bytes` moved in `ns`.  Plans made afterwards
+ * take the link's bandwidth in that direction as the sums' ratio (for
+ * timed prefetch and the rooms) unless the configuration sets one. */
+void policy_link_sample(policy_t *p, policy_link_t dir, uint64_t bytes, uint64_t ns);
+/* The bandwidth a plan made now would assume (bytes/s): configured,
+ * measured, or POLICY_LINK_DEFAULT. */
+uint64_t policy_link_bandwidth(policy_t *p, policy_link_t dir);
 /* Eviction rank of a range of the *current* allocation alloc_id: larger
  * is evicted first (evict.c's keys: POLICY_KEY_UNKNOWN without a plan or
  * for memory the plan does not know, then distance to the next use,

@@ -104,7 +104,7 @@ static int place_timed(const policy_graph_t *g, const policy_timing_t *t, policy
 {
 	uint64_t *at = calloc((size_t)g->nops + 1, sizeof(*at));
 	uint64_t dflt = t->default_op_ns ? t->default_op_ns : 10000;
-	double bw = t->h2d_bytes_per_s ? (double)t->h2d_bytes_per_s : 25e9;
+	double bw = (double)(t->h2d_bytes_per_s ? t->h2d_bytes_per_s : POLICY_LINK_DEFAULT);
 	double bw_out = t->d2h_bytes_per_s ? (double)t->d2h_bytes_per_s : bw;
 	double link_free;
 	int w = 0;

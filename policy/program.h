@@ -418,8 +418,12 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 			  uint64_t min_bytes, policy_offloads_t *out);
 void policy_offloads_free(policy_offloads_t *o);
 
+/* The link's bandwidth a plan assumes when nothing was measured or set
+ * (bytes/s: PCIe 4.0 x16, roughly). */
+#define POLICY_LINK_DEFAULT ((uint64_t)25000000000)
+
 typedef struct {
-	uint64_t h2d_bytes_per_s;   /* measured or configured link bandwidth; 0 = 25 GB/s */
+	uint64_t h2d_bytes_per_s;   /* measured or configured link bandwidth; 0 = POLICY_LINK_DEFAULT */
 	uint64_t d2h_bytes_per_s;   /* 0 = as h2d */
 	uint64_t budget;            /* device bytes the plan may hold (timed mode); 0 = no limit */
 	uint64_t default_op_ns;     /* assumed duration of an op never measured */

@@ -306,11 +306,46 @@ def t_minitrain_eval_batch_change(args):
           "unlimited" % events)
 
 
+def t_link_measured(args):
+    """The shim times its first copies each way and plans with the
+    bandwidth it measured: on two simulated models whose links differ
+    (docs/simgpu.md: 16 GB/s with 5 us per copy, 55 GB/s with 3 us), the
+    stats show each model's rate for the pool's 2 MiB copies, and the plan
+    assumed it."""
+    links = {"titanx": (16e9, 5e-6), "h100": (55e9, 3e-6)}
+    page = 2 * MiB
+    for model, (bw, lat) in sorted(links.items()):
+        want = page / (lat + page / bw) / 1e9
+        env = {"SIMGPU_DRYRUN": "1", "SIMGPU_MODEL": model, "SIMGPU_MEM": "1536M",
+               "VMEM_POLICY": "dyn", "VMEM_STATS": "1"}
+        p = mt(args, "vgg16", ["--batch", "32", "--image", "128", "--iters", "5"], env)
+        must_pass(p, "vgg16 (32, 128x128) under dyn at 1.5 GiB on %s" % model)
+        got = {}
+        for d in ("h2d", "d2h"):
+            m = re.search(r"^policy: link %s measured\s+([0-9.]+) GB/s over\s+(\d+) copies" % d,
+                          p.stderr, re.M)
+            if not m:
+                fail("%s: expected a 'policy: link %s measured' line\n%s" % (model, d, show(p)))
+            got[d] = float(m.group(1))
+            if abs(got[d] - want) > 0.05 * want or int(m.group(2)) < 16:
+                fail("%s: expected %s measured at %.2f GB/s (+-5%%) over >= 16 copies, got %s"
+                     % (model, d, want, m.group(0)))
+        m = re.search(r"^policy: link the plan assumed\s+h2d\s+([0-9.]+) GB/s\s+d2h\s+([0-9.]+)",
+                      p.stderr, re.M)
+        if not m or abs(float(m.group(1)) - got["h2d"]) > 0.01 or \
+                abs(float(m.group(2)) - got["d2h"]) > 0.01:
+            fail("%s: expected the plan to assume the measured %.2f / %.2f GB/s, got %s"
+                 % (model, got["h2d"], got["d2h"], m.group(0) if m else "no such line"))
+        print("ok: %s: link measured h2d %.2f d2h %.2f GB/s (model: %.2f), the plan used it"
+              % (model, got["h2d"], got["d2h"], want))
+
+
 TESTS = {
     "plan-steady": t_plan_steady, "plan-stray": t_plan_stray, "plan-reread": t_plan_reread,
     "minitrain-styles": t_minitrain_styles,
     "minitrain-policies-half": t_minitrain_policies_half,
     "minitrain-eval-batch-change": t_minitrain_eval_batch_change,
+    "link-measured": t_link_measured,
 }
 
 if __name__ == "__main__":

@@ -252,6 +252,96 @@ static void test_offload_and_prefetch_actions_in_planned_iterations(void **state
 	done();
 }
 
+/* Collects the VMEM_STATS lines. */
+static void collect(void *ctx, const char *line)
+{
+	char *buf = ctx;
+	size_t n = strlen(buf);
+
+	snprintf(buf + n, 4096 - n, "%s\n", line);
+}
+
+/* The link's bandwidth comes from the runtime's timed copies
+ * (policy_link_sample): not before enough bytes were measured, each
+ * direction apart (D2H as H2D until measured), a configured value first;
+ * a plan made afterwards places its prefetches with it. */
+static void test_measured_link_bandwidth_places_prefetches(void **state)
+{
+	const uint64_t mib = (uint64_t)1 << 20, op_ns = 1000;
+	int fast_dropped, slow_dropped, fast_first = 1 << 30, slow_first = 1 << 30;
+	policy_stats_t st;
+	char text[4096] = "";
+
+	(void)state;
+	/* no samples: the default; the plan assumes it */
+	planned(POLICY_OFFLOAD_ALL, POLICY_PREFETCH_TIMED, 0, 0, op_ns);
+	assert_int_equal(policy_link_bandwidth(d.p, POLICY_LINK_H2D), POLICY_LINK_DEFAULT);
+	policy_get_stats(d.p, &st);
+	assert_int_equal(st.plan_h2d, POLICY_LINK_DEFAULT);
+	fast_dropped = policy_plan(d.p)->off.dropped;
+	for (int i = 0; i < policy_plan(d.p)->off.n; i++)
+		if (policy_plan(d.p)->off.v[i].prefetch_op < fast_first)
+			fast_first = policy_plan(d.p)->off.v[i].prefetch_op;
+	done();
+
+	/* a slow link measured before the plan: 1 byte per ns (1 GB/s) */
+	{
+		policy_config_t c;
+		net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_NETWORK };
+
+		policy_config_default(&c);
+		c.offload = POLICY_OFFLOAD_ALL;
+		c.prefetch = POLICY_PREFETCH_TIMED;
+		c.offload_min_bytes = 1024;
+		drv_init(&d, &c);
+		d.dur_ns = op_ns;
+		/* below POLICY_LINK_MIN_BYTES: not trusted yet */
+		policy_link_sample(d.p, POLICY_LINK_H2D, 16 * mib, 16 * mib);
+		assert_int_equal(policy_link_bandwidth(d.p, POLICY_LINK_H2D), POLICY_LINK_DEFAULT);
+		policy_link_sample(d.p, POLICY_LINK_H2D, 48 * mib, 48 * mib);
+		policy_link_sample(d.p, POLICY_LINK_H2D, 0, 5);   /* ignored */
+		assert_int_equal(policy_link_bandwidth(d.p, POLICY_LINK_H2D), 1000000000);
+		assert_int_equal(policy_link_bandwidth(d.p, POLICY_LINK_D2H), 1000000000);
+		policy_link_sample(d.p, POLICY_LINK_D2H, 64 * mib, 32 * mib);
+		assert_int_equal(policy_link_bandwidth(d.p, POLICY_LINK_D2H), 2000000000);
+		net_init(&n, &d, &nc);
+		for (int i = 0; i < 3; i++)
+			net_train(&n, &d);
+		assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+		policy_get_stats(d.p, &st);
+		if (st.plan_h2d != 1000000000 || st.plan_d2h != 2000000000)
+			fail_msg("expected the plan to assume the measured 1 and 2 GB/s, got %llu and %llu",
+				 (unsigned long long)st.plan_h2d, (unsigned long long)st.plan_d2h);
+		slow_dropped = policy_plan(d.p)->off.dropped;
+		for (int i = 0; i < policy_plan(d.p)->off.n; i++)
+			if (policy_plan(d.p)->off.v[i].prefetch_op < slow_first)
+				slow_first = policy_plan(d.p)->off.v[i].prefetch_op;
+		/* a slower link: round trips that no longer fit are not made, and
+		 * the copies that remain start earlier */
+		if (!(slow_dropped > fast_dropped || slow_first < fast_first))
+			fail_msg("expected the 1 GB/s plan to drop more offloads or prefetch earlier than "
+				 "the 25 GB/s one: dropped %d vs %d, first prefetch at #%d vs #%d",
+				 slow_dropped, fast_dropped, slow_first, fast_first);
+		policy_stats_print(&st, collect, text);
+		if (!strstr(text, "policy: link h2d measured   1.00 GB/s over      2 copies (64 MiB)") ||
+		    !strstr(text, "policy: link the plan assumed  h2d   1.00 GB/s  d2h   2.00 GB/s"))
+			fail_msg("expected the link lines in the stats, got:\n%s", text);
+		done();
+	}
+
+	/* a configured bandwidth wins over a measured one */
+	{
+		policy_config_t c;
+
+		policy_config_default(&c);
+		c.h2d_bytes_per_s = 5000000000;
+		drv_init(&d, &c);
+		policy_link_sample(d.p, POLICY_LINK_H2D, 64 * mib, 64 * mib);
+		assert_int_equal(policy_link_bandwidth(d.p, POLICY_LINK_H2D), 5000000000);
+		drv_free(&d);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -260,6 +350,7 @@ int main(void)
 		cmocka_unit_test(test_vdnn_prefetch_window_stops_at_next_convolution),
 		cmocka_unit_test(test_timed_prefetch_arrives_before_use),
 		cmocka_unit_test(test_timed_prefetch_respects_budget),
+		cmocka_unit_test(test_measured_link_bandwidth_places_prefetches),
 		cmocka_unit_test(test_offload_and_prefetch_actions_in_planned_iterations),
 	};
 
