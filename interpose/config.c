@@ -48,6 +48,7 @@ static const char *const prefetch_names[] = { "vdnn", "timed", NULL };
 static const char *const algo_names[] = { "default", "app", "mem", "perf", "fit", NULL };
 static const char *const ws_names[] = { "off", "wr", "wd", NULL };
 static const char *const mb_names[] = { "all", "pow2", "undivided", NULL };
+static const char *const map_names[] = { "lazy", "eager", NULL };
 static const char *const log_names[] = { "error", "warn", "info", "debug", NULL };
 
 const char *vmem_policy_name(vmem_policy_t p)
@@ -81,6 +82,9 @@ static const cfg_var_t cfg_vars[] = {
 	  "auto: 1/8 of the device's memory, at least 32 MiB, at most 1 GiB" },
 	{ "VMEM_HOST_LIMIT", CFG_SIZE, "0", NULL, 1 * MiB, 1ull << 50, 0, true, false, F(host_limit), "bytes",
 	  "pinned host memory for offloaded data; 0: unlimited" },
+	{ "VMEM_MAP", CFG_ENUM, "lazy", map_names, 0, 0, 0, false, false, F(map), "",
+	  "when the budget is full, a new allocation maps what is free and the rest at first touch "
+	  "(lazy), or evicts live memory to map all of it at once (eager)" },
 	{ "VMEM_CHUNK_SIZE", CFG_SIZE, "0", NULL, 2 * MiB, 1 * GiB, 2 * MiB, true, false, F(chunk_size), "bytes",
 	  "physical chunk size, a multiple of 2 MiB; 0: the device's allocation granularity" },
 	{ "VMEM_SMALL_THRESHOLD", CFG_SIZE, "1M", NULL, 0, 1 * GiB, 0, true, false, F(small_threshold), "bytes",

@@ -27,6 +27,9 @@ typedef enum { VMEM_LIVENESS_LAZY, VMEM_LIVENESS_EAGER, VMEM_LIVENESS_OFF } vmem
 /* VMEM_PREFETCH: where an offloaded tensor's prefetch goes: vDNN's rule
  * (vdnn) or from measured op and copy times (timed). */
 typedef enum { VMEM_PREFETCH_VDNN, VMEM_PREFETCH_TIMED } vmem_prefetch_t;
+/* VMEM_MAP: a new allocation under a full budget maps only what is free
+ * and the rest at first touch (lazy), or everything at once (eager). */
+typedef enum { VMEM_MAP_LAZY, VMEM_MAP_EAGER } vmem_map_t;
 typedef enum { VMEM_LOG_ERROR, VMEM_LOG_WARN, VMEM_LOG_INFO, VMEM_LOG_DEBUG } vmem_log_level_t;
 
 typedef struct {
@@ -38,6 +41,7 @@ typedef struct {
 	uint64_t device_reserve;   /* VMEM_DEVICE_RESERVE bytes kept for context/libraries;
 				      VMEM_SIZE_AUTO = vmem_default_reserve(device total) */
 	uint64_t host_limit;       /* VMEM_HOST_LIMIT bytes of pinned host memory; 0 = unlimited */
+	vmem_map_t map;            /* VMEM_MAP */
 	uint64_t chunk_size;       /* VMEM_CHUNK_SIZE: physical chunk, multiple of the granularity; 0 = granularity */
 	uint64_t small_threshold;  /* VMEM_SMALL_THRESHOLD: below it, allocations share chunks and stay resident */
 	uint64_t va_size;          /* VMEM_VA_SIZE: virtual range reserved at start-up */

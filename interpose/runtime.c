@@ -715,6 +715,7 @@ int runtime_init(void)
 		return -1;
 	}
 	c.budget = budget;
+	c.lazy_map = vmem_cfg.map == VMEM_MAP_LAZY;
 	c.host_limit = vmem_cfg.host_limit;
 	c.small_threshold = vmem_cfg.small_threshold < c.chunk_size / 2 ?
 		vmem_cfg.small_threshold : c.chunk_size / 2;

@@ -585,6 +585,9 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 	case POLICY_ACT_PREFETCH:
 		pool_prefetch(g_rp_pool, &r);
 		break;
+	case POLICY_ACT_SETTLE:
+		pool_settle(g_rp_pool, &r);
+		break;
 	case POLICY_ACT_NOTE:
 		note(a);
 		break;

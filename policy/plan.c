@@ -115,6 +115,10 @@ static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const 
 			continue;
 		if (spush(&s, &x) < 0)
 			goto fail;
+		x.kind = POLICY_STEP_SETTLE;
+		x.when = POLICY_BEFORE;
+		if (spush(&s, &x) < 0)
+			goto fail;
 		if (o->prefetch_op >= 0) {
 			x.kind = POLICY_STEP_PREFETCH;
 			x.when = POLICY_BEFORE;
@@ -259,12 +263,12 @@ void policy_plan_free(policy_plan_t *plan)
 	memset(plan, 0, sizeof(*plan));
 }
 
-static const char *const step_name[] = { "DEAD", "OFFLOAD", "PREFETCH", "ALGO" };
+static const char *const step_name[] = { "DEAD", "OFFLOAD", "PREFETCH", "ALGO", "SETTLE" };
 
 void policy_plan_dump(const policy_plan_t *plan, policy_print_fn out, void *ctx)
 {
 	const policy_graph_t *g = &plan->g;
-	int counts[4] = { 0 };
+	int counts[5] = { 0 };
 
 	for (int i = 0; i < plan->nsteps; i++)
 		counts[plan->steps[i].kind]++;

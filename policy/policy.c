@@ -383,6 +383,9 @@ static void steps(policy_t *p, int op, policy_when_t when, const vmem_event_t *e
 			p->st.offloads++;
 			p->st.offload_bytes += c.bytes;
 			break;
+		case POLICY_STEP_SETTLE:
+			x->kind = POLICY_ACT_SETTLE;
+			break;
 		case POLICY_STEP_PREFETCH:
 			x->kind = POLICY_ACT_PREFETCH;
 			p->st.prefetches++;

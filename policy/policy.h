@@ -100,6 +100,10 @@ typedef enum {
 				  (algo/workspace: the application's, when the plan was
 				  learnt); the conv hooks' solver chooses within it */
 	POLICY_ACT_NOTE,       /* a plan event for the trace and the stats */
+	POLICY_ACT_SETTLE,     /* the call about to be issued is the range's last use before
+				  its OFFLOAD: record now the point its last write completes
+				  at, so the offload's copy may overlap this call (both
+				  read) instead of waiting for it (vDNN §III-A) */
 } policy_act_kind_t;
 
 typedef enum {

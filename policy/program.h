@@ -513,6 +513,8 @@ typedef enum {
 	POLICY_STEP_OFFLOAD,     /* copy the range to host, drop it from the device */
 	POLICY_STEP_PREFETCH,    /* bring the range back for until_op */
 	POLICY_STEP_ALGO,        /* the conv's workspace room (the solver chooses within it) */
+	POLICY_STEP_SETTLE,      /* before the op an OFFLOAD follows: its range's last write
+				    gets its fence now, so the copy need not wait for the op */
 } policy_step_kind_t;
 
 typedef enum { POLICY_BEFORE = 0, POLICY_AFTER = 1 } policy_when_t;

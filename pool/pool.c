@@ -140,6 +140,18 @@ static struct alloc *freed_find(pool_t *p, uint32_t npages)
 	return NULL;
 }
 
+/* Leaving `need` pages to their first touch defers the evictions that
+ * make room for them to that call, which must then not fail for want of
+ * host memory where the allocation itself would have: with a host limit,
+ * only while the host has room for that many evicted pages (else the
+ * allocation maps everything now and fails cleanly if it cannot). */
+static bool lazy_ok(const pool_t *p, uint32_t need)
+{
+	uint64_t want = (uint64_t)need * chunk_sz(p);
+	return !p->cfg.host_limit ||
+	       (p->st.host.cur < p->cfg.host_limit && p->cfg.host_limit - p->st.host.cur >= want);
+}
+
 static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *id)
 {
 	uint64_t cs = chunk_sz(p);
@@ -177,11 +189,28 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 		pool_vmap_set(p, a, np, a);
 		need = a->npages;
 	}
-	a->freed = true;   /* not live until fully mapped: never evicted meanwhile */
-	st = pool_ensure_chunks(p, need);
-	for (uint32_t i = 0; st == POOL_OK && i < a->npages; i++)
-		if (a->pages[i].state != PG_RESIDENT)
-			st = pool_page_map(p, &a->pages[i]);
+	a->freed = true;   /* not live until mapped: never evicted meanwhile */
+	if (p->cfg.lazy_map && lazy_ok(p, need)) {
+		/* map what is free now, first pages first; the rest is mapped
+		 * by the first call that touches it (a fresh map, no copy) */
+		uint32_t got = pool_chunks_free(p, need), left = need;
+		st = POOL_OK;
+		for (uint32_t i = 0; st == POOL_OK && got && i < a->npages; i++)
+			if (a->pages[i].state != PG_RESIDENT) {
+				st = pool_page_map(p, &a->pages[i]);
+				got--;
+				left--;
+			}
+		if (st == POOL_OK && left) {
+			p->st.lazy_allocs++;
+			p->st.lazy_pages += left;
+		}
+	} else {
+		st = pool_ensure_chunks(p, need);
+		for (uint32_t i = 0; st == POOL_OK && i < a->npages; i++)
+			if (a->pages[i].state != PG_RESIDENT)
+				st = pool_page_map(p, &a->pages[i]);
+	}
 	if (st) {
 		/* keep it as a ready freed range: reclaimable, nothing leaks */
 		pool_freed_push(p, a);
@@ -213,14 +242,18 @@ void pool_alloc_live(pool_t *p, struct alloc *a, uint64_t bytes)
 	a->size = bytes;
 	a->id = ++p->next_id;
 	(void)pool_id_put(p, a->id, a, UINT32_MAX);   /* no memory: the policies cannot name it */
+	uint32_t mapped = 0;
 	for (uint32_t i = 0; i < a->npages; i++) {
 		struct page *pg = &a->pages[i];
 		pg->flags = 0;
 		pg->locks = 0;
 		pg->epoch = p->epoch;
-		list_push_front(&p->lru, pg);
+		if (pg->state == PG_RESIDENT) {   /* else mapped at first touch (lazy_map) */
+			list_push_front(&p->lru, pg);
+			mapped++;
+		}
 	}
-	stat_add(&p->st.resident, (uint64_t)a->npages * chunk_sz(p));
+	stat_add(&p->st.resident, (uint64_t)mapped * chunk_sz(p));
 	stat_add(&p->st.reserved, (uint64_t)a->npages * chunk_sz(p));
 }
 
@@ -318,7 +351,9 @@ void pool_destroy(pool_t *p)
 		for (uint32_t k = 0; k < a->npages; k++) {
 			struct page *pg = &a->pages[k];
 			(void)pool_mark_wait(p, pg->busy);   /* teardown: nothing to report to */
+			(void)pool_mark_wait(p, pg->out);
 			pg->busy.tl = NULL;
+			pg->out.tl = NULL;
 			page_unlist(p, pg);
 			if (pg->state == PG_RESIDENT)
 				pool_page_unmap(p, pg);
@@ -387,6 +422,14 @@ bool pool_owns(const pool_t *p, uintptr_t a)
 	return a - p->base < p->cfg.va_size;
 }
 
+static uint64_t resident_pages(const struct alloc *a)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < a->npages; i++)
+		n += a->pages[i].state == PG_RESIDENT;
+	return n;
+}
+
 pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *id)
 {
 	pool_status_t st;
@@ -406,7 +449,7 @@ pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *
 			.bytes = bytes,
 			.mapped = a->kind == A_SLAB ?
 				  (bytes + SMALL_UNIT - 1) / SMALL_UNIT * SMALL_UNIT :
-				  (uint64_t)a->npages * chunk_sz(p),
+				  resident_pages(a) * chunk_sz(p),
 			.resident = p->st.resident.cur, .host = p->st.host.cur,
 			.budget = p->cfg.budget,
 		};
@@ -451,8 +494,10 @@ pool_status_t pool_free_large(pool_t *p, struct alloc *a, void *stream, bool all
 			 * another thread evicting.  The copy may still read the
 			 * page: its mark stays the page's busy one, which the
 			 * range waits for before it is reused or unmapped. */
-			if (pg->state == PG_OFFLOADING)
+			if (pg->state == PG_OFFLOADING) {
 				list_del(&p->offl, pg);
+				(void)pool_page_join_out(p, pg);
+			}
 			pg->state = PG_RESIDENT;
 		} else {
 			page_unlist(p, pg);

@@ -78,6 +78,10 @@ typedef struct {
 	uint64_t host_block;      /* pinned host memory is allocated in blocks of this; 0 = 32 chunks */
 	uint64_t offload_fence;   /* an offload records a fence after each this many bytes of
 				     copies, so its pages free up group by group; 0 = 64 MiB */
+	bool lazy_map;            /* a large allocation maps only what is free without a wait
+				     or a copy (first pages first); the rest is mapped by the
+				     first call that touches it, instead of evicting live
+				     pages for memory nobody touched yet */
 } pool_config_t;
 
 struct pool_event;
@@ -172,6 +176,8 @@ typedef struct {
 	uint64_t oom;                 /* requests refused for lack of device memory */
 	uint64_t chunks_created, chunks_released, maps, unmaps;
 	uint64_t ranges_reused;       /* allocations served from a freed range without mapping */
+	uint64_t lazy_allocs;         /* allocations left partly unmapped (lazy_map) */
+	uint64_t lazy_pages;          /* their pages mapped later, at first touch */
 	uint64_t fences;              /* fences (events) the pool recorded */
 	uint64_t unseen_writes;       /* pool_note_unseen_write calls */
 	uint64_t stale_copies;        /* pages copied out because an unseen write may have changed them */
@@ -309,11 +315,19 @@ pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r);
  * they are ordinary resident pages again. */
 pool_status_t pool_unhold(pool_t *p, const pool_range_t *r);
 /* Starts copying the range's resident, unlocked pages to host after their
- * last use (on the D2H stream, ordered by an event on the use's stream) and
- * releases their chunks once the copy completed (pool_poll, or when memory
- * is needed); clean pages are released without a copy.  No host wait: a
- * page with no free host slot is left resident (POOL_EHOST). */
+ * last write (on the D2H stream, ordered by an event on the writer's
+ * stream), so the copy overlaps calls that still read them, and releases
+ * their chunks once the copy and their last use completed (pool_poll, or
+ * when memory is needed); clean pages are released without a copy.  No
+ * host wait: a page with no free host slot is left resident (POOL_EHOST). */
 pool_status_t pool_offload(pool_t *p, const pool_range_t *r);
+/* Called before issuing the range's last reader, which pool_offload
+ * follows: fences each page's last write now, so that the offload's copy
+ * can start when that write completes, not when the reader does (an
+ * event is recorded on demand, after everything queued so far; without
+ * this one the reader would be queued first).  Records at most one event
+ * per stream. */
+pool_status_t pool_settle(pool_t *p, const pool_range_t *r);
 
 /* Eviction order from a plan.  With an order set, eviction takes dead pages
  * first, then the candidates by key, largest first (the policy's distance

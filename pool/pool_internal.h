@@ -132,7 +132,13 @@ struct page {
 	struct alloc *a;
 	uint64_t chunk;      /* physical handle while mapped */
 	void *host;          /* host slot, or NULL */
-	struct mark busy;    /* all queued work on this page is done after it */
+	struct mark busy;    /* all queued work on this page is done after it, except
+				an offload's copy (`out`) */
+	struct mark wrote;   /* every write queued on it is done after this one (a
+				call that writes it, a copy in); {0}: none since mapped */
+	struct mark out;     /* PG_OFFLOADING: its copy to host is done after this
+				one (D2H); the copy waited only for `wrote`, so it
+				overlaps the calls still reading the page */
 	uint64_t epoch;      /* p->epoch when its clean state was last established */
 	struct deadset *dead; /* NULL: no byte declared dead */
 	uint32_t idx;
@@ -424,6 +430,11 @@ pool_status_t pool_mark_wait(pool_t *p, struct mark m);
 /* Makes `stream` (timeline me, as pool_tl answered for it) wait for m
  * unless stream order or an earlier wait already implies it. */
 pool_status_t pool_stream_after(pool_t *p, struct tl *me, void *stream, struct mark m);
+/* An offloading page's two marks as one (its busy): the D2H stream waits
+ * for the last use, and busy becomes a D2H position after it and the
+ * copy.  For every path that orders or releases by busy alone (a call
+ * that cancels the offload, a free, teardown). */
+pool_status_t pool_page_join_out(pool_t *p, struct page *pg);
 /* Makes the D2H stream wait for every write vmem did not see so far. */
 pool_status_t pool_d2h_after_unseen(pool_t *p);
 static inline bool mark_same(struct mark a, struct mark b)
@@ -472,7 +483,12 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need);
 /* Frees chunks into the cache without any host wait (for the policies'
  * prefetch): dead pages and clean pages whose last use completed.
  * Returns how many it freed. */
-uint32_t pool_evict_nowait(pool_t *p, uint32_t need);
+uint32_t pool_evict_nowait(pool_t *p, uint32_t need, bool clean);
+/* Fills the chunk cache towards `want` with what needs neither a host wait
+ * nor a copy: the budget's room, completed frees and offloads, empty
+ * slabs, dead pages (never a live page, not even a clean one).  Returns
+ * the chunks in the cache, at most `want`. */
+uint32_t pool_chunks_free(pool_t *p, uint32_t want);
 
 /* idmap.c: live allocation ids (large ones, and small blocks with
  * their slab) */

@@ -80,6 +80,8 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line1(out, ctx, "maps / unmaps", s->maps, NULL);
 	line1(out, ctx, "  unmaps", s->unmaps, NULL);
 	line1(out, ctx, "ranges reused", s->ranges_reused, NULL);
+	line1(out, ctx, "allocations mapped lazily", s->lazy_allocs, NULL);
+	line1(out, ctx, "  pages left to first touch", s->lazy_pages, NULL);
 	line1(out, ctx, "fences recorded", s->fences, NULL);
 	line1(out, ctx, "unseen writes", s->unseen_writes, NULL);
 	line1(out, ctx, "  copies they forced", s->stale_copies, NULL);

@@ -29,6 +29,36 @@ static void offload_finish(pool_t *p, struct page *pg)
 		pg->state = (pg->flags & PF_HOST_VALID) ? PG_HOST : PG_RELEASED;
 	}
 	pg->busy.tl = NULL;
+	pg->out.tl = NULL;
+}
+
+pool_status_t pool_page_join_out(pool_t *p, struct page *pg)
+{
+	pool_status_t st;
+
+	if (!pg->out.tl)
+		return POOL_OK;
+	if (!mark_known_done(pg->busy) && pg->busy.tl != p->tl_d2h) {
+		if ((st = pool_stream_after(p, p->tl_d2h, p->ops.d2h_stream, pg->busy))) {
+			/* the device refused the wait: after the copy at least
+			 * (the same stream's reads precede any later call on it) */
+			pg->busy = pg->out;
+			pg->out.tl = NULL;
+			return st;
+		}
+		pg->busy = pool_mark_now(p, p->tl_d2h);
+	} else if (pg->busy.tl != p->tl_d2h || pg->busy.seq < pg->out.seq) {
+		pg->busy = pg->out;
+	}
+	pg->out.tl = NULL;
+	return POOL_OK;
+}
+
+/* An offloading page is done when its copy (`out`) and its last use
+ * (busy) are. */
+static bool offl_done(pool_t *p, struct page *pg)
+{
+	return pool_mark_done(p, pg->out) && pool_mark_done(p, pg->busy);
 }
 
 bool pool_offl_reap(pool_t *p, bool wait_oldest)
@@ -38,7 +68,9 @@ bool pool_offl_reap(pool_t *p, bool wait_oldest)
 		struct page *pg = p->offl.head;
 		struct alloc *a = pg->a;
 		a->pins++;   /* the wait releases the lock */
-		pool_status_t st = pool_mark_wait(p, pg->busy);
+		pool_status_t st = pool_mark_wait(p, pg->out);
+		if (st == POOL_OK && pg->state == PG_OFFLOADING)
+			st = pool_mark_wait(p, pg->busy);
 		a->pins--;
 		if (st)
 			return false;   /* a failed wait completes nothing */
@@ -58,13 +90,15 @@ bool pool_offl_reap(pool_t *p, bool wait_oldest)
 			list_push_front(&p->lru, pg);
 			continue;
 		}
-		if (pending.tl && pg->busy.tl == pending.tl && pg->busy.seq >= pending.seq)
+		struct mark cm = pg->out.tl ? pg->out : pg->busy;   /* the copy's, in order */
+		if (pending.tl && cm.tl == pending.tl && cm.seq >= pending.seq)
 			continue;
-		if (pool_mark_done(p, pg->busy)) {
+		if (offl_done(p, pg)) {
 			offload_finish(p, pg);
 			any = true;
-		} else if (!pending.tl || (pg->busy.tl == pending.tl && pg->busy.seq < pending.seq)) {
-			pending = pg->busy;
+		} else if (!pool_mark_done(p, cm) &&
+			   (!pending.tl || (cm.tl == pending.tl && cm.seq < pending.seq))) {
+			pending = cm;
 		}
 	}
 	return any;
@@ -76,13 +110,13 @@ bool pool_offl_reap(pool_t *p, bool wait_oldest)
  * stream, after its last use and after every write vmem did not see
  * (which may have written it: its bytes then count as written).  The
  * host copy is valid once the caller's mark after the copies completes. */
-static pool_status_t copy_out(pool_t *p, struct page *pg)
+static pool_status_t copy_out(pool_t *p, struct page *pg, struct mark after)
 {
 	pool_status_t st;
 	bool stale = pg->epoch != p->epoch;
 	if (!pg->host && (st = pool_slot_get(p, &pg->host)))
 		return st;
-	if ((st = pool_stream_after(p, p->tl_d2h, p->ops.d2h_stream, pg->busy)) ||
+	if ((st = pool_stream_after(p, p->tl_d2h, p->ops.d2h_stream, after)) ||
 	    (stale && (st = pool_d2h_after_unseen(p))))
 		return st;
 	int rc = p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg), page_bytes(p, pg->a, pg->idx));
@@ -215,7 +249,7 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 		dead[n] = c < ndead;
 		planned[n] = c >= ndead && c < ndead + nplanned;
 		if (!dead[n] && !page_clean(p, pg)) {
-			if ((st = copy_out(p, pg))) {
+			if ((st = copy_out(p, pg, pg->busy))) {
 				if (st == POOL_EHOST) {
 					/* host full: clean pages further on can still
 					 * be dropped without a copy */
@@ -306,10 +340,10 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 /* Frees chunks without a host wait (pool.h, pool_prefetch): dead pages and
  * clean pages whose last use is known to have completed are unmapped at
  * once; nothing is copied. */
-uint32_t pool_evict_nowait(pool_t *p, uint32_t need)
+uint32_t pool_evict_nowait(pool_t *p, uint32_t need, bool clean)
 {
 	uint32_t done = 0;
-	for (int pass = 0; pass < 2 && done < need; pass++)
+	for (int pass = 0; pass < (clean ? 2 : 1) && done < need; pass++)
 		for (struct page *pg = p->lru.tail, *pv; pg && done < need; pg = pv) {
 			pv = pg->prev;
 			bool dead = pool_page_all_dead(p, pg);
@@ -464,8 +498,10 @@ static void lock_page(pool_t *p, struct page *pg)
 		 * written, and the user's stream waits for it (its mark is the
 		 * page's busy one).  An eager drop not done yet is cancelled too:
 		 * the bytes are still there. */
-		if (pg->state == PG_OFFLOADING)
+		if (pg->state == PG_OFFLOADING) {
 			list_del(&p->offl, pg);
+			(void)pool_page_join_out(p, pg);
+		}
 		pg->state = PG_RESIDENT;
 		pg->flags &= ~PF_DROP;
 	} else if (pg->flags & PF_HELD) {
@@ -618,6 +654,7 @@ static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rr
 			if (pg->flags & PF_COPY) {
 				pg->flags &= ~PF_COPY;
 				pg->busy = m;
+				pg->wrote = m;
 			}
 		}
 	}
@@ -782,6 +819,7 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 		for (uint32_t k = rr[j].first; k <= rr[j].last; k++) {
 			struct page *pg = &rr[j].a->pages[k];
 			if (ref->write) {
+				pg->wrote = m;
 				pg->flags |= PF_WRITTEN;
 				if (pg->host) {
 					/* the host copy is stale; the slot may still be
@@ -856,9 +894,33 @@ static void offload_fence(pool_t *p, struct alloc *a, uint32_t from, uint32_t to
 
 		if (pg->flags & PF_MARK) {
 			pg->flags &= ~PF_MARK;
-			pg->busy = m;
+			pg->out = m;
 		}
 	}
+}
+
+pool_status_t pool_settle(pool_t *p, const pool_range_t *r)
+{
+	pool_span_t s;
+	struct rref rr;
+	pool_status_t st;
+	struct mark last = { 0 };
+
+	pthread_mutex_lock(&p->lock);
+	if ((st = range_rref(p, r, &rr, &s)) || rr.a->kind != A_LARGE) {
+		pthread_mutex_unlock(&p->lock);
+		return st ? st : POOL_EINVAL;
+	}
+	for (uint32_t k = rr.first; st == POOL_OK && k <= rr.last; k++) {
+		struct page *pg = &rr.a->pages[k];
+		if (pg->state != PG_RESIDENT || mark_known_done(pg->wrote) ||
+		    (last.tl == pg->wrote.tl && last.seq >= pg->wrote.seq))
+			continue;
+		(void)pool_mark_fence(p, pg->wrote, &st);
+		last = (struct mark){ pg->wrote.tl, pg->wrote.tl->seq };
+	}
+	pthread_mutex_unlock(&p->lock);
+	return st;
 }
 
 pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
@@ -890,8 +952,12 @@ pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
 		if (pg->state != PG_RESIDENT || pg->locks)
 			continue;
 		if (!page_clean(p, pg) && !pool_page_all_dead(p, pg)) {
-			if ((st = copy_out(p, pg)))
+			/* after the last write only: the copy reads the page
+			 * while the calls that still read it run (vDNN §III-A:
+			 * layer n's X leaves while layer n computes) */
+			if ((st = copy_out(p, pg, pg->wrote.tl ? pg->wrote : pg->busy)))
 				break;
+			pg->out = pg->busy;   /* until its group's fence */
 			pg->flags |= PF_MARK;
 			moved += page_bytes(p, a, k);
 			ncopy++;
@@ -929,7 +995,7 @@ pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
  * reclaiming makes progress but may yield no chunk (a freed range whose
  * pages were all evicted holds none), so it tries until the cache has one
  * or nothing is left to try. */
-static bool chunk_nowait(pool_t *p)
+static bool chunk_nowait(pool_t *p, bool clean)
 {
 	for (;;) {
 		if (p->ncache)
@@ -947,9 +1013,33 @@ static bool chunk_nowait(pool_t *p)
 		if (p->spend_head)
 			pool_small_reap(p);
 		if (!pool_freed_reclaim_one(p, false) && !pool_offl_reap(p, false) &&
-		    !pool_slab_reclaim_empty(p) && !pool_evict_nowait(p, 1))
+		    !pool_slab_reclaim_empty(p) && !pool_evict_nowait(p, 1, clean))
 			return p->ncache > 0;
 	}
+}
+
+uint32_t pool_chunks_free(pool_t *p, uint32_t want)
+{
+	uint64_t cs = chunk_sz(p);
+
+	while (p->ncache < want) {
+		if (p->held + cs <= p->cfg.budget) {
+			uint64_t h;
+			if (p->ops.chunk_create(p->ops.ctx, cs, &h) == 0) {
+				p->held += cs;
+				stat_add(&p->st.held, cs);
+				p->st.chunks_created++;
+				pool_cache_push(p, h);
+				continue;
+			}
+		}
+		if (p->spend_head)
+			pool_small_reap(p);
+		if (!pool_freed_reclaim_one(p, false) && !pool_offl_reap(p, false) &&
+		    !pool_slab_reclaim_empty(p) && !pool_evict_nowait(p, want - p->ncache, false))
+			break;
+	}
+	return p->ncache < want ? p->ncache : want;
 }
 
 pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r)
@@ -973,7 +1063,7 @@ pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r)
 		struct page *pg = &a->pages[k];
 		if (pg->state == PG_RESIDENT)
 			continue;
-		if (!chunk_nowait(p) || pool_page_map(p, pg)) {
+		if (!chunk_nowait(p, true) || pool_page_map(p, pg)) {
 			skipped++;
 			continue;
 		}
@@ -1003,6 +1093,7 @@ pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r)
 		if (pg->flags & PF_COPY) {
 			pg->flags &= ~PF_COPY;
 			pg->busy = m;
+			pg->wrote = m;
 		}
 		/* unlocked into the held list: not evicted before a call uses it */
 		if (--pg->locks == 0 && pg->state == PG_RESIDENT) {

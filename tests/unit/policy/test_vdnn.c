@@ -234,6 +234,21 @@ static void test_offload_and_prefetch_actions_in_planned_iterations(void **state
 			assert_int_equal(a->bytes, net_act_bytes(&n, a->alloc_id == n.in[0] ? 0 :
 							  a->alloc_id == n.x[1] ? 1 :
 							  a->alloc_id == n.x[2] ? 2 : 3));
+			/* settled before the same call was issued: the copy may
+			 * overlap that last read */
+			bool settled = false;
+			for (int j = 0; j < i; j++) {
+				const policy_action_t *b = &d.acts[j].a;
+
+				if (d.acts[j].seq == d.acts[i].seq && b->kind == POLICY_ACT_SETTLE &&
+				    b->alloc_id == a->alloc_id && b->offset == a->offset &&
+				    b->bytes == a->bytes)
+					settled = true;
+			}
+			if (!settled)
+				fail_msg("offload of alloc %llu after call seq %llu: expected a SETTLE of the same "
+					 "range before that call, found none", (unsigned long long)a->alloc_id,
+					 (unsigned long long)d.acts[i].seq);
 		}
 		if (a->kind == POLICY_ACT_PREFETCH) {
 			pre++;

@@ -845,6 +845,152 @@ static void test_offload_frees_its_pages_group_by_group(void **state)
 	env_close(&e);
 }
 
+/* The D2H stream's waits, each as the issue order of the fence it waits
+ * for; n of them at most. */
+static int d2h_waits(env_t *e, uint64_t *seq, int n)
+{
+	pool_ops_t ops = fake_ops(&e->f);
+	int k = 0;
+
+	for (int i = 0; i < e->f.nstreams; i++)
+		if (e->f.streams[i].id == ops.d2h_stream)
+			for (fake_op_t *op = e->f.streams[i].head; op && k < n; op = op->next)
+				if (op->kind == FAKE_WAIT)
+					seq[k++] = op->fence->seq;
+	return k;
+}
+
+/* vDNN §III-A: layer n's X is copied out while layer n computes.  An
+ * offload follows its range's last write, not its last read (settled
+ * before the reader was issued); the pages are released only when both
+ * the copy and the read completed.  The adversary runs the newest work
+ * first: the copy before the read. */
+static void test_offload_copy_overlaps_the_last_read(void **state)
+{
+	(void)state;
+	static int s1;
+	for (int settled = 0; settled < 2; settled++) {
+		env_t e;
+		uint8_t src[256], got[256];
+		uint64_t waits[8];
+
+		env_open(&e, 8, 0, 64);
+		e.f.hold = true;
+		e.f.newest_first = true;
+		uintptr_t a = must_malloc(&e, 2 * CH);
+		pool_ref_t w = { .ptr = a, .bytes = 2 * CH, .write = true };
+		pool_ref_t r = { .ptr = a, .bytes = 2 * CH, .write = false };
+		pool_span_t sp;
+		pool_range_t rg = range_of(&e, a, 2 * CH);
+		memset(src, 0x5a, sizeof(src));
+		assert_int_equal(pool_acquire(e.p, &w, 1, &s1, &sp), POOL_OK);
+		fake_kernel_write(&e.f, &s1, a, src, sizeof(src));
+		pool_release(e.p, &w, &sp, 1, &s1);
+		if (settled)
+			assert_int_equal(pool_settle(e.p, &rg), POOL_OK);
+		assert_int_equal(pool_acquire(e.p, &r, 1, &s1, &sp), POOL_OK);
+		uint64_t reader = e.f.issued + 1;
+		fake_kernel_read(&e.f, &s1, a, got, sizeof(got));
+		pool_release(e.p, &r, &sp, 1, &s1);
+		assert_int_equal(pool_offload(e.p, &rg), POOL_OK);
+		int n = d2h_waits(&e, waits, 8);
+		bool before = n > 0;
+		for (int i = 0; i < n; i++)
+			before = before && waits[i] < reader;
+		if (before != (bool)settled)
+			fail_msg("%s: expected the copy to wait for %s (issued before #%lu), got %d waits, "
+				 "the first on a fence at #%lu", settled ? "settled" : "not settled",
+				 settled ? "the write only" : "the read too", (unsigned long)reader, n,
+				 (unsigned long)(n ? waits[0] : 0));
+		/* one operation at a time, polling: never unmapped under the read */
+		while (fake_step(&e.f, 1) == 1)
+			pool_poll(e.p);
+		pool_poll(e.p);
+		check_clean(&e);
+		if (memcmp(got, src, sizeof(got)))
+			fail_msg("the read overlapped by the copy saw other bytes than were written");
+		if (pool_page_state(e.p, a) != POOL_PAGE_HOST)
+			fail_msg("expected the page offloaded once copy and read completed, got state %d",
+				 pool_page_state(e.p, a));
+		assert_int_equal(prefetch(&e, a, 2 * CH), POOL_OK);
+		fake_drain(&e.f);
+		uint8_t back[256];
+		assert_int_equal(pool_acquire(e.p, &r, 1, NULL, &sp), POOL_OK);
+		fake_drain(&e.f);
+		assert_true(fake_read(&e.f, a, back, sizeof(back)));
+		pool_release(e.p, &r, &sp, 1, NULL);
+		if (memcmp(back, src, sizeof(back)))
+			fail_msg("after the round trip: expected the written bytes back");
+		env_close(&e);
+	}
+}
+
+/* VMEM_MAP=lazy: with the budget full, a new allocation maps what is free
+ * and leaves the rest to the first call that touches it; live data is
+ * evicted only then, for the pages touched.  Eager: at the malloc. */
+static void test_lazy_map_evicts_nothing_for_untouched_pages(void **state)
+{
+	(void)state;
+	for (int lazy = 0; lazy < 2; lazy++) {
+		env_t e;
+		pool_stats_t st;
+
+		fake_init(&e.f, CH, 4 * CH, 64 * CH);
+		pool_config_t c = {
+			.budget = 4 * CH, .chunk_size = CH, .granularity = CH, .small_threshold = CH / 2,
+			.va_size = 64 * CH, .host_block = 4 * CH, .lazy_map = lazy,
+		};
+		pool_ops_t ops = fake_ops(&e.f);
+		assert_int_equal(pool_create(&c, &ops, &e.p), POOL_OK);
+		uintptr_t a = must_malloc(&e, 3 * CH);
+		put(&e, a, 3 * CH, 7);
+		uintptr_t b = must_malloc(&e, 3 * CH);   /* one chunk is free */
+		pool_get_stats(e.p, &st);
+		uint64_t want_ev = lazy ? 0 : 2, want_lazy = lazy ? 2 : 0;
+		if (st.evictions != want_ev || st.lazy_pages != want_lazy ||
+		    st.lazy_allocs != (lazy ? 1u : 0u) || st.resident.cur != 4 * CH)
+			fail_msg("%s: after a 3-chunk malloc with 1 chunk free: expected %lu evictions, "
+				 "%lu pages left unmapped in %d allocation, 4 chunks resident; got %lu, %lu in "
+				 "%lu, %lu", lazy ? "lazy" : "eager", (unsigned long)want_ev,
+				 (unsigned long)want_lazy, lazy, (unsigned long)st.evictions,
+				 (unsigned long)st.lazy_pages, (unsigned long)st.lazy_allocs,
+				 (unsigned long)(st.resident.cur / CH));
+		if (lazy && (!fake_is_mapped(&e.f, b) || fake_is_mapped(&e.f, b + CH)))
+			fail_msg("lazy: expected b's first page mapped and its second not");
+		/* the first touch maps the rest (fresh: nothing to copy back) */
+		put(&e, b, 3 * CH, 8);
+		assert_true(check(&e, b, 3 * CH, 8));
+		assert_true(check(&e, a, 3 * CH, 7));
+		check_clean(&e);
+		env_close(&e);
+	}
+	/* with a host limit too small for the evictions the first touch would
+	 * need, the allocation is not lazy: it fails now, cleanly, as eager
+	 * would, not later inside a call */
+	{
+		env_t e;
+		uintptr_t b;
+		uint64_t id;
+
+		fake_init(&e.f, CH, 4 * CH, 64 * CH);
+		pool_config_t c = {
+			.budget = 4 * CH, .host_limit = CH, .chunk_size = CH, .granularity = CH,
+			.small_threshold = CH / 2, .va_size = 64 * CH, .host_block = CH, .lazy_map = true,
+		};
+		pool_ops_t ops = fake_ops(&e.f);
+		assert_int_equal(pool_create(&c, &ops, &e.p), POOL_OK);
+		uintptr_t a = must_malloc(&e, 3 * CH);
+		put(&e, a, 3 * CH, 7);
+		pool_status_t st = pool_malloc(e.p, 3 * CH, &b, &id);
+		if (st != POOL_EHOST)
+			fail_msg("lazy with 1 chunk of host memory, 2 dirty pages to evict: expected the "
+				 "allocation to fail now with %s, got %s", pool_strerror(POOL_EHOST),
+				 pool_strerror(st));
+		assert_true(check(&e, a, 3 * CH, 7));
+		env_close(&e);
+	}
+}
+
 static void test_use_during_offload_cancels_it(void **state)
 {
 	(void)state;
@@ -2408,6 +2554,8 @@ int main(void)
 		cmocka_unit_test(test_fixed_reservation_is_aligned_as_asked),
 		cmocka_unit_test(test_offload_completes_only_after_copy),
 		cmocka_unit_test(test_offload_frees_its_pages_group_by_group),
+		cmocka_unit_test(test_offload_copy_overlaps_the_last_read),
+		cmocka_unit_test(test_lazy_map_evicts_nothing_for_untouched_pages),
 		cmocka_unit_test(test_use_during_offload_cancels_it),
 		cmocka_unit_test(test_unknown_extent_is_rest_of_allocation_even_after_a_stated_one),
 		cmocka_unit_test(test_overlapping_refs_fault_in_each_page_once),
