@@ -170,6 +170,81 @@ static int resident_curve(const policy_graph_t *g, const policy_live_t *l, bool 
 	return o && o->n && !diff ? -1 : 0;
 }
 
+static bool is_ws(const policy_use_t *u)
+{
+	return u->role && strcmp(u->role, "ws") == 0;
+}
+
+static int cmp_need_op(const void *a, const void *b)
+{
+	const policy_offload_t *x = *(const policy_offload_t *const *)a;
+	const policy_offload_t *y = *(const policy_offload_t *const *)b;
+
+	return (x->need_op > y->need_op) - (x->need_op < y->need_op);
+}
+
+int policy_prefetch_fit(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
+			policy_offloads_t *o, uint64_t limit)
+{
+	int p = g->nops, moved = 0;
+	uint64_t held = 0, *curve;
+	policy_offload_t **v;
+
+	if (!limit || !o || !o->n || p == 0 || !l->live_after)
+		return 0;
+	curve = malloc((size_t)p * sizeof(*curve));
+	v = malloc((size_t)o->n * sizeof(*v));
+	if (!curve || !v || unstable_bytes(g, &held) < 0 ||
+	    resident_curve(g, l, with_dead, held, o, curve) < 0) {
+		free(curve);
+		free(v);
+		return -1;
+	}
+	/* while op k runs: what was resident before it, what it writes whole
+	 * (its outputs, not live before it: as policy_conv_room counts them)
+	 * and its workspace - transients the after-op curve never shows */
+	uint64_t wrap = curve[p - 1];
+
+	for (int k = p - 1; k >= 0; k--) {
+		const policy_op_t *op = &g->ops[k];
+		uint64_t during = k ? curve[k - 1] : wrap;
+
+		for (int i = 0; i < op->nuses; i++) {
+			const policy_use_t *u = &g->uses[op->use0 + i];
+
+			if (is_ws(u) || ((u->access & VMEM_ACCESS_WHOLE) && counted(g, u->alloc_id)))
+				during += u->bytes;
+		}
+		if (during > curve[k])
+			curve[k] = during;
+	}
+	for (int i = 0; i < o->n; i++)
+		v[i] = &o->v[i];
+	/* the tensors needed first keep their places first */
+	qsort(v, (size_t)o->n, sizeof(*v), cmp_need_op);
+	for (int i = 0; i < o->n; i++) {
+		policy_offload_t *x = v[i];
+		int b = x->prefetch_op, u = x->need_op, last = -1;
+
+		if (b < 0 || b >= u || u > p || x->after_op < 0 || b <= x->after_op)
+			continue;
+		/* resident after ops b .. u - 1: over the limit anywhere there,
+		 * it comes back after the last such op instead */
+		for (int k = b; k < u; k++)
+			if (curve[k] > limit)
+				last = k;
+		if (last < 0)
+			continue;
+		x->prefetch_op = last + 1 < u ? last + 1 : u;
+		for (int k = b; k < x->prefetch_op; k++)
+			curve[k] = curve[k] > x->bytes ? curve[k] - x->bytes : 0;
+		moved++;
+	}
+	free(curve);
+	free(v);
+	return moved;
+}
+
 /* with_dead: the DEAD ranges stay resident (liveness off). */
 static uint64_t peak_resident(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
 			      uint64_t held, const policy_offloads_t *o, int *peak_op)
@@ -203,11 +278,6 @@ uint64_t policy_peak_resident(const policy_graph_t *g, const policy_live_t *l,
 
 	unstable_bytes(g, &held);   /* out of memory: counted as 0 */
 	return peak_resident(g, l, false, held, o, peak_op);
-}
-
-static bool is_ws(const policy_use_t *u)
-{
-	return u->role && strcmp(u->role, "ws") == 0;
 }
 
 int policy_conv_room(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
@@ -261,6 +331,11 @@ static bool fits(uint64_t bytes, uint64_t headroom, uint64_t budget)
 	return bytes <= budget && headroom <= budget - bytes;
 }
 
+static uint64_t dyn_headroom(const policy_dyn_config_t *c)
+{
+	return c->headroom == POLICY_HEADROOM_DEFAULT ? c->budget / 16 : c->headroom;
+}
+
 int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
 		      const policy_dyn_config_t *c, policy_dyn_t *out, policy_offloads_t *chosen)
 {
@@ -278,7 +353,9 @@ int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
 		return -1;
 	for (int m = 0; m < 3; m++) {
 		if (policy_offload_choose(g, order[m], c->offload_min_bytes, &off[m]) < 0 ||
-		    policy_prefetch_place(g, c->prefetch, &c->timing, &off[m]) < 0) {
+		    policy_prefetch_place(g, c->prefetch, &c->timing, &off[m]) < 0 ||
+		    policy_prefetch_fit(g, l, !c->liveness, &off[m],
+					c->budget > dyn_headroom(c) ? c->budget - dyn_headroom(c) : 0) < 0) {
 			for (int i = 0; i <= m; i++)
 				policy_offloads_free(&off[i]);
 			return -1;
@@ -287,7 +364,7 @@ int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
 	}
 	out->decided = 1;
 	out->budget = c->budget;
-	out->headroom = c->headroom == POLICY_HEADROOM_DEFAULT ? c->budget / 16 : c->headroom;
+	out->headroom = dyn_headroom(c);
 	out->peak_none = peak[0];
 	out->peak_op_none = pop[0];
 	out->peak_conv = peak[1];

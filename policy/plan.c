@@ -192,6 +192,29 @@ static int rooms(const policy_plan_t *plan, const policy_plan_config_t *cfg, uin
 	return rc;
 }
 
+/* ALL / CONV: no prefetch into a budget that has no room for it (DYN
+ * does the same for each mode it weighs). */
+static int fit_prefetches(policy_plan_t *plan, const policy_plan_config_t *cfg)
+{
+	uint64_t head = cfg->headroom == POLICY_HEADROOM_DEFAULT ? cfg->budget / 16 : cfg->headroom;
+	policy_live_t tmp;
+	const policy_live_t *l = &plan->live;
+	int rc;
+
+	if (!cfg->budget || !plan->off.n)
+		return 0;
+	if (!cfg->liveness) {
+		if (policy_liveness(&plan->g, &tmp) < 0)
+			return -1;
+		l = &tmp;
+	}
+	rc = policy_prefetch_fit(&plan->g, l, !cfg->liveness, &plan->off,
+				 cfg->budget > head ? cfg->budget - head : 0);
+	if (!cfg->liveness)
+		policy_live_free(&tmp);
+	return rc < 0 ? -1 : 0;
+}
+
 int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		      const policy_period_found_t *found, const policy_plan_config_t *cfg)
 {
@@ -232,7 +255,8 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		plan->offload = (uint8_t)cfg->offload;
 		if (policy_offload_choose(&plan->g, cfg->offload, cfg->offload_min_bytes,
 					  &plan->off) < 0 ||
-		    policy_prefetch_place(&plan->g, cfg->prefetch, &cfg->timing, &plan->off) < 0)
+		    policy_prefetch_place(&plan->g, cfg->prefetch, &cfg->timing, &plan->off) < 0 ||
+		    fit_prefetches(plan, cfg) < 0)
 			goto fail;
 	}
 	if (policy_evict_build(&plan->g, cfg->page_size, &plan->evict) < 0)

@@ -491,6 +491,17 @@ uint64_t policy_peak_resident(const policy_graph_t *g, const policy_live_t *l,
  * off).  0, or -1 when out of memory. */
 int policy_conv_room(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
 		     const policy_offloads_t *o, uint64_t budget, uint64_t *room);
+/* Moves prefetches later where the tensor, back on the device from its
+ * prefetch op on, would put the plan's resident bytes (the curve of
+ * policy_peak_resident, offloads as placed) over `limit` before its use:
+ * it then comes back after the last op where that happens (at its use
+ * when there is no such room: what the fault-in would do, issued ahead).
+ * A prefetch into a full budget evicts live data the ops before its use
+ * still need; the copies of that eviction wait on the host and the data
+ * faults back.  Tensors needed first keep their places first.  Returns
+ * the number moved, or -1 when out of memory; limit 0: none moved. */
+int policy_prefetch_fit(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
+			policy_offloads_t *o, uint64_t limit);
 /* vDNN-dyn: tries NONE, CONV, ALL in that order (least offload traffic
  * first) and takes the first whose peak resident bytes and largest op
  * each fit in budget - headroom; ALL when none fits; NONE when the budget

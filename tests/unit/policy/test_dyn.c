@@ -188,6 +188,58 @@ static void test_dead_bytes_count_without_liveness(void **state)
 	tiny_free(&x);
 }
 
+/* A prefetch into a budget with no room for it is moved after the last op
+ * where, back on the device, the tensor would be over the limit.  tiny
+ * under ALL, prefetches placed by hand: a1 before #2, a2 and a3 before #4.
+ * Resident after each op: #0 1100, #1 2100, #2 3100, #3 1110, #4 7100,
+ * #5 3100, #6 200, #7 100; while each op runs (before it, plus what it
+ * writes whole): #0 1100, #1 3100, #2 2100 + 2000 = 4100, #3 3110, #4 7100,
+ * #5 7100 + 2000 = 9100, #6 3200, #7 200. */
+static void test_prefetch_fit_moves_what_has_no_room(void **state)
+{
+	tiny_t x;
+	policy_offloads_t o;
+
+	(void)state;
+	tiny_build(&x);
+	assert_int_equal(policy_offload_choose(&x.g, POLICY_OFFLOAD_ALL, 100, &o), 0);
+	off_of(&x, &o, 1, 1)->prefetch_op = 2;
+	off_of(&x, &o, 2, 2)->prefetch_op = 4;
+	off_of(&x, &o, 3, 3)->prefetch_op = 4;
+	/* everything fits under 10000 (9100 at most), and 9500: a1 is over
+	 * nowhere between #2 and its use #6 */
+	assert_int_equal(policy_prefetch_fit(&x.g, &x.l, false, &o, 10000), 0);
+	assert_int_equal(policy_prefetch_fit(&x.g, &x.l, false, &o, 9500), 0);
+	assert_int_equal(policy_prefetch_fit(&x.g, &x.l, false, &o, 0), 0);
+	assert_int_equal(off_of(&x, &o, 1, 1)->prefetch_op, 2);
+	/* under 4000: a2 and a3 (needed first, by #5) are over at #4 (7100,
+	 * then 5100): both come back right before #5; a1 is over at #2 (4100)
+	 * and #5 (9100): it comes back before its use #6 */
+	assert_int_equal(policy_prefetch_fit(&x.g, &x.l, false, &o, 4000), 3);
+	assert_int_equal(off_of(&x, &o, 2, 2)->prefetch_op, 5);
+	assert_int_equal(off_of(&x, &o, 3, 3)->prefetch_op, 5);
+	assert_int_equal(off_of(&x, &o, 1, 1)->prefetch_op, 6);
+	/* under 5000 from the start: a2 and a3 move (7100, then 5100 at #4),
+	 * after which #4 holds 3100 and #2 4100: a1 is over only at #5
+	 * (9100), so it comes back after it: before #6 */
+	off_of(&x, &o, 1, 1)->prefetch_op = 2;
+	off_of(&x, &o, 2, 2)->prefetch_op = 4;
+	off_of(&x, &o, 3, 3)->prefetch_op = 4;
+	assert_int_equal(policy_prefetch_fit(&x.g, &x.l, false, &o, 5000), 3);
+	assert_int_equal(off_of(&x, &o, 1, 1)->prefetch_op, 6);
+	/* under 6000: a2 moves (7100 at #4), after which #4 holds 5100 and
+	 * a3 stays; a1 is over at #5 (9100): before #6 */
+	off_of(&x, &o, 1, 1)->prefetch_op = 2;
+	off_of(&x, &o, 2, 2)->prefetch_op = 4;
+	off_of(&x, &o, 3, 3)->prefetch_op = 4;
+	assert_int_equal(policy_prefetch_fit(&x.g, &x.l, false, &o, 6000), 2);
+	assert_int_equal(off_of(&x, &o, 2, 2)->prefetch_op, 5);
+	assert_int_equal(off_of(&x, &o, 3, 3)->prefetch_op, 4);
+	assert_int_equal(off_of(&x, &o, 1, 1)->prefetch_op, 6);
+	policy_offloads_free(&o);
+	tiny_free(&x);
+}
+
 /* ---- the workspace room at each convolution ---- */
 
 static void room_is(const uint64_t *room, int k, uint64_t want)
@@ -404,7 +456,7 @@ static void test_budget_below_conv_offloads_all(void **state)
 static void test_tight_budget_offloads_all(void **state)
 {
 	policy_dyn_t x = peaks();
-	const policy_plan_t *pl = planned(x.peak_all - 1, 0);
+	const policy_plan_t *pl = planned(x.peak_all / 4, 0);
 	uint64_t ids[16];
 
 	(void)state;
@@ -412,6 +464,23 @@ static void test_tight_budget_offloads_all(void **state)
 	assert_int_equal(pl->offload, POLICY_OFFLOAD_ALL);
 	assert_int_equal(pl->dyn.fits, 0);
 	assert_int_equal(offloads_next_iteration(ids, 16), 9);
+	done();
+}
+
+/* Just under ALL's peak with vDNN's prefetch places: prefetches that have
+ * no room move later (policy_prefetch_fit), and ALL fits after all. */
+static void test_prefetches_with_no_room_move_and_all_fits(void **state)
+{
+	policy_dyn_t x = peaks();
+	const policy_plan_t *pl = planned(x.peak_all - 1, 0);
+
+	(void)state;
+	assert_int_equal(pl->offload, POLICY_OFFLOAD_ALL);
+	if (!pl->dyn.fits || pl->dyn.peak_all >= x.peak_all)
+		fail_msg("budget %llu: expected ALL to fit with its prefetches moved (peak below %llu), "
+			 "got fits %d, peak %llu", (unsigned long long)(x.peak_all - 1),
+			 (unsigned long long)x.peak_all, pl->dyn.fits,
+			 (unsigned long long)pl->dyn.peak_all);
 	done();
 }
 
@@ -549,6 +618,7 @@ int main(void)
 		cmocka_unit_test(test_op_bytes_are_its_vmem_arguments),
 		cmocka_unit_test(test_largest_op_must_fit_too),
 		cmocka_unit_test(test_dead_bytes_count_without_liveness),
+		cmocka_unit_test(test_prefetch_fit_moves_what_has_no_room),
 		cmocka_unit_test(test_conv_room_by_hand),
 		cmocka_unit_test(test_conv_room_leaves_out_the_workspace),
 		cmocka_unit_test(test_peak_that_fits_offloads_nothing),
@@ -556,6 +626,7 @@ int main(void)
 		cmocka_unit_test(test_budget_exactly_the_peak_fits),
 		cmocka_unit_test(test_budget_below_conv_offloads_all),
 		cmocka_unit_test(test_tight_budget_offloads_all),
+		cmocka_unit_test(test_prefetches_with_no_room_move_and_all_fits),
 		cmocka_unit_test(test_unknown_budget_offloads_nothing),
 		cmocka_unit_test(test_default_headroom_is_a_sixteenth_of_the_budget),
 		cmocka_unit_test(test_static_modes_are_not_decided),
