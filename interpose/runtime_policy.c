@@ -251,6 +251,28 @@ static void timing_poll(void)
 	runtime_relax_end(mode);
 }
 
+/* A fresh event recorded now on `stream`, or NULL: none to spare (with
+ * `bounded`, while the ring of measurements is full) or the record
+ * failed.  Recorded in relaxed capture mode (the caller's stream is not
+ * capturing: the hooks ask only for calls with vmem memory). */
+static cudaEvent_t ev_record_on(cudaStream_t stream, bool bounded)
+{
+	cudaEvent_t e;
+	int mode = runtime_relax_begin();
+
+	pthread_mutex_lock(&timed_lock);
+	e = !bounded || g_tn < TIMED_MAX ? ev_get() : NULL;
+	pthread_mutex_unlock(&timed_lock);
+	if (e && E.record(e, stream) != cudaSuccess) {
+		pthread_mutex_lock(&timed_lock);
+		ev_put(e);
+		pthread_mutex_unlock(&timed_lock);
+		e = NULL;
+	}
+	runtime_relax_end(mode);
+	return e;
+}
+
 static bool timing_wanted(vmem_op_kind_t kind)
 {
 	return g_timing && vmem_op_is_compute(kind) && policy_state(g_pol) == POLICY_LEARNING;
@@ -264,19 +286,7 @@ void runtime_policy_started(const runtime_call_t *c)
 	 * ask only when a call has refs): an event there would join the graph */
 	if (!g_pol || !c->nrefs || !timing_wanted(c->kind))
 		return;
-	int mode = runtime_relax_begin();
-	pthread_mutex_lock(&timed_lock);
-	cudaEvent_t e = g_tn < TIMED_MAX ? ev_get() : NULL;
-	pthread_mutex_unlock(&timed_lock);
-	bool bad = e && E.record(e, (cudaStream_t)c->stream) != cudaSuccess;
-	runtime_relax_end(mode);
-	if (bad) {
-		pthread_mutex_lock(&timed_lock);
-		ev_put(e);
-		pthread_mutex_unlock(&timed_lock);
-		e = NULL;
-	}
-	tl_ev0 = e;
+	tl_ev0 = ev_record_on((cudaStream_t)c->stream, true);
 }
 
 /* After the real call: the end event, queued for timing_poll. */
@@ -287,16 +297,9 @@ static void timing_end(const runtime_call_t *c)
 	tl_ev0 = NULL;
 	if (!e0)
 		return;
-	int mode = runtime_relax_begin();
+	e1 = ev_record_on((cudaStream_t)c->stream, false);
 	pthread_mutex_lock(&timed_lock);
-	e1 = ev_get();
-	pthread_mutex_unlock(&timed_lock);
-	bool ok = e1 && E.record(e1, (cudaStream_t)c->stream) == cudaSuccess;
-	runtime_relax_end(mode);
-	pthread_mutex_lock(&timed_lock);
-	if (ok)
-		timed_push(c->seq, -1, 0, e0, e1);
-	else {
+	if (!e1 || !timed_push(c->seq, -1, 0, e0, e1)) {
 		ev_put(e0);
 		ev_put(e1);
 	}
@@ -315,21 +318,10 @@ static policy_link_t link_dir(bool h2d)
 /* Called with the pool's lock held (lock order pool -> timed_lock). */
 void *runtime_policy_copy_begin(void *stream, bool h2d, uint64_t bytes)
 {
-	cudaEvent_t e;
-
 	if (!g_pol || !g_timing || bytes < ((uint64_t)1 << 20) ||
 	    __atomic_load_n(&g_link_timed[link_dir(h2d)], __ATOMIC_RELAXED) >= RUNTIME_LINK_TIMED)
 		return NULL;
-	pthread_mutex_lock(&timed_lock);
-	e = g_tn < TIMED_MAX ? ev_get() : NULL;
-	pthread_mutex_unlock(&timed_lock);
-	if (e && E.record(e, (cudaStream_t)stream) != cudaSuccess) {
-		pthread_mutex_lock(&timed_lock);
-		ev_put(e);
-		pthread_mutex_unlock(&timed_lock);
-		e = NULL;
-	}
-	return e;
+	return ev_record_on((cudaStream_t)stream, true);
 }
 
 void runtime_policy_copy_end(void *started, void *stream, bool h2d, uint64_t bytes, bool queued)
@@ -339,17 +331,8 @@ void runtime_policy_copy_end(void *started, void *stream, bool h2d, uint64_t byt
 
 	if (!e0)
 		return;
-	if (queued) {
-		pthread_mutex_lock(&timed_lock);
-		e1 = ev_get();
-		pthread_mutex_unlock(&timed_lock);
-		if (e1 && E.record(e1, (cudaStream_t)stream) != cudaSuccess) {
-			pthread_mutex_lock(&timed_lock);
-			ev_put(e1);
-			pthread_mutex_unlock(&timed_lock);
-			e1 = NULL;
-		}
-	}
+	if (queued)
+		e1 = ev_record_on((cudaStream_t)stream, false);
 	pthread_mutex_lock(&timed_lock);
 	if (e1 && g_link_timed[d] < RUNTIME_LINK_TIMED && timed_push(0, (int)d, bytes, e0, e1))
 		g_link_timed[d]++;
