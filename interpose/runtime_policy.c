@@ -389,11 +389,15 @@ static void note(const policy_action_t *a)
 	else
 		vmem_debug("plan %u %s (expected op %d)", a->plan_id, ev, a->expected_op);
 	if (trace_enabled()) {
-		char line[640], extra[320] = "";
+		char line[768], extra[448] = "";
 		int n;
 
-		if (a->note == POLICY_NOTE_MADE && a->dyn.decided)
+		if (a->note == POLICY_NOTE_MADE)
 			snprintf(extra, sizeof(extra),
+				 ",\"link\":{\"h2d\":%" PRIu64 ",\"d2h\":%" PRIu64 "}",
+				 a->link_h2d, a->link_d2h);
+		if (a->note == POLICY_NOTE_MADE && a->dyn.decided)
+			snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
 				 ",\"dyn\":{\"budget\":%" PRIu64 ",\"headroom\":%" PRIu64
 				 ",\"fits\":%s,\"peak_none\":%" PRIu64 ",\"peak_conv\":%" PRIu64
 				 ",\"peak_all\":%" PRIu64 ",\"op_bytes\":%" PRIu64 "}",

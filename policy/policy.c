@@ -115,6 +115,8 @@ static void note(policy_t *p, policy_actions_t *out, policy_note_t n, int expect
 	if (n == POLICY_NOTE_MADE) {
 		x->offload_mode = p->plan.offload;
 		x->dyn = p->plan.dyn;
+		x->link_h2d = p->st.plan_h2d;
+		x->link_d2h = p->st.plan_d2h;
 	}
 }
 

@@ -164,6 +164,8 @@ typedef struct {
 				  dyn.peak_none/conv/all, dyn.budget, dyn.headroom, dyn.fits,
 				  dyn.op_bytes for the trace's plan record
 				  (policy_dyn_format gives the log line) */
+	uint64_t link_h2d, link_d2h;  /* NOTE MADE: the link's bandwidth the plan assumed
+					 (bytes/s: measured, configured or the default) */
 	policy_loss_t loss;    /* REVIVE */
 } policy_action_t;
 

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -316,8 +317,10 @@ def t_link_measured(args):
     page = 2 * MiB
     for model, (bw, lat) in sorted(links.items()):
         want = page / (lat + page / bw) / 1e9
+        tdir = tempfile.mkdtemp(prefix="vmem-link-")
+        trace = os.path.join(tdir, "t.jsonl")
         env = {"SIMGPU_DRYRUN": "1", "SIMGPU_MODEL": model, "SIMGPU_MEM": "1536M",
-               "VMEM_POLICY": "dyn", "VMEM_STATS": "1"}
+               "VMEM_POLICY": "dyn", "VMEM_STATS": "1", "VMEM_TRACE": trace}
         p = mt(args, "vgg16", ["--batch", "32", "--image", "128", "--iters", "5"], env)
         must_pass(p, "vgg16 (32, 128x128) under dyn at 1.5 GiB on %s" % model)
         got = {}
@@ -336,8 +339,16 @@ def t_link_measured(args):
                 abs(float(m.group(2)) - got["d2h"]) > 0.01:
             fail("%s: expected the plan to assume the measured %.2f / %.2f GB/s, got %s"
                  % (model, got["h2d"], got["d2h"], m.group(0) if m else "no such line"))
-        print("ok: %s: link measured h2d %.2f d2h %.2f GB/s (model: %.2f), the plan used it"
-              % (model, got["h2d"], got["d2h"], want))
+        made = [r for r in plan_records(trace) if r.get("event") == "made"]
+        shutil.rmtree(tdir, ignore_errors=True)
+        link = made[-1].get("link") if made else None
+        if not link or abs(link.get("h2d", 0) / 1e9 - got["h2d"]) > 0.01 or \
+                abs(link.get("d2h", 0) / 1e9 - got["d2h"]) > 0.01:
+            fail("%s: expected the trace's last 'made' plan record to carry the link the plan "
+                 "assumed, %.2f / %.2f GB/s, got %s" % (model, got["h2d"], got["d2h"],
+                                                        made[-1] if made else "no such record"))
+        print("ok: %s: link measured h2d %.2f d2h %.2f GB/s (model: %.2f), the plan (and its "
+              "trace record) used it" % (model, got["h2d"], got["d2h"], want))
 
 
 TESTS = {
