@@ -38,6 +38,20 @@ pool_status_t pool_page_map(pool_t *p, struct page *pg)
 	return POOL_OK;
 }
 
+int pool_chunk_create(pool_t *p)
+{
+	uint64_t h, cs = chunk_sz(p);
+	int rc = p->ops.chunk_create(p->ops.ctx, cs, &h);
+
+	if (rc)
+		return rc;
+	p->held += cs;
+	stat_add(&p->st.held, cs);
+	p->st.chunks_created++;
+	pool_cache_push(p, h);
+	return 0;
+}
+
 /* Makes the cache hold at least `need` chunks without exceeding the
  * budget: create while under it, else reclaim in order of cost (ready
  * freed ranges, finished offloads, empty slabs, then waiting on pending
@@ -50,15 +64,9 @@ pool_status_t pool_ensure_chunks(pool_t *p, uint32_t need)
 
 	while (p->ncache < need) {
 		if (!device_full && p->held + cs <= p->cfg.budget) {
-			uint64_t h;
-			int rc = p->ops.chunk_create(p->ops.ctx, cs, &h);
-			if (rc == 0) {
-				p->held += cs;
-				stat_add(&p->st.held, cs);
-				p->st.chunks_created++;
-				pool_cache_push(p, h);
+			int rc = pool_chunk_create(p);
+			if (rc == 0)
 				continue;
-			}
 			if (rc != POOL_ENOMEM)
 				return POOL_EDEVICE;
 			/* The device holds less than the budget said (other

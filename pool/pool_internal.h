@@ -489,6 +489,9 @@ uint32_t pool_evict_nowait(pool_t *p, uint32_t need, bool clean);
  * slabs, dead pages (never a live page, not even a clean one).  Returns
  * the chunks in the cache, at most `want`. */
 uint32_t pool_chunks_free(pool_t *p, uint32_t want);
+/* chunks.c: one new physical chunk into the cache (the caller checked the
+ * budget): 0, or the device's status (POOL_ENOMEM: the device is full). */
+int pool_chunk_create(pool_t *p);
 
 /* idmap.c: live allocation ids (large ones, and small blocks with
  * their slab) */

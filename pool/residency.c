@@ -991,55 +991,29 @@ pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
 	return st;
 }
 
-/* One chunk in the cache without a host wait, or false.  Each way of
- * reclaiming makes progress but may yield no chunk (a freed range whose
- * pages were all evicted holds none), so it tries until the cache has one
- * or nothing is left to try. */
-static bool chunk_nowait(pool_t *p, bool clean)
+/* Fills the cache towards `want` chunks without a host wait: the budget's
+ * room, then reclaims that need no wait, dead pages and (`clean`) clean
+ * pages whose last use completed.  Each way of reclaiming makes progress
+ * but may yield no chunk (a freed range whose pages were all evicted holds
+ * none), so it tries until the cache holds `want` or nothing is left to
+ * try.  Returns the chunks in the cache, at most `want`. */
+static uint32_t fill_nowait(pool_t *p, uint32_t want, bool clean)
 {
-	for (;;) {
-		if (p->ncache)
-			return true;
-		if (p->held + chunk_sz(p) <= p->cfg.budget) {
-			uint64_t h;
-			if (p->ops.chunk_create(p->ops.ctx, chunk_sz(p), &h) == 0) {
-				p->held += chunk_sz(p);
-				stat_add(&p->st.held, chunk_sz(p));
-				p->st.chunks_created++;
-				pool_cache_push(p, h);
-				return true;
-			}
-		}
+	while (p->ncache < want) {
+		if (p->held + chunk_sz(p) <= p->cfg.budget && pool_chunk_create(p) == 0)
+			continue;
 		if (p->spend_head)
 			pool_small_reap(p);
 		if (!pool_freed_reclaim_one(p, false) && !pool_offl_reap(p, false) &&
-		    !pool_slab_reclaim_empty(p) && !pool_evict_nowait(p, 1, clean))
-			return p->ncache > 0;
+		    !pool_slab_reclaim_empty(p) && !pool_evict_nowait(p, want - p->ncache, clean))
+			break;
 	}
+	return p->ncache < want ? p->ncache : want;
 }
 
 uint32_t pool_chunks_free(pool_t *p, uint32_t want)
 {
-	uint64_t cs = chunk_sz(p);
-
-	while (p->ncache < want) {
-		if (p->held + cs <= p->cfg.budget) {
-			uint64_t h;
-			if (p->ops.chunk_create(p->ops.ctx, cs, &h) == 0) {
-				p->held += cs;
-				stat_add(&p->st.held, cs);
-				p->st.chunks_created++;
-				pool_cache_push(p, h);
-				continue;
-			}
-		}
-		if (p->spend_head)
-			pool_small_reap(p);
-		if (!pool_freed_reclaim_one(p, false) && !pool_offl_reap(p, false) &&
-		    !pool_slab_reclaim_empty(p) && !pool_evict_nowait(p, want - p->ncache, false))
-			break;
-	}
-	return p->ncache < want ? p->ncache : want;
+	return fill_nowait(p, want, false);
 }
 
 pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r)
@@ -1063,7 +1037,7 @@ pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r)
 		struct page *pg = &a->pages[k];
 		if (pg->state == PG_RESIDENT)
 			continue;
-		if (!chunk_nowait(p, true) || pool_page_map(p, pg)) {
+		if (!fill_nowait(p, 1, true) || pool_page_map(p, pg)) {
 			skipped++;
 			continue;
 		}
