@@ -175,6 +175,33 @@ static bool is_ws(const policy_use_t *u)
 	return u->role && strcmp(u->role, "ws") == 0;
 }
 
+/* What op k writes whole into memory the plan counts (its outputs: not
+ * live before it), its workspace aside. */
+static uint64_t op_written_whole(const policy_graph_t *g, int k)
+{
+	const policy_op_t *op = &g->ops[k];
+	uint64_t b = 0;
+
+	for (int i = 0; i < op->nuses; i++) {
+		const policy_use_t *u = &g->uses[op->use0 + i];
+
+		if ((u->access & VMEM_ACCESS_WHOLE) && !is_ws(u) && counted(g, u->alloc_id))
+			b += u->bytes;
+	}
+	return b;
+}
+
+static uint64_t op_workspace(const policy_graph_t *g, int k)
+{
+	const policy_op_t *op = &g->ops[k];
+	uint64_t b = 0;
+
+	for (int i = 0; i < op->nuses; i++)
+		if (is_ws(&g->uses[op->use0 + i]))
+			b += g->uses[op->use0 + i].bytes;
+	return b;
+}
+
 static int cmp_need_op(const void *a, const void *b)
 {
 	const policy_offload_t *x = *(const policy_offload_t *const *)a;
@@ -206,15 +233,9 @@ int policy_prefetch_fit(const policy_graph_t *g, const policy_live_t *l, bool wi
 	uint64_t wrap = curve[p - 1];
 
 	for (int k = p - 1; k >= 0; k--) {
-		const policy_op_t *op = &g->ops[k];
-		uint64_t during = k ? curve[k - 1] : wrap;
+		uint64_t during = (k ? curve[k - 1] : wrap) + op_written_whole(g, k) +
+				  op_workspace(g, k);
 
-		for (int i = 0; i < op->nuses; i++) {
-			const policy_use_t *u = &g->uses[op->use0 + i];
-
-			if (is_ws(u) || ((u->access & VMEM_ACCESS_WHOLE) && counted(g, u->alloc_id)))
-				during += u->bytes;
-		}
 		if (during > curve[k])
 			curve[k] = during;
 	}
@@ -313,12 +334,7 @@ int policy_conv_room(const policy_graph_t *g, const policy_live_t *l, bool with_
 		    op->kind != VMEM_OP_CONV_BWD_FILTER)
 			continue;
 		/* its outputs: written whole, so dead (not counted) before it */
-		for (int i = 0; i < op->nuses; i++) {
-			const policy_use_t *u = &g->uses[op->use0 + i];
-
-			if ((u->access & VMEM_ACCESS_WHOLE) && !is_ws(u) && counted(g, u->alloc_id))
-				during += u->bytes;
-		}
+		during += op_written_whole(g, k);
 		room[k] = budget > during ? budget - during : 0;
 	}
 	free(curve);
@@ -331,9 +347,16 @@ static bool fits(uint64_t bytes, uint64_t headroom, uint64_t budget)
 	return bytes <= budget && headroom <= budget - bytes;
 }
 
-static uint64_t dyn_headroom(const policy_dyn_config_t *c)
+static uint64_t headroom_of(uint64_t budget, uint64_t headroom)
 {
-	return c->headroom == POLICY_HEADROOM_DEFAULT ? c->budget / 16 : c->headroom;
+	return headroom == POLICY_HEADROOM_DEFAULT ? budget / 16 : headroom;
+}
+
+uint64_t policy_prefetch_limit(uint64_t budget, uint64_t headroom)
+{
+	uint64_t h = headroom_of(budget, headroom);
+
+	return budget > h ? budget - h : 0;
 }
 
 int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
@@ -355,7 +378,7 @@ int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
 		if (policy_offload_choose(g, order[m], c->offload_min_bytes, &off[m]) < 0 ||
 		    policy_prefetch_place(g, c->prefetch, &c->timing, &off[m]) < 0 ||
 		    policy_prefetch_fit(g, l, !c->liveness, &off[m],
-					c->budget > dyn_headroom(c) ? c->budget - dyn_headroom(c) : 0) < 0) {
+					policy_prefetch_limit(c->budget, c->headroom)) < 0) {
 			for (int i = 0; i <= m; i++)
 				policy_offloads_free(&off[i]);
 			return -1;
@@ -364,7 +387,7 @@ int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
 	}
 	out->decided = 1;
 	out->budget = c->budget;
-	out->headroom = dyn_headroom(c);
+	out->headroom = headroom_of(c->budget, c->headroom);
 	out->peak_none = peak[0];
 	out->peak_op_none = pop[0];
 	out->peak_conv = peak[1];

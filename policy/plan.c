@@ -169,50 +169,15 @@ fail:
 	return -1;
 }
 
-/* The workspace room at each convolution under the plan's offloads; with
- * liveness off its dead ranges stay resident (the live curve is still
- * needed). */
-static int rooms(const policy_plan_t *plan, const policy_plan_config_t *cfg, uint64_t **out)
+/* The workspace room at each convolution under the plan's offloads (l:
+ * the live curve, see policy_plan_build). */
+static int rooms(const policy_plan_t *plan, const policy_plan_config_t *cfg,
+		 const policy_live_t *l, uint64_t **out)
 {
-	policy_live_t tmp;
-	const policy_live_t *l = &plan->live;
-	int rc;
-
 	*out = malloc(((size_t)plan->g.nops + 1) * sizeof(**out));
 	if (!*out)
 		return -1;
-	if (!cfg->liveness) {
-		if (policy_liveness(&plan->g, &tmp) < 0)
-			return -1;
-		l = &tmp;
-	}
-	rc = policy_conv_room(&plan->g, l, !cfg->liveness, &plan->off, cfg->budget, *out);
-	if (!cfg->liveness)
-		policy_live_free(&tmp);
-	return rc;
-}
-
-/* ALL / CONV: no prefetch into a budget that has no room for it (DYN
- * does the same for each mode it weighs). */
-static int fit_prefetches(policy_plan_t *plan, const policy_plan_config_t *cfg)
-{
-	uint64_t head = cfg->headroom == POLICY_HEADROOM_DEFAULT ? cfg->budget / 16 : cfg->headroom;
-	policy_live_t tmp;
-	const policy_live_t *l = &plan->live;
-	int rc;
-
-	if (!cfg->budget || !plan->off.n)
-		return 0;
-	if (!cfg->liveness) {
-		if (policy_liveness(&plan->g, &tmp) < 0)
-			return -1;
-		l = &tmp;
-	}
-	rc = policy_prefetch_fit(&plan->g, l, !cfg->liveness, &plan->off,
-				 cfg->budget > head ? cfg->budget - head : 0);
-	if (!cfg->liveness)
-		policy_live_free(&tmp);
-	return rc < 0 ? -1 : 0;
+	return policy_conv_room(&plan->g, l, !cfg->liveness, &plan->off, cfg->budget, *out);
 }
 
 int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
@@ -220,16 +185,19 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 {
 	const policy_hev_t *st;
 	uint64_t *room = NULL;
+	/* the live curve: the plan's own, or with liveness off (no DEAD
+	 * steps, the dead bytes stay) one computed apart for the peaks, the
+	 * prefetch fit and the rooms */
+	policy_live_t tmp = { 0 };
+	const policy_live_t *l = cfg->liveness ? &plan->live : &tmp;
 
 	memset(plan, 0, sizeof(*plan));
 	if (policy_graph_build(&plan->g, h, found->first, found->period, found->rot) < 0)
 		return -1;
-	if (cfg->liveness && policy_liveness(&plan->g, &plan->live) < 0)
+	if (policy_liveness(&plan->g, cfg->liveness ? &plan->live : &tmp) < 0)
 		goto fail;
 	if (cfg->offload == POLICY_OFFLOAD_DYN) {
 		policy_dyn_config_t dc = { 0 };
-		policy_live_t tmp;
-		const policy_live_t *l = &plan->live;
 		int mode;
 
 		dc.budget = cfg->budget;
@@ -238,40 +206,36 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		dc.offload_min_bytes = cfg->offload_min_bytes;
 		dc.prefetch = cfg->prefetch;
 		dc.timing = cfg->timing;
-		/* without DEAD steps the dead bytes stay: the peak still needs
-		 * the live curve, not the steps */
-		if (!cfg->liveness) {
-			if (policy_liveness(&plan->g, &tmp) < 0)
-				goto fail;
-			l = &tmp;
-		}
 		mode = policy_dyn_choose(&plan->g, l, &dc, &plan->dyn, &plan->off);
-		if (!cfg->liveness)
-			policy_live_free(&tmp);
 		if (mode < 0)
 			goto fail;
 		plan->offload = (uint8_t)mode;
 	} else {
+		/* ALL / CONV: no prefetch into a budget that has no room for it
+		 * (DYN does the same for each mode it weighs) */
 		plan->offload = (uint8_t)cfg->offload;
 		if (policy_offload_choose(&plan->g, cfg->offload, cfg->offload_min_bytes,
 					  &plan->off) < 0 ||
 		    policy_prefetch_place(&plan->g, cfg->prefetch, &cfg->timing, &plan->off) < 0 ||
-		    fit_prefetches(plan, cfg) < 0)
+		    policy_prefetch_fit(&plan->g, l, !cfg->liveness, &plan->off,
+					policy_prefetch_limit(cfg->budget, cfg->headroom)) < 0)
 			goto fail;
 	}
 	if (policy_evict_build(&plan->g, cfg->page_size, &plan->evict) < 0)
 		goto fail;
-	if (cfg->algo_steps && rooms(plan, cfg, &room) < 0)
+	if (cfg->algo_steps && rooms(plan, cfg, l, &room) < 0)
 		goto fail;
 	if (assemble(plan, cfg, room) < 0)
 		goto fail;
 	free(room);
+	policy_live_free(&tmp);
 	plan->period = found->period;
 	st = policy_history_at(h, found->steady_start);
 	plan->steady_seq = st ? st->seq : 0;
 	return 0;
 fail:
 	free(room);
+	policy_live_free(&tmp);
 	policy_plan_free(plan);
 	return -1;
 }

@@ -502,6 +502,9 @@ int policy_conv_room(const policy_graph_t *g, const policy_live_t *l, bool with_
  * the number moved, or -1 when out of memory; limit 0: none moved. */
 int policy_prefetch_fit(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
 			policy_offloads_t *o, uint64_t limit);
+/* The limit policy_prefetch_fit takes: budget less the headroom
+ * (POLICY_HEADROOM_DEFAULT = budget / 16); 0 when the budget is. */
+uint64_t policy_prefetch_limit(uint64_t budget, uint64_t headroom);
 /* vDNN-dyn: tries NONE, CONV, ALL in that order (least offload traffic
  * first) and takes the first whose peak resident bytes and largest op
  * each fit in budget - headroom; ALL when none fits; NONE when the budget
