@@ -23,8 +23,9 @@
  * most; the reactive layer pages the rest).  A budget of 0 (unknown)
  * means NONE.
  *
- * Not here (issue 12): the paper's profiled algorithm choice and its
- * greedy per-layer downgrade, and judging the passes by measured time.
+ * The computed choice is where vmem starts; trial.c then runs each mode
+ * for real and keeps the fastest (the paper's passes, judged by measured
+ * time), so the other modes' sets are kept (`others`).
  */
 #include "policy/program.h"
 
@@ -359,11 +360,29 @@ uint64_t policy_prefetch_limit(uint64_t budget, uint64_t headroom)
 	return budget > h ? budget - h : 0;
 }
 
-int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
-		      const policy_dyn_config_t *c, policy_dyn_t *out, policy_offloads_t *chosen)
+const policy_offload_mode_t policy_dyn_order[POLICY_DYN_MODES] = {
+	POLICY_OFFLOAD_NONE, POLICY_OFFLOAD_CONV, POLICY_OFFLOAD_ALL
+};
+
+bool policy_offloads_same(const policy_offloads_t *a, const policy_offloads_t *b)
 {
-	static const policy_offload_mode_t order[3] = { POLICY_OFFLOAD_NONE, POLICY_OFFLOAD_CONV,
-							 POLICY_OFFLOAD_ALL };
+	if (a->n != b->n)
+		return false;
+	for (int i = 0; i < a->n; i++) {
+		const policy_offload_t *x = &a->v[i], *y = &b->v[i];
+
+		if (x->tensor != y->tensor || x->after_op != y->after_op ||
+		    x->prefetch_op != y->prefetch_op || x->need_op != y->need_op)
+			return false;
+	}
+	return true;
+}
+
+int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
+		      const policy_dyn_config_t *c, policy_dyn_t *out, policy_offloads_t *chosen,
+		      policy_offloads_t *others)
+{
+	const policy_offload_mode_t *order = policy_dyn_order;
 	policy_offloads_t off[3];
 	uint64_t peak[3], held;
 	int pop[3], pick = -1;
@@ -416,8 +435,12 @@ int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
 	}
 	out->chosen = (uint8_t)order[pick];
 	for (int m = 0; m < 3; m++) {
+		if (others)
+			memset(&others[m], 0, sizeof(others[m]));
 		if (m == pick && chosen)
 			*chosen = off[m];
+		else if (m != pick && others)
+			others[m] = off[m];
 		else
 			policy_offloads_free(&off[m]);
 	}

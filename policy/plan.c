@@ -180,21 +180,58 @@ static int rooms(const policy_plan_t *plan, const policy_plan_config_t *cfg,
 	return policy_conv_room(&plan->g, l, !cfg->liveness, &plan->off, cfg->budget, *out);
 }
 
+/* The steps of the offload set in plan->off (rooms included), replacing
+ * any there were.  l: the live curve.  0 or -1 (the old steps kept). */
+static int plan_steps(policy_plan_t *plan, const policy_live_t *l)
+{
+	const policy_plan_config_t *cfg = &plan->cfg;
+	policy_step_t *steps = plan->steps;
+	int *step_at = plan->step_at, nsteps = plan->nsteps;
+	uint64_t *room = NULL;
+
+	if (cfg->algo_steps && rooms(plan, cfg, l, &room) < 0) {
+		free(room);
+		return -1;
+	}
+	if (assemble(plan, cfg, room) < 0) {
+		free(room);
+		plan->steps = steps;
+		plan->step_at = step_at;
+		plan->nsteps = nsteps;
+		return -1;
+	}
+	free(room);
+	free(steps);
+	free(step_at);
+	return 0;
+}
+
+/* The live curve the passes use: the plan's own, or with liveness off (no
+ * DEAD steps, the dead bytes stay) one computed apart into *tmp for the
+ * peaks, the prefetch fit and the rooms.  NULL when out of memory. */
+static const policy_live_t *live_curve(const policy_plan_t *plan, policy_live_t *tmp)
+{
+	if (plan->cfg.liveness)
+		return &plan->live;
+	if (policy_liveness(&plan->g, tmp) < 0)
+		return NULL;
+	return tmp;
+}
+
 int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		      const policy_period_found_t *found, const policy_plan_config_t *cfg)
 {
 	const policy_hev_t *st;
-	uint64_t *room = NULL;
-	/* the live curve: the plan's own, or with liveness off (no DEAD
-	 * steps, the dead bytes stay) one computed apart for the peaks, the
-	 * prefetch fit and the rooms */
 	policy_live_t tmp = { 0 };
-	const policy_live_t *l = cfg->liveness ? &plan->live : &tmp;
+	const policy_live_t *l;
 
 	memset(plan, 0, sizeof(*plan));
+	plan->cfg = *cfg;
 	if (policy_graph_build(&plan->g, h, found->first, found->period, found->rot) < 0)
 		return -1;
-	if (policy_liveness(&plan->g, cfg->liveness ? &plan->live : &tmp) < 0)
+	if (cfg->liveness && policy_liveness(&plan->g, &plan->live) < 0)
+		goto fail;
+	if (!(l = live_curve(plan, &tmp)))
 		goto fail;
 	if (cfg->offload == POLICY_OFFLOAD_DYN) {
 		policy_dyn_config_t dc = { 0 };
@@ -206,7 +243,7 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		dc.offload_min_bytes = cfg->offload_min_bytes;
 		dc.prefetch = cfg->prefetch;
 		dc.timing = cfg->timing;
-		mode = policy_dyn_choose(&plan->g, l, &dc, &plan->dyn, &plan->off);
+		mode = policy_dyn_choose(&plan->g, l, &dc, &plan->dyn, &plan->off, plan->alt);
 		if (mode < 0)
 			goto fail;
 		plan->offload = (uint8_t)mode;
@@ -223,21 +260,56 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 	}
 	if (policy_evict_build(&plan->g, cfg->page_size, &plan->evict) < 0)
 		goto fail;
-	if (cfg->algo_steps && rooms(plan, cfg, l, &room) < 0)
+	if (plan_steps(plan, l) < 0)
 		goto fail;
-	if (assemble(plan, cfg, room) < 0)
-		goto fail;
-	free(room);
 	policy_live_free(&tmp);
 	plan->period = found->period;
 	st = policy_history_at(h, found->steady_start);
 	plan->steady_seq = st ? st->seq : 0;
 	return 0;
 fail:
-	free(room);
 	policy_live_free(&tmp);
 	policy_plan_free(plan);
 	return -1;
+}
+
+static int dyn_index(policy_offload_mode_t mode)
+{
+	for (int i = 0; i < POLICY_DYN_MODES; i++)
+		if (policy_dyn_order[i] == mode)
+			return i;
+	return -1;
+}
+
+int policy_plan_use(policy_plan_t *plan, policy_offload_mode_t mode)
+{
+	int from = dyn_index((policy_offload_mode_t)plan->offload), to = dyn_index(mode);
+	policy_live_t tmp = { 0 };
+	const policy_live_t *l;
+	policy_offloads_t x;
+	int rc = 0;
+
+	if (!plan->dyn.decided || from < 0 || to < 0)
+		return -1;
+	if (from == to)
+		return 0;
+	if (!(l = live_curve(plan, &tmp)))
+		return -1;
+	/* the set in effect goes back to its slot, the new one comes out */
+	x = plan->off;
+	plan->off = plan->alt[to];
+	memset(&plan->alt[to], 0, sizeof(plan->alt[to]));
+	plan->alt[from] = x;
+	plan->offload = (uint8_t)mode;
+	if (plan_steps(plan, l) < 0) {
+		plan->alt[to] = plan->off;
+		plan->off = plan->alt[from];
+		memset(&plan->alt[from], 0, sizeof(plan->alt[from]));
+		plan->offload = (uint8_t)policy_dyn_order[from];
+		rc = -1;
+	}
+	policy_live_free(&tmp);
+	return rc;
 }
 
 void policy_plan_free(policy_plan_t *plan)
@@ -245,6 +317,8 @@ void policy_plan_free(policy_plan_t *plan)
 	policy_graph_free(&plan->g);
 	policy_live_free(&plan->live);
 	policy_offloads_free(&plan->off);
+	for (int i = 0; i < POLICY_DYN_MODES; i++)
+		policy_offloads_free(&plan->alt[i]);
 	policy_evict_free(&plan->evict);
 	free(plan->steps);
 	free(plan->step_at);

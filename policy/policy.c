@@ -36,6 +36,8 @@ struct policy {
 	uint64_t suspended_at;
 	uint32_t failed_resumes;   /* resumes suspended again before an iteration completed */
 	uint32_t next_id;
+	policy_trial_t trial;      /* DYN's measured passes of the current plan */
+	bool kept_noted;           /* their end was told (NOTE KEPT) */
 	policy_stats_t st;
 	/* the history position of each thread's call between before and after
 	 * (the runtime may know the call's seq only after issuing it) */
@@ -49,6 +51,7 @@ void policy_config_default(policy_config_t *c)
 	c->offload = POLICY_OFFLOAD_NONE;
 	c->budget = 0;
 	c->dyn_headroom = POLICY_HEADROOM_DEFAULT;
+	c->dyn_trials = 1;
 	c->prefetch = POLICY_PREFETCH_VDNN;
 	c->page_size = (uint64_t)2 << 20;
 	c->offload_min_bytes = (uint64_t)1 << 20;
@@ -112,12 +115,14 @@ static void note(policy_t *p, policy_actions_t *out, policy_note_t n, int expect
 	x->until_op = -1;
 	x->expected_op = expected;
 	x->steady_seq = p->plan.steady_seq;
+	x->offload_mode = p->plan.offload;
 	if (n == POLICY_NOTE_MADE) {
-		x->offload_mode = p->plan.offload;
 		x->dyn = p->plan.dyn;
 		x->link_h2d = p->st.plan_h2d;
 		x->link_d2h = p->st.plan_d2h;
 	}
+	if (n == POLICY_NOTE_TRIAL || n == POLICY_NOTE_KEPT)
+		x->trial = p->trial;
 }
 
 /* ---- creation ---- */
@@ -205,6 +210,8 @@ static void abandon(policy_t *p, policy_actions_t *out)
 	note(p, out, POLICY_NOTE_ABANDONED, -1);
 	p->st.revives_suspend += (uint64_t)policy_deadset_drain(&p->dead, out);
 	drop_plan(p);
+	memset(&p->trial, 0, sizeof(p->trial));
+	p->st.trial = p->trial;
 	p->st.plans_abandoned++;
 	p->st.period = 0;
 	p->st.offload_mode = POLICY_OFFLOAD_NONE;
@@ -219,6 +226,40 @@ static uint64_t link_bw(const policy_t *p, policy_link_t d)
 	if (p->st.link_bytes[d] < POLICY_LINK_MIN_BYTES || p->st.link_ns[d] == 0)
 		return d == POLICY_LINK_D2H ? link_bw(p, POLICY_LINK_H2D) : POLICY_LINK_DEFAULT;
 	return (uint64_t)((double)p->st.link_bytes[d] * 1e9 / (double)p->st.link_ns[d]);
+}
+
+/* DYN's measured passes (trial.c) over the modes whose offload sets
+ * differ, the computed choice first; none when there is one such mode, no
+ * budget, or cfg.dyn_trials is 0. */
+static void trials_setup(policy_t *p)
+{
+	const policy_plan_t *pl = &p->plan;
+	const policy_offloads_t *set[POLICY_DYN_MODES];
+	uint8_t modes[POLICY_DYN_MODES];
+	int n = 0;
+
+	memset(&p->trial, 0, sizeof(p->trial));
+	p->kept_noted = false;
+	if (!pl->dyn.decided || !p->cfg.dyn_trials || !p->cfg.budget)
+		goto out;
+	modes[n] = pl->offload;
+	set[n++] = &pl->off;
+	for (int i = 0; i < POLICY_DYN_MODES; i++) {
+		bool dup = false;
+
+		if (policy_dyn_order[i] == pl->offload)
+			continue;
+		for (int j = 0; j < n && !dup; j++)
+			dup = policy_offloads_same(&pl->alt[i], set[j]);
+		if (dup)
+			continue;
+		modes[n] = (uint8_t)policy_dyn_order[i];
+		set[n++] = &pl->alt[i];
+	}
+	if (n > 1)
+		policy_trial_init(&p->trial, modes, n, (int)p->cfg.dyn_trials);
+out:
+	p->st.trial = p->trial;
 }
 
 static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_event_t *ev,
@@ -266,6 +307,7 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 		p->st.peak_all = p->plan.dyn.peak_all;
 		p->st.dyn_budget = p->plan.dyn.budget;
 	}
+	trials_setup(p);
 	note(p, out, POLICY_NOTE_MADE, -1);
 	/* the call that confirmed the period is the window's last op: its
 	 * after-steps are due in policy_after */
@@ -400,6 +442,39 @@ static void steps(policy_t *p, int op, policy_when_t when, const vmem_event_t *e
 	}
 }
 
+/* The plan's first op: a MARK for the device's clock, and under DYN's
+ * passes the mode this iteration runs (switched before any of its steps). */
+static void iteration_begins(policy_t *p, bool prev_whole, policy_actions_t *out)
+{
+	policy_action_t *x;
+	int c;
+
+	if (p->trial.n > 1 && !p->kept_noted) {
+		bool running = p->trial.state == POLICY_TRIAL_RUNNING;
+
+		c = policy_trial_begin(&p->trial, p->m.iter, prev_whole);
+		if (p->trial.mode[c] != p->plan.offload &&
+		    policy_plan_use(&p->plan, (policy_offload_mode_t)p->trial.mode[c]) == 0)
+			p->st.offload_mode = p->plan.offload;
+		p->st.trial = p->trial;
+		if (p->trial.state != POLICY_TRIAL_RUNNING) {
+			note(p, out, POLICY_NOTE_KEPT, -1);
+			p->kept_noted = true;
+		} else if (running) {
+			note(p, out, POLICY_NOTE_TRIAL, -1);
+		}
+	}
+	if (!(x = policy_actions_push(out)))
+		return;
+	x->kind = POLICY_ACT_MARK;
+	x->plan_op = 0;
+	x->until_op = -1;
+	x->plan_id = p->plan.id;
+	x->iter = p->m.iter;
+	x->prev_whole = prev_whole;
+	x->offload_mode = p->plan.offload;
+}
+
 static void planned_call(policy_t *p, const vmem_event_t *ev, uint64_t pos,
 			 policy_actions_t *out)
 {
@@ -416,6 +491,8 @@ static void planned_call(policy_t *p, const vmem_event_t *ev, uint64_t pos,
 		p->failed_resumes = 0;
 		p->m.iter_resumed = false;
 	}
+	if (op == 0)
+		iteration_begins(p, was_clean, out);
 	p->st.ops_matched++;
 	steps(p, op, POLICY_BEFORE, ev, out);
 }
@@ -576,6 +653,20 @@ void policy_duration(policy_t *p, uint64_t seq, uint64_t dur_ns)
 	pthread_mutex_unlock(&p->lock);
 }
 
+void policy_iteration_time(policy_t *p, uint64_t iter, uint64_t ns)
+{
+	if (!ns)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->st.iters_timed++;
+	p->st.iter_last_ns = ns;
+	if (!p->st.iter_best_ns || ns < p->st.iter_best_ns)
+		p->st.iter_best_ns = ns;
+	if (p->have_plan && p->trial.n > 1 && policy_trial_measured(&p->trial, iter, ns))
+		p->st.trial = p->trial;
+	pthread_mutex_unlock(&p->lock);
+}
+
 void policy_link_sample(policy_t *p, policy_link_t dir, uint64_t bytes, uint64_t ns)
 {
 	if ((unsigned)dir > POLICY_LINK_D2H || !bytes || !ns)
@@ -718,6 +809,16 @@ void policy_stats_print(const policy_stats_t *s, policy_print_fn out, void *ctx)
 	if (s->plan_h2d)
 		policy_printf(out, ctx, "policy: link the plan assumed  h2d %6.2f GB/s  d2h %6.2f GB/s",
 			      (double)s->plan_h2d / 1e9, (double)s->plan_d2h / 1e9);
+	if (s->iters_timed)
+		policy_printf(out, ctx, "policy: planned iterations timed %6" PRIu64
+			      "  last %10.1f ms  fastest %10.1f ms", s->iters_timed,
+			      (double)s->iter_last_ns / 1e6, (double)s->iter_best_ns / 1e6);
+	if (s->trial.n > 1) {
+		char line[256];
+
+		policy_trial_format(&s->trial, line, sizeof(line));
+		policy_printf(out, ctx, "policy: %s", line);
+	}
 	if (s->dyn_decisions) {
 		policy_dyn_t d = { 0 };
 		char line[256];
@@ -763,14 +864,16 @@ const char *policy_state_name(policy_state_t s)
 
 const char *policy_act_name(policy_act_kind_t k)
 {
-	static const char *const n[] = { "dead", "revive", "offload", "prefetch", "algo", "note" };
+	static const char *const n[] = { "dead", "revive", "offload", "prefetch", "algo", "note",
+					 "settle", "mark" };
 
 	return (unsigned)k < sizeof(n) / sizeof(n[0]) ? n[k] : "?";
 }
 
 const char *policy_note_name(policy_note_t k)
 {
-	static const char *const n[] = { "made", "suspended", "resumed", "abandoned" };
+	static const char *const n[] = { "made", "suspended", "resumed", "abandoned", "trial",
+					 "kept" };
 
 	return (unsigned)k < sizeof(n) / sizeof(n[0]) ? n[k] : "?";
 }

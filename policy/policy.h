@@ -62,6 +62,9 @@ typedef struct {
 					      0 = unknown: DYN offloads nothing, no rooms */
 	uint64_t dyn_headroom;             /* DYN: bytes kept free for workspaces and small
 					      allocations; POLICY_HEADROOM_DEFAULT = budget / 16 */
+	uint32_t dyn_trials;               /* DYN: planned iterations each mode runs, timed, before
+					      the fastest is kept (trial.c); 0 = the computed
+					      choice alone (dyn.c) */
 	policy_prefetch_mode_t prefetch;   /* VMEM_PREFETCH=vdnn|timed */
 	uint64_t page_size;                /* the pool's chunk size (eviction keys) */
 	uint64_t h2d_bytes_per_s;          /* link bandwidth; 0 = measured (policy_link_sample) */
@@ -78,8 +81,8 @@ typedef struct {
 	void *log_ctx;
 } policy_config_t;
 
-/* Defaults: lazy liveness, no offload, no budget (headroom budget / 16),
- * vDNN prefetch, 2 MiB pages, periods
+/* Defaults: lazy liveness, no offload, no budget (headroom budget / 16,
+ * one timed iteration per dyn mode), vDNN prefetch, 2 MiB pages, periods
  * of 4 .. 16384 significant calls confirmed by 3 repetitions with at most
  * 25% soft positions, abandon after 4 periods. */
 void policy_config_default(policy_config_t *c);
@@ -104,6 +107,10 @@ typedef enum {
 				  its OFFLOAD: record now the point its last write completes
 				  at, so the offload's copy may overlap this call (both
 				  read) instead of waiting for it (vDNN §III-A) */
+	POLICY_ACT_MARK,       /* planned iteration `iter` begins with the call about to be
+				  issued: record the device's time here, on its stream; when
+				  `prev_whole`, the iteration since the last MARK ran whole
+				  under the plan: report its length (policy_iteration_time) */
 } policy_act_kind_t;
 
 typedef enum {
@@ -111,6 +118,10 @@ typedef enum {
 	POLICY_NOTE_SUSPENDED,     /* a call differed from expected_op */
 	POLICY_NOTE_RESUMED,       /* the plan's first op came again */
 	POLICY_NOTE_ABANDONED,     /* the plan was dropped (replaced, or suspended too long) */
+	POLICY_NOTE_TRIAL,         /* DYN: the iteration beginning runs offload_mode as a timed
+				      pass (trial: the passes so far) */
+	POLICY_NOTE_KEPT,          /* DYN: the passes are over, offload_mode is kept (trial:
+				      what each measured) */
 } policy_note_t;
 
 typedef enum { POLICY_REVIVE_READ = 0, POLICY_REVIVE_SUSPEND } policy_revive_reason_t;
@@ -166,6 +177,9 @@ typedef struct {
 				  (policy_dyn_format gives the log line) */
 	uint64_t link_h2d, link_d2h;  /* NOTE MADE: the link's bandwidth the plan assumed
 					 (bytes/s: measured, configured or the default) */
+	uint64_t iter;         /* MARK: the planned iteration beginning (policy_iteration_time's) */
+	uint8_t prev_whole;    /* MARK: the one before it ran whole under the plan */
+	policy_trial_t trial;  /* NOTE TRIAL / KEPT: dyn's measured passes */
 	policy_loss_t loss;    /* REVIVE */
 } policy_action_t;
 
@@ -206,6 +220,9 @@ typedef struct {
 	   [POLICY_LINK_H2D] and [POLICY_LINK_D2H] */
 	uint64_t link_copies[2], link_bytes[2], link_ns[2];
 	uint64_t plan_h2d, plan_d2h;     /* bytes/s the current plan assumed (0: none made) */
+	/* planned iterations timed on the device (MARK pairs) */
+	uint64_t iters_timed, iter_last_ns, iter_best_ns;
+	policy_trial_t trial;            /* DYN's measured passes of the current plan (n 0: none) */
 } policy_stats_t;
 
 typedef struct policy policy_t;
@@ -230,6 +247,10 @@ void policy_allocated(policy_t *p, uint64_t alloc_id, uint64_t bytes);
 void policy_freed(policy_t *p, uint64_t alloc_id);
 /* A device duration measured later (CUDA events on a GPU). */
 void policy_duration(policy_t *p, uint64_t seq, uint64_t dur_ns);
+/* Planned iteration `iter` (a MARK's) took `ns` on the device, from its
+ * MARK to the next one's.  Counted in the stats; under DYN's passes it
+ * is that pass's time. */
+void policy_iteration_time(policy_t *p, uint64_t iter, uint64_t ns);
 
 typedef enum { POLICY_LINK_H2D = 0, POLICY_LINK_D2H = 1 } policy_link_t;
 /* Copies over the link measured below this many bytes are not trusted:

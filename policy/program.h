@@ -16,6 +16,7 @@
  *   evict.c     next-use index: Belady's MIN eviction order from the plan
  *   offload.c   vDNN's offload choice, all / conv (vDNN §III-C)
  *   dyn.c       vDNN-dyn: none, conv or all, the first whose peak fits the budget
+ *   trial.c     vDNN-dyn's profiling passes: each mode run and timed, the fastest kept
  *   prefetch.c  prefetch placement: vDNN Fig. 10, or from measured times
  *   plan.c      the actions at each op, from the passes above
  *   match.c     executing a plan: matching calls to it, per thread/stream
@@ -505,18 +506,92 @@ int policy_prefetch_fit(const policy_graph_t *g, const policy_live_t *l, bool wi
 /* The limit policy_prefetch_fit takes: budget less the headroom
  * (POLICY_HEADROOM_DEFAULT = budget / 16); 0 when the budget is. */
 uint64_t policy_prefetch_limit(uint64_t budget, uint64_t headroom);
+/* The modes dyn weighs, in the order it weighs them (its index into
+ * policy_dyn_choose's `others`). */
+#define POLICY_DYN_MODES 3
+extern const policy_offload_mode_t policy_dyn_order[POLICY_DYN_MODES];
 /* vDNN-dyn: tries NONE, CONV, ALL in that order (least offload traffic
  * first) and takes the first whose peak resident bytes and largest op
  * each fit in budget - headroom; ALL when none fits; NONE when the budget
  * is 0.  `l` must come from policy_liveness (with c->liveness false its
  * dead ranges count as resident).  Fills *out, and *chosen (may be NULL)
- * with the chosen mode's offloads, prefetches placed.  Returns the mode,
- * or -1 when out of memory. */
+ * with the chosen mode's offloads, prefetches placed; `others` (may be
+ * NULL: freed) receives the other modes' sets by policy_dyn_order index
+ * (the chosen one's slot left empty), for the measured passes of trial.c.
+ * Returns the mode, or -1 when out of memory. */
 int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
-		      const policy_dyn_config_t *c, policy_dyn_t *out, policy_offloads_t *chosen);
+		      const policy_dyn_config_t *c, policy_dyn_t *out, policy_offloads_t *chosen,
+		      policy_offloads_t *others);
+/* True when two offload sets offload the same tensors after the same ops
+ * and bring them back at the same ops (one pass would measure both). */
+bool policy_offloads_same(const policy_offloads_t *a, const policy_offloads_t *b);
 /* One line: "dyn: chose conv (peaks: none 9.1 GiB, conv 5.2 GiB, all 3.9 GiB; budget 6.0 GiB)". */
 size_t policy_dyn_format(const policy_dyn_t *d, char *buf, size_t len);
 void policy_dyn_dump(const policy_dyn_t *d, policy_print_fn out, void *ctx);
+
+/* ====================================================================
+ * trial.c - vDNN-dyn's profiling passes, measured (vDNN §III-C).
+ *
+ * dyn.c computes each mode's peak; the paper instead runs one training
+ * pass per configuration and keeps the one that works.  Under vmem every
+ * mode works (the reactive layer pages what a plan leaves over), so the
+ * passes are judged by their measured iteration time: each candidate mode
+ * runs `want` whole planned iterations, the runtime times each iteration
+ * on the device (an event at each start of the plan's first op), and the
+ * fastest candidate is kept for the rest of the plan's life.
+ *
+ *   iteration:   i        i+1      i+2      i+3       i+4 ...
+ *   runs:        conv     none     all      (best)    kept
+ *   measured:             conv     none     all
+ *
+ * A time arrives an iteration or so late (when the device has passed the
+ * next iteration's start); meanwhile the best candidate measured so far
+ * runs.  An iteration cut short (an evaluation pass suspended the plan)
+ * measures nothing and its candidate is tried again.  If no time arrives
+ * (no events on this device), the trials stop after a bounded number of
+ * iterations and keep the computed choice (candidate 0).
+ * ==================================================================== */
+
+#define POLICY_TRIAL_MAX POLICY_DYN_MODES
+#define POLICY_TRIAL_RING 8
+
+typedef enum {
+	POLICY_TRIAL_RUNNING = 0,   /* passes still to run or to be measured */
+	POLICY_TRIAL_MEASURED,      /* every candidate measured: the fastest kept */
+	POLICY_TRIAL_GAVE_UP,       /* no (or not every) time came: the best known kept */
+} policy_trial_state_t;
+
+typedef struct {
+	uint8_t n;                          /* candidates; 0: no trials */
+	uint8_t mode[POLICY_TRIAL_MAX];     /* their policy_offload_mode_t, in trial order
+					       (the computed choice first) */
+	uint64_t ns[POLICY_TRIAL_MAX];      /* fastest measured iteration; 0 not yet */
+	uint8_t runs[POLICY_TRIAL_MAX];     /* iterations measured */
+	uint8_t want;                       /* iterations to measure each */
+	uint8_t state;                      /* policy_trial_state_t */
+	int8_t kept;                        /* the candidate kept (state != RUNNING) */
+	int8_t cur;                         /* the candidate running now (-1 none yet) */
+	uint32_t iters;                     /* iterations begun since the trials began */
+	uint32_t max_iters;                 /* give up after this many */
+	struct {
+		uint64_t iter;              /* planned iteration (0: free slot) */
+		int8_t cand;
+	} ring[POLICY_TRIAL_RING];          /* which candidate ran the iterations not yet
+					       measured */
+} policy_trial_t;
+
+/* Candidates `modes[0 .. n)` (n <= POLICY_TRIAL_MAX), each measured over
+ * `want` iterations (>= 1). */
+void policy_trial_init(policy_trial_t *t, const uint8_t *modes, int n, int want);
+/* Planned iteration `iter` begins; `prev_whole` says the iteration before
+ * it ran start to end under the plan (its time will come).  Returns the
+ * candidate to run it. */
+int policy_trial_begin(policy_trial_t *t, uint64_t iter, bool prev_whole);
+/* Iteration `iter` took `ns` on the device.  Returns 1 when it was a
+ * trial pass (counted), 0 otherwise. */
+int policy_trial_measured(policy_trial_t *t, uint64_t iter, uint64_t ns);
+/* "dyn: measured conv 2765.0 ms, none 3230.1 ms, all 3162.2 ms an iteration: kept conv". */
+size_t policy_trial_format(const policy_trial_t *t, char *buf, size_t len);
 
 /* ====================================================================
  * plan.c - the actions of each op.
@@ -566,6 +641,10 @@ typedef struct {
 	policy_offloads_t off;
 	uint8_t offload;         /* policy_offload_mode_t in effect: NONE, ALL or CONV */
 	policy_dyn_t dyn;        /* the decision when the plan was asked for DYN */
+	/* DYN: the modes not in effect, by policy_dyn_order index (the one in
+	 * effect lives in `off`, its slot here empty), for policy_plan_use */
+	policy_offloads_t alt[POLICY_DYN_MODES];
+	policy_plan_config_t cfg;   /* what the plan was built with (policy_plan_use) */
 	policy_evict_t evict;
 	int nsteps;
 	policy_step_t *steps;    /* sorted by (op, when) */
@@ -581,6 +660,13 @@ typedef struct {
 int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		      const policy_period_found_t *found, const policy_plan_config_t *cfg);
 void policy_plan_free(policy_plan_t *plan);
+/* DYN: makes `mode` (NONE, CONV or ALL) the one in effect: its offload
+ * set, its workspace rooms and its steps.  The graph, liveness and the
+ * eviction index are the same for every mode.  Switch only between
+ * iterations (before the plan's first op): every offload of a mode comes
+ * back within the iteration it left in.  0, or -1 (not a DYN plan, or out
+ * of memory: the mode in effect is kept). */
+int policy_plan_use(policy_plan_t *plan, policy_offload_mode_t mode);
 void policy_plan_dump(const policy_plan_t *plan, policy_print_fn out, void *ctx);
 
 #endif

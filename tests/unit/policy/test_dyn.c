@@ -155,7 +155,7 @@ static void test_largest_op_must_fit_too(void **state)
 	tiny_build(&x);
 	/* none's peak (7100) fits in 7500, but act_bwd's 8000 bytes do not:
 	 * nothing fits, dyn takes the most memory-saving set */
-	assert_int_equal(policy_dyn_choose(&x.g, &x.l, &c, &d, &o), POLICY_OFFLOAD_ALL);
+	assert_int_equal(policy_dyn_choose(&x.g, &x.l, &c, &d, &o, NULL), POLICY_OFFLOAD_ALL);
 	assert_int_equal(d.chosen, POLICY_OFFLOAD_ALL);
 	assert_int_equal(d.fits, 0);
 	assert_int_equal(d.op_bytes, 8000);
@@ -165,7 +165,7 @@ static void test_largest_op_must_fit_too(void **state)
 	policy_offloads_free(&o);
 	/* with room for act_bwd, none fits */
 	c.budget = 8000;
-	assert_int_equal(policy_dyn_choose(&x.g, &x.l, &c, &d, &o), POLICY_OFFLOAD_NONE);
+	assert_int_equal(policy_dyn_choose(&x.g, &x.l, &c, &d, &o, NULL), POLICY_OFFLOAD_NONE);
 	assert_int_equal(d.fits, 1);
 	assert_int_equal(o.n, 0);
 	policy_offloads_free(&o);
@@ -183,7 +183,7 @@ static void test_dead_bytes_count_without_liveness(void **state)
 	tiny_build(&x);
 	/* nothing is dropped: every touched byte stays, 1000 + 2000 * 4 + 10 +
 	 * 100 + 100 = 9210 after every op */
-	assert_int_equal(policy_dyn_choose(&x.g, &x.l, &c, &d, NULL), POLICY_OFFLOAD_NONE);
+	assert_int_equal(policy_dyn_choose(&x.g, &x.l, &c, &d, NULL, NULL), POLICY_OFFLOAD_NONE);
 	assert_int_equal(d.peak_none, 9210);
 	tiny_free(&x);
 }

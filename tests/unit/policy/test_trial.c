@@ -1,0 +1,410 @@
+/* tests/unit/policy/test_trial.c - vDNN-dyn's measured passes
+ * (policy/trial.c) and their life in the policy: each candidate mode runs
+ * whole planned iterations, a fake device reports their times through
+ * policy_iteration_time, the fastest mode is kept and its offloads are
+ * what later iterations do; an iteration cut short measures nothing; no
+ * times at all end the passes with the computed choice. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "policy/policy.h"
+#include "policy/program.h"
+#include "synth.h"
+
+static const uint8_t three[3] = { POLICY_OFFLOAD_CONV, POLICY_OFFLOAD_NONE, POLICY_OFFLOAD_ALL };
+
+static void begin_is(policy_trial_t *t, uint64_t iter, bool whole, int want)
+{
+	int got = policy_trial_begin(t, iter, whole);
+
+	if (got != want)
+		fail_msg("iteration %llu (the one before %s): expected candidate %d (%s), got %d",
+			 (unsigned long long)iter, whole ? "whole" : "cut short", want,
+			 policy_offload_name((policy_offload_mode_t)t->mode[want]), got);
+}
+
+/* ---- trial.c alone ---- */
+
+static void test_each_candidate_runs_then_the_fastest_is_kept(void **state)
+{
+	policy_trial_t t;
+	char line[256];
+
+	(void)state;
+	policy_trial_init(&t, three, 3, 1);
+	begin_is(&t, 1, false, 0);              /* the computed choice first */
+	begin_is(&t, 2, true, 1);
+	assert_int_equal(policy_trial_measured(&t, 1, 300000000), 1);
+	begin_is(&t, 3, true, 2);
+	assert_int_equal(policy_trial_measured(&t, 2, 200000000), 1);
+	/* every pass run, the last time not in: the best so far runs */
+	begin_is(&t, 4, true, 1);
+	assert_int_equal(t.state, POLICY_TRIAL_RUNNING);
+	assert_int_equal(policy_trial_measured(&t, 3, 250000000), 1);
+	assert_int_equal(t.state, POLICY_TRIAL_MEASURED);
+	assert_int_equal(t.kept, 1);
+	begin_is(&t, 5, true, 1);
+	begin_is(&t, 6, false, 1);
+	/* a time for an iteration that was no pass counts for nothing */
+	assert_int_equal(policy_trial_measured(&t, 4, 1), 0);
+	assert_int_equal(t.kept, 1);
+	policy_trial_format(&t, line, sizeof(line));
+	assert_string_equal(line, "dyn: measured conv 300.0 ms, none 200.0 ms, all 250.0 ms an "
+				  "iteration: kept none");
+}
+
+static void test_an_iteration_cut_short_is_run_again(void **state)
+{
+	policy_trial_t t;
+
+	(void)state;
+	policy_trial_init(&t, three, 3, 1);
+	begin_is(&t, 1, false, 0);
+	/* iteration 1 was suspended (an evaluation pass): no time will come */
+	begin_is(&t, 2, false, 0);
+	begin_is(&t, 3, true, 1);
+	assert_int_equal(policy_trial_measured(&t, 1, 5), 0);   /* not a whole pass */
+	assert_int_equal(policy_trial_measured(&t, 2, 7), 1);
+	assert_int_equal(t.runs[0], 1);
+	assert_int_equal(t.ns[0], 7);
+}
+
+static void test_no_times_keep_the_computed_choice(void **state)
+{
+	policy_trial_t t;
+	char line[256];
+	uint64_t i;
+
+	(void)state;
+	policy_trial_init(&t, three, 3, 1);
+	for (i = 1; i <= t.max_iters; i++)
+		policy_trial_begin(&t, i, true);
+	assert_int_equal(t.state, POLICY_TRIAL_RUNNING);
+	begin_is(&t, i, true, 0);
+	assert_int_equal(t.state, POLICY_TRIAL_GAVE_UP);
+	policy_trial_format(&t, line, sizeof(line));
+	assert_string_equal(line, "dyn: measured conv -, none -, all - an iteration: kept conv "
+				  "(not every pass was timed)");
+}
+
+static void test_times_lost_are_asked_again(void **state)
+{
+	policy_trial_t t;
+
+	(void)state;
+	policy_trial_init(&t, three, 2, 1);
+	begin_is(&t, 1, false, 0);
+	begin_is(&t, 2, true, 1);
+	begin_is(&t, 3, true, 1);   /* both pending, none measured: the one running stays */
+	begin_is(&t, 4, true, 0);   /* iteration 1's time is 3 late: lost, run again */
+	assert_int_equal(policy_trial_measured(&t, 4, 10), 1);
+	begin_is(&t, 5, true, 1);   /* iteration 2's time lost too */
+	assert_int_equal(policy_trial_measured(&t, 5, 20), 1);
+	assert_int_equal(t.state, POLICY_TRIAL_MEASURED);
+	assert_int_equal(t.kept, 0);
+}
+
+static void test_several_runs_keep_each_candidates_fastest(void **state)
+{
+	policy_trial_t t;
+	uint64_t ns[] = { 50, 40, 10, 90 };   /* conv, conv, none, none */
+
+	(void)state;
+	policy_trial_init(&t, three, 2, 2);
+	/* each time comes in the iteration after the one it measured */
+	for (int i = 0; i < 4; i++) {
+		begin_is(&t, (uint64_t)i + 1, i > 0, i < 2 ? 0 : 1);
+		if (i > 0)
+			assert_int_equal(policy_trial_measured(&t, (uint64_t)i, ns[i - 1]), 1);
+	}
+	assert_int_equal(policy_trial_measured(&t, 4, ns[3]), 1);
+	assert_int_equal(t.state, POLICY_TRIAL_MEASURED);
+	assert_int_equal(t.ns[0], 40);
+	assert_int_equal(t.ns[1], 10);
+	assert_int_equal(t.kept, 1);
+}
+
+static void test_one_candidate_is_no_trial(void **state)
+{
+	policy_trial_t t;
+
+	(void)state;
+	policy_trial_init(&t, three, 1, 1);
+	assert_int_equal(t.state, POLICY_TRIAL_MEASURED);
+	begin_is(&t, 1, false, 0);
+}
+
+/* ---- in the policy, with a fake device's clock ---- */
+
+static drv_t d;
+static net_t n;
+
+/* What a whole iteration takes under each mode on the fake device. */
+static uint64_t dev_ns[4];
+static int mark_seen;          /* d.acts scanned up to here */
+static int prev_mode = -1;     /* the mode the last MARK's iteration ran */
+static uint64_t prev_iter;
+static int passes[4];          /* iterations timed per mode */
+
+/* The runtime's part: each MARK closes the iteration before it (when whole)
+ * and the device's time for it is reported. */
+static void device_reports(void)
+{
+	for (; mark_seen < d.nacts; mark_seen++) {
+		const policy_action_t *a = &d.acts[mark_seen].a;
+
+		if (a->kind != POLICY_ACT_MARK)
+			continue;
+		if (a->prev_whole && prev_mode >= 0) {
+			policy_iteration_time(d.p, prev_iter, dev_ns[prev_mode]);
+			passes[prev_mode]++;
+		}
+		prev_mode = a->offload_mode;
+		prev_iter = a->iter;
+	}
+}
+
+static void train(int iters)
+{
+	for (int i = 0; i < iters; i++) {
+		net_train(&n, &d);
+		device_reports();
+	}
+}
+
+static void start(uint64_t budget, uint32_t trials)
+{
+	net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_NETWORK };
+	policy_config_t c;
+
+	policy_config_default(&c);
+	c.offload = POLICY_OFFLOAD_DYN;
+	c.budget = budget;
+	c.dyn_headroom = 0;
+	c.offload_min_bytes = 1024;
+	c.dyn_trials = trials;
+	mark_seen = 0;
+	prev_mode = -1;
+	memset(passes, 0, sizeof(passes));
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	train(3);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+}
+
+static void stop(void)
+{
+	net_free(&n);
+	drv_free(&d);
+}
+
+/* OFFLOAD actions of one more planned iteration. */
+static int offloads_next_iteration(void)
+{
+	uint64_t seq0 = d.seq;
+	int k = 0;
+
+	train(1);
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].seq >= seq0 && d.acts[i].a.kind == POLICY_ACT_OFFLOAD)
+			k++;
+	return k;
+}
+
+/* The budget just under none's peak: dyn computes conv. */
+static uint64_t conv_budget(void)
+{
+	uint64_t b;
+
+	start(UINT64_C(1) << 40, 0);
+	b = policy_plan(d.p)->dyn.peak_none - 1;
+	stop();
+	return b;
+}
+
+static void test_the_fastest_mode_measured_is_kept(void **state)
+{
+	uint64_t b = conv_budget();
+	policy_stats_t st;
+	char line[256];
+	int kept = 0;
+
+	(void)state;
+	dev_ns[POLICY_OFFLOAD_NONE] = 100000000;
+	dev_ns[POLICY_OFFLOAD_CONV] = 300000000;
+	dev_ns[POLICY_OFFLOAD_ALL] = 200000000;
+	start(b, 1);
+	assert_int_equal(policy_plan(d.p)->offload, POLICY_OFFLOAD_CONV);
+	train(6);
+	policy_get_stats(d.p, &st);
+	if (st.trial.state != POLICY_TRIAL_MEASURED || st.offload_mode != POLICY_OFFLOAD_NONE) {
+		policy_trial_format(&st.trial, line, sizeof(line));
+		fail_msg("expected none kept after its pass measured fastest, got mode %s (%s)",
+			 policy_offload_name(st.offload_mode), line);
+	}
+	/* each mode ran one whole timed pass */
+	assert_true(passes[POLICY_OFFLOAD_CONV] >= 1);
+	assert_true(passes[POLICY_OFFLOAD_ALL] >= 1);
+	assert_int_equal(st.trial.n, 3);
+	assert_int_equal(st.trial.mode[0], POLICY_OFFLOAD_CONV);
+	/* the kept mode is what the next iterations do: no offload at all */
+	assert_int_equal(offloads_next_iteration(), 0);
+	assert_int_equal(offloads_next_iteration(), 0);
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].a.kind == POLICY_ACT_NOTE && d.acts[i].a.note == POLICY_NOTE_KEPT) {
+			kept++;
+			assert_int_equal(d.acts[i].a.offload_mode, POLICY_OFFLOAD_NONE);
+			assert_int_equal(d.acts[i].a.trial.ns[1], 100000000);
+		}
+	assert_int_equal(kept, 1);
+	assert_true(drv_count(&d, POLICY_ACT_NOTE, POLICY_NOTE_TRIAL) >= 3);
+	/* the stats: the iterations timed and the passes */
+	policy_get_stats(d.p, &st);
+	assert_true(st.iters_timed >= 5);
+	assert_int_equal(st.iter_best_ns, 100000000);
+	policy_trial_format(&st.trial, line, sizeof(line));
+	assert_string_equal(line, "dyn: measured conv 300.0 ms, none 100.0 ms, all 200.0 ms an "
+				  "iteration: kept none");
+	stop();
+}
+
+static void test_the_computed_choice_stays_when_it_is_fastest(void **state)
+{
+	uint64_t b = conv_budget();
+	policy_stats_t st;
+
+	(void)state;
+	dev_ns[POLICY_OFFLOAD_NONE] = 500000000;
+	dev_ns[POLICY_OFFLOAD_CONV] = 100000000;
+	dev_ns[POLICY_OFFLOAD_ALL] = 200000000;
+	start(b, 1);
+	train(6);
+	policy_get_stats(d.p, &st);
+	assert_int_equal(st.trial.state, POLICY_TRIAL_MEASURED);
+	assert_int_equal(st.offload_mode, POLICY_OFFLOAD_CONV);
+	/* the batch and x1..x3: the inputs of the 4 forward convolutions */
+	assert_int_equal(offloads_next_iteration(), 4);
+	stop();
+}
+
+static void test_no_trials_when_switched_off(void **state)
+{
+	uint64_t b = conv_budget();
+	policy_stats_t st;
+
+	(void)state;
+	dev_ns[POLICY_OFFLOAD_NONE] = 1;
+	dev_ns[POLICY_OFFLOAD_CONV] = 100;
+	dev_ns[POLICY_OFFLOAD_ALL] = 100;
+	start(b, 0);
+	train(6);
+	policy_get_stats(d.p, &st);
+	assert_int_equal(st.trial.n, 0);
+	assert_int_equal(st.offload_mode, POLICY_OFFLOAD_CONV);
+	assert_int_equal(drv_count(&d, POLICY_ACT_NOTE, POLICY_NOTE_TRIAL), 0);
+	/* iterations are still timed */
+	assert_true(st.iters_timed >= 5);
+	assert_int_equal(offloads_next_iteration(), 4);
+	stop();
+}
+
+/* A static policy has nothing to try. */
+static void test_static_modes_have_no_trials(void **state)
+{
+	net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_NETWORK };
+	policy_config_t c;
+	policy_stats_t st;
+
+	(void)state;
+	policy_config_default(&c);
+	c.offload = POLICY_OFFLOAD_ALL;
+	c.budget = 1000;
+	c.offload_min_bytes = 1024;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 8; i++)
+		net_train(&n, &d);
+	policy_get_stats(d.p, &st);
+	assert_int_equal(st.trial.n, 0);
+	assert_int_equal(st.offload_mode, POLICY_OFFLOAD_ALL);
+	assert_true(drv_count(&d, POLICY_ACT_MARK, -1) >= 4);
+	stop();
+}
+
+/* An evaluation pass between training iterations suspends the plan: the
+ * pass it cut short is run again, and the decision is the same. */
+static void test_an_eval_pass_does_not_decide(void **state)
+{
+	uint64_t b = conv_budget();
+	policy_stats_t st;
+
+	(void)state;
+	dev_ns[POLICY_OFFLOAD_NONE] = 300000000;
+	dev_ns[POLICY_OFFLOAD_CONV] = 200000000;
+	dev_ns[POLICY_OFFLOAD_ALL] = 100000000;
+	start(b, 1);
+	for (int i = 0; i < 12; i++) {
+		if (i % 2 == 1)
+			net_eval(&n, &d);
+		train(1);
+	}
+	policy_get_stats(d.p, &st);
+	assert_true(st.suspensions >= 1);
+	assert_int_equal(st.trial.state, POLICY_TRIAL_MEASURED);
+	assert_int_equal(st.offload_mode, POLICY_OFFLOAD_ALL);
+	stop();
+}
+
+/* policy_plan_use swaps the offload set and its steps, and back. */
+static void test_plan_use_switches_and_restores(void **state)
+{
+	uint64_t b = conv_budget();
+	policy_plan_t *pl;
+	int nsteps, noff;
+
+	(void)state;
+	start(b, 0);
+	pl = (policy_plan_t *)policy_plan(d.p);
+	nsteps = pl->nsteps;
+	noff = pl->off.n;
+	assert_int_equal(policy_plan_use(pl, POLICY_OFFLOAD_ALL), 0);
+	assert_int_equal(pl->offload, POLICY_OFFLOAD_ALL);
+	assert_true(pl->off.n > noff);
+	assert_true(pl->nsteps > nsteps);
+	assert_int_equal(pl->alt[2].n, 0);   /* ALL's slot: in effect now */
+	assert_int_equal(pl->alt[1].n, noff);   /* CONV's: back in its slot */
+	assert_int_equal(policy_plan_use(pl, POLICY_OFFLOAD_NONE), 0);
+	assert_int_equal(pl->off.n, 0);
+	assert_int_equal(policy_plan_use(pl, POLICY_OFFLOAD_CONV), 0);
+	assert_int_equal(pl->off.n, noff);
+	assert_int_equal(pl->nsteps, nsteps);
+	/* DYN is no mode a plan can run */
+	assert_int_equal(policy_plan_use(pl, POLICY_OFFLOAD_DYN), -1);
+	stop();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_each_candidate_runs_then_the_fastest_is_kept),
+		cmocka_unit_test(test_an_iteration_cut_short_is_run_again),
+		cmocka_unit_test(test_no_times_keep_the_computed_choice),
+		cmocka_unit_test(test_times_lost_are_asked_again),
+		cmocka_unit_test(test_several_runs_keep_each_candidates_fastest),
+		cmocka_unit_test(test_one_candidate_is_no_trial),
+		cmocka_unit_test(test_the_fastest_mode_measured_is_kept),
+		cmocka_unit_test(test_the_computed_choice_stays_when_it_is_fastest),
+		cmocka_unit_test(test_no_trials_when_switched_off),
+		cmocka_unit_test(test_static_modes_have_no_trials),
+		cmocka_unit_test(test_an_eval_pass_does_not_decide),
+		cmocka_unit_test(test_plan_use_switches_and_restores),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
