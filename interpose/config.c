@@ -99,6 +99,9 @@ static const cfg_var_t cfg_vars[] = {
 	  "workspace limit per layer (wr) or in total (wd); 0: none" },
 	{ "VMEM_MICROBATCH", CFG_ENUM, "all", mb_names, 0, 0, 0, false, false, F(microbatch), "",
 	  "micro-batch sizes tried: all, pow2 (powers of two), undivided (whole batch only)" },
+	{ "VMEM_DYN_TRIALS", CFG_SIZE, "1", NULL, 1, 100, 0, true, false, F(dyn_trials), "iterations",
+	  "VMEM_POLICY=dyn: planned iterations each offload mode runs, timed on the device, before "
+	  "the fastest is kept; 0: keep the mode computed from the plan's peaks" },
 	{ "VMEM_TRACE", CFG_PATH, "", NULL, 0, 0, 0, false, false, F(trace_path), "path",
 	  "write the JSON Lines trace to this file; empty: off" },
 	{ "VMEM_CACHE", CFG_PATH, "", NULL, 0, 0, 0, false, false, F(cache_path), "path",

@@ -306,6 +306,107 @@ static void timing_end(const runtime_call_t *c)
 	pthread_mutex_unlock(&timed_lock);
 }
 
+/* ---- planned iterations, timed (MARK actions) ----
+ *
+ * At each start of a planned iteration the policy asks for a MARK: two
+ * events on the stream of the plan's first op, one closing the iteration
+ * before (when it ran whole under the plan) and one opening this one.
+ * The pair's elapsed time is the iteration's length on the device, waits
+ * for copies and host stalls included; dyn's measured passes are judged
+ * by it (policy/trial.c).  Two events per iteration, queried only while a
+ * pair is outstanding. */
+
+#define MARKS_MAX 16
+
+static struct {
+	cudaEvent_t open;          /* the current iteration's start, or NULL */
+	uint64_t iter;             /* its number and mode */
+	uint8_t mode;
+	uint32_t plan;
+	struct {
+		cudaEvent_t ev[2];
+		uint64_t iter;
+		uint8_t mode;
+		uint32_t plan;
+	} q[MARKS_MAX];            /* whole iterations, oldest at head */
+	int head, n;
+} g_marks;   /* under timed_lock */
+
+static void iter_record(uint32_t plan, uint64_t iter, uint8_t mode, uint64_t ns)
+{
+	char line[256];
+	int n;
+
+	policy_iteration_time(g_pol, iter, ns);
+	if (!trace_enabled())
+		return;
+	n = snprintf(line, sizeof(line),
+		     "{\"type\":\"plan\",\"seq\":%" PRIu64 ",\"t\":%" PRIu64
+		     ",\"tid\":%ld,\"event\":\"timed\",\"plan\":%u,\"iter\":%" PRIu64
+		     ",\"ns\":%" PRIu64 ",\"offload\":\"%s\"}\n",
+		     trace_next_seq(), trace_now_ns(), (long)syscall(SYS_gettid), plan, iter, ns,
+		     policy_offload_name((policy_offload_mode_t)mode));
+	if (n > 0 && (size_t)n < sizeof(line))
+		trace_append(line, (size_t)n);
+}
+
+/* Hands the whole iterations the device has finished to the policy. */
+static void marks_poll(void)
+{
+	int mode;
+
+	if (!__atomic_load_n(&g_marks.n, __ATOMIC_RELAXED))
+		return;
+	mode = runtime_relax_begin();
+	pthread_mutex_lock(&timed_lock);
+	while (g_marks.n) {
+		__typeof__(g_marks.q[0]) *m = &g_marks.q[g_marks.head];
+		float ms = 0;
+		cudaError_t e = E.query(m->ev[1]);
+
+		if (e == cudaErrorNotReady)
+			break;
+		if (e == cudaSuccess && E.elapsed(&ms, m->ev[0], m->ev[1]) == cudaSuccess && ms > 0)
+			iter_record(m->plan, m->iter, m->mode, (uint64_t)((double)ms * 1e6));
+		ev_put(m->ev[0]);
+		ev_put(m->ev[1]);
+		g_marks.head = (g_marks.head + 1) % MARKS_MAX;
+		__atomic_store_n(&g_marks.n, g_marks.n - 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&timed_lock);
+	runtime_relax_end(mode);
+}
+
+static void mark(const policy_action_t *a, const vmem_event_t *ev)
+{
+	cudaEvent_t close = NULL, open;
+
+	if (!g_timing)
+		return;
+	if (a->prev_whole && g_marks.open)
+		close = ev_record_on((cudaStream_t)ev->stream, false);
+	open = ev_record_on((cudaStream_t)ev->stream, false);
+	pthread_mutex_lock(&timed_lock);
+	if (close && g_marks.n < MARKS_MAX) {
+		__typeof__(g_marks.q[0]) *m = &g_marks.q[(g_marks.head + g_marks.n) % MARKS_MAX];
+
+		m->ev[0] = g_marks.open;
+		m->ev[1] = close;
+		m->iter = g_marks.iter;
+		m->mode = g_marks.mode;
+		m->plan = g_marks.plan;
+		__atomic_store_n(&g_marks.n, g_marks.n + 1, __ATOMIC_RELAXED);
+	} else {
+		ev_put(g_marks.open);
+		ev_put(close);
+	}
+	g_marks.open = open;
+	g_marks.iter = a->iter;
+	g_marks.mode = a->offload_mode;
+	g_marks.plan = a->plan_id;
+	pthread_mutex_unlock(&timed_lock);
+}
+
 /* ---- the link: the pool's first copies each way, timed ---- */
 
 static unsigned g_link_timed[2];   /* copies queued for timing, per policy_link_t */
@@ -369,8 +470,7 @@ static long tid(void)
 
 static void note(const policy_action_t *a)
 {
-	static const char *const what[] = { "made", "suspended", "resumed", "abandoned" };
-	const char *ev = a->note < 4 ? what[a->note] : "?";
+	const char *ev = policy_note_name((policy_note_t)a->note);
 
 	char dyn[256] = "";
 
@@ -386,7 +486,16 @@ static void note(const policy_action_t *a)
 			  policy_offload_name(a->offload_mode), dyn);
 	else if (a->note == POLICY_NOTE_ABANDONED)
 		vmem_info("plan %u abandoned", a->plan_id);
-	else
+	else if (a->note == POLICY_NOTE_TRIAL || a->note == POLICY_NOTE_KEPT) {
+		char t[256];
+
+		policy_trial_format(&a->trial, t, sizeof(t));
+		if (a->note == POLICY_NOTE_KEPT)
+			vmem_info("plan %u: %s", a->plan_id, t);
+		else
+			vmem_debug("plan %u: timed pass with offload %s (%s)", a->plan_id,
+				   policy_offload_name(a->offload_mode), t);
+	} else
 		vmem_debug("plan %u %s (expected op %d)", a->plan_id, ev, a->expected_op);
 	if (trace_enabled()) {
 		char line[768], extra[448] = "";
@@ -396,6 +505,18 @@ static void note(const policy_action_t *a)
 			snprintf(extra, sizeof(extra),
 				 ",\"link\":{\"h2d\":%" PRIu64 ",\"d2h\":%" PRIu64 "}",
 				 a->link_h2d, a->link_d2h);
+		if (a->note == POLICY_NOTE_TRIAL || a->note == POLICY_NOTE_KEPT) {
+			size_t k = strlen(extra);
+
+			k += (size_t)snprintf(extra + k, sizeof(extra) - k, ",\"trial\":{");
+			for (int i = 0; i < a->trial.n && k < sizeof(extra); i++)
+				k += (size_t)snprintf(extra + k, sizeof(extra) - k,
+						      "%s\"%s\":%" PRIu64, i ? "," : "",
+						      policy_offload_name(a->trial.mode[i]),
+						      a->trial.runs[i] ? a->trial.ns[i] : 0);
+			if (k < sizeof(extra))
+				snprintf(extra + k, sizeof(extra) - k, "}");
+		}
 		if (a->note == POLICY_NOTE_MADE && a->dyn.decided)
 			snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
 				 ",\"dyn\":{\"budget\":%" PRIu64 ",\"headroom\":%" PRIu64
@@ -445,6 +566,9 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 	c.offload = offload_mode(vmem_cfg.policy);
 	c.prefetch = vmem_cfg.prefetch == VMEM_PREFETCH_TIMED ? POLICY_PREFETCH_TIMED :
 		     POLICY_PREFETCH_VDNN;
+	/* dyn's passes are judged by device time: none without events */
+	timing_init();
+	c.dyn_trials = g_timing ? (uint32_t)vmem_cfg.dyn_trials : 0;
 	c.page_size = chunk;
 	c.offload_min_bytes = chunk;   /* smaller tensors share pages: never worth a copy */
 	c.budget = budget;
@@ -460,7 +584,6 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 		return -1;
 	}
 	g_rp_pool = pool;
-	timing_init();
 	g_watching = c.liveness == POLICY_LIVENESS_EAGER || c.offload != POLICY_OFFLOAD_NONE;
 	g_poll = c.liveness == POLICY_LIVENESS_EAGER || c.offload != POLICY_OFFLOAD_NONE;
 	pool_set_order(pool, evict_order, g_pol, 1024);
@@ -578,6 +701,10 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 	case POLICY_ACT_NOTE:
 		note(a);
 		break;
+	case POLICY_ACT_MARK:
+		mark(a, ev);
+		marks_poll();
+		break;
 	case POLICY_ACT_ALGO:
 	default:
 		break;   /* the room: read by the conv hooks (runtime_policy_conv_room) */
@@ -677,6 +804,7 @@ void runtime_policy_after(const runtime_call_t *c)
 	timing_end(c);
 	if (__atomic_load_n(&g_tn, __ATOMIC_RELAXED))
 		timing_poll();
+	marks_poll();
 	fill_event(&ev, c, t);
 	policy_after(g_pol, &ev, &t->acts);
 	run_actions(t, &ev);

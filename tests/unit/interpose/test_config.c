@@ -260,9 +260,10 @@ static void test_settings_json_lists_every_variable(void **state)
 	assert_non_null(strstr(buf, "\"device_reserve\":\"auto\""));
 	while (vmem_config_value(&cfg, n, &name, val, sizeof(val)) == 0)
 		n++;
-	if (n != 19)
-		fail_msg("expected 19 VMEM_* variables listed, got %d", n);
+	if (n != 20)
+		fail_msg("expected 20 VMEM_* variables listed, got %d", n);
 	assert_non_null(strstr(buf, "\"map\":\"lazy\""));
+	assert_non_null(strstr(buf, "\"dyn_trials\":1"));
 	assert_int_equal(vmem_config_value(&cfg, 4, &name, val, sizeof(val)), 0);
 	assert_string_equal(name, "VMEM_DEVICE_LIMIT");
 	assert_string_equal(val, "1G");
