@@ -508,7 +508,8 @@ static void note(const policy_action_t *a)
 		if (a->note == POLICY_NOTE_TRIAL || a->note == POLICY_NOTE_KEPT) {
 			size_t k = strlen(extra);
 
-			k += (size_t)snprintf(extra + k, sizeof(extra) - k, ",\"trial\":{");
+			k += (size_t)snprintf(extra + k, sizeof(extra) - k,
+					      ",\"iter\":%" PRIu64 ",\"trial\":{", a->iter);
 			for (int i = 0; i < a->trial.n && k < sizeof(extra); i++)
 				k += (size_t)snprintf(extra + k, sizeof(extra) - k,
 						      "%s\"%s\":%" PRIu64, i ? "," : "",

@@ -121,8 +121,10 @@ static void note(policy_t *p, policy_actions_t *out, policy_note_t n, int expect
 		x->link_h2d = p->st.plan_h2d;
 		x->link_d2h = p->st.plan_d2h;
 	}
-	if (n == POLICY_NOTE_TRIAL || n == POLICY_NOTE_KEPT)
+	if (n == POLICY_NOTE_TRIAL || n == POLICY_NOTE_KEPT) {
 		x->trial = p->trial;
+		x->iter = p->m.iter;
+	}
 }
 
 /* ---- creation ---- */

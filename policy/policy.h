@@ -177,7 +177,8 @@ typedef struct {
 				  (policy_dyn_format gives the log line) */
 	uint64_t link_h2d, link_d2h;  /* NOTE MADE: the link's bandwidth the plan assumed
 					 (bytes/s: measured, configured or the default) */
-	uint64_t iter;         /* MARK: the planned iteration beginning (policy_iteration_time's) */
+	uint64_t iter;         /* MARK, NOTE TRIAL / KEPT: the planned iteration beginning
+				  (policy_iteration_time's) */
 	uint8_t prev_whole;    /* MARK: the one before it ran whole under the plan */
 	policy_trial_t trial;  /* NOTE TRIAL / KEPT: dyn's measured passes */
 	policy_loss_t loss;    /* REVIVE */

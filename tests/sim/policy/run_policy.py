@@ -351,7 +351,105 @@ def t_link_measured(args):
               "trace record) used it" % (model, got["h2d"], got["d2h"], want))
 
 
+def trials_check(recs, what):
+    """dyn's passes in a trace: 'trial' records, then one 'kept' whose mode
+    is the fastest of its measured passes, and every iteration timed after
+    it runs that mode.  Returns (modes tried, kept mode, timed records)."""
+    trials = [r for r in recs if r.get("event") == "trial"]
+    kept = [r for r in recs if r.get("event") == "kept"]
+    timed = [r for r in recs if r.get("event") == "timed"]
+    tried = sorted(set(r["offload"] for r in trials))
+    if len(tried) < 2 or len(kept) != 1:
+        fail("%s: expected 'trial' records of at least 2 modes and one 'kept', got modes %s, "
+             "%d kept\n%s" % (what, tried, len(kept), recs))
+    k = kept[0]
+    ms = k.get("trial") or {}
+    if sorted(ms) != tried or not all(v > 0 for v in ms.values()):
+        fail("%s: expected the 'kept' record to carry a time for each mode tried %s, got %s"
+             % (what, tried, ms))
+    fastest = min(ms, key=lambda m: ms[m])
+    if k["offload"] != fastest:
+        fail("%s: expected the fastest pass kept (%s, %s), got %s" % (what, fastest, ms,
+                                                                     k["offload"]))
+    for m in tried:
+        got = [r["ns"] for r in timed if r["offload"] == m and r["iter"] < k["iter"]]
+        if ms[m] not in got:
+            fail("%s: pass %s measured %d ns, expected it among the iterations timed under %s "
+                 "before the decision (%s)" % (what, m, ms[m], m, got))
+    after = [r for r in timed if r["iter"] >= k["iter"]]
+    if not after or any(r["offload"] != k["offload"] for r in after):
+        fail("%s: expected every iteration timed after the decision to run %s, got %s"
+             % (what, k["offload"], [(r["iter"], r["offload"]) for r in after]))
+    return tried, k["offload"], timed
+
+
+def t_dyn_trials(args):
+    """vDNN-dyn's profiling passes, measured: each mode runs whole
+    planned iterations, timed on the device, and the fastest is kept.
+    Computing for real with the race checker and poison on, the mode
+    switches between iterations keep every weight; the device times are
+    minitrain's own iteration times; VMEM_DYN_TRIALS=0 keeps the computed
+    choice."""
+    extra = ["--batch", "8", "--image", "64", "--iters", "10"]
+    for style, api in (("per-tensor", "legacy"), ("caching", "graph")):
+        ex = extra + ["--alloc", style, "--conv-api", api]
+        what = "resnet10 (8, 64x64) %s %s" % (style, api)
+        base = mt(args, "resnet10", ex, {"SIMGPU_MEM": "4G"}, preload=False)
+        must_pass(base, what + " without vmem")
+        b = mt_json(base, what)
+        limit = half(b["peak_bytes"])
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "t.jsonl")
+            p = mt(args, "resnet10", ex, {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1",
+                                          "VMEM_POLICY": "dyn", "VMEM_TRACE": trace})
+            must_pass(p, what + " under dyn at half its peak")
+            recs = plan_records(trace)
+        got = mt_json(p, what + " under dyn")
+        if got["checksum"] != b["checksum"]:
+            fail("%s under dyn at %d MiB: checksum %s, expected %s (unlimited)"
+                 % (what, limit // MiB, got["checksum"], b["checksum"]))
+        tried, kept, timed = trials_check(recs, what)
+        # the device's iteration is minitrain's (both time it with events)
+        its = iter_times(p)
+        for r in timed:
+            if not any(abs(r["ns"] / 1e6 - t) <= 0.002 + 1e-3 * t for t in its):
+                fail("%s: timed iteration %d (%.3f ms) is none of minitrain's iteration times %s"
+                     % (what, r["iter"], r["ns"] / 1e6, its))
+        line = re.search(r"^policy: dyn: measured .* kept (\w+)$", p.stderr, re.M)
+        if not line or line.group(1) != kept:
+            fail("%s: expected a VMEM_STATS line 'policy: dyn: measured ... kept %s'\n%s"
+                 % (what, kept, show(p)))
+        print("ok: %s at %d MiB: passes %s, kept %s, %d iterations timed, checksum as unlimited"
+              % (what, limit // MiB, tried, kept, len(timed)))
+
+    # the paper's scale on the simulated h100, dry-run: the passes decide
+    dry = {"SIMGPU_DRYRUN": "1", "SIMGPU_MODEL": "h100", "SIMGPU_MEM": "1536M",
+           "VMEM_POLICY": "dyn", "VMEM_STATS": "1"}
+    ex = ["--batch", "32", "--image", "128", "--iters", "10"]
+    for trials in ("1", "0"):
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "t.jsonl")
+            p = mt(args, "vgg16", ex, dict(dry, VMEM_TRACE=trace, VMEM_DYN_TRIALS=trials))
+            must_pass(p, "vgg16 (32, 128x128) under dyn on h100, VMEM_DYN_TRIALS=" + trials)
+            recs = plan_records(trace)
+        made = [r for r in recs if r.get("event") == "made"]
+        if trials == "0":
+            extra_recs = [r for r in recs if r.get("event") in ("trial", "kept")]
+            modes = set(r["offload"] for r in recs if r.get("event") == "timed")
+            if extra_recs or not made or modes != {made[0]["offload"]}:
+                fail("VMEM_DYN_TRIALS=0: expected no passes and every iteration under the "
+                     "computed %s, got %s records of passes, modes timed %s"
+                     % (made[0]["offload"] if made else "?", len(extra_recs), modes))
+            print("ok: vgg16 on h100, VMEM_DYN_TRIALS=0: no passes, %s throughout"
+                  % made[0]["offload"])
+            continue
+        tried, kept, timed = trials_check(recs, "vgg16 on h100")
+        print("ok: vgg16 (32, 128x128) on h100 at 1.5 GiB: computed %s, passes %s, kept %s"
+              % (made[0]["offload"], tried, kept))
+
+
 TESTS = {
+    "dyn-trials": t_dyn_trials,
     "plan-steady": t_plan_steady, "plan-stray": t_plan_stray, "plan-reread": t_plan_reread,
     "minitrain-styles": t_minitrain_styles,
     "minitrain-policies-half": t_minitrain_policies_half,
