@@ -96,6 +96,28 @@ class SummaryTest(TraceCase):
 		self.assertTrue(s['records']['end'])
 		self.assertFalse(s['truncated'])
 
+	def test_summary_shows_dyn_passes_and_timed_iterations(self):
+		def build(tb):
+			a = tb.alloc(1 << 20)
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(a, 'w', 'y')])
+			tb.plan('made', offload='conv')
+			tb.plan('trial', offload='conv', iter=1, trial={'conv': 0, 'none': 0})
+			tb.plan('trial', offload='none', iter=2, trial={'conv': 0, 'none': 0})
+			tb.plan('timed', offload='conv', iter=1, ns=3000000)
+			tb.plan('kept', offload='none', iter=3, trial={'conv': 3000000, 'none': 2000000})
+			tb.plan('timed', offload='none', iter=2, ns=2000000)
+			tb.plan('timed', offload='none', iter=3, ns=2500000)
+		p = self.small_trace('trials.jsonl', build)
+		pl = self.summary(p)['plans']
+		self.assertEqual(pl['events'], {'kept': 1, 'made': 1, 'timed': 3, 'trial': 2})
+		self.assertEqual(pl['timed']['none'], {'iterations': 2, 'fastest_ns': 2000000,
+						       'last_ns': 2500000})
+		self.assertEqual(pl['timed']['conv']['iterations'], 1)
+		self.assertEqual(pl['passes']['event'], 'kept')
+		self.assertEqual(pl['passes']['offload'], 'none')
+		out, _ = self.ok('summary', p)
+		self.assertIn('dyn passes (plan 1): conv 3.000 ms, none 2.000 ms; kept none', out)
+
 	def test_summary_allocation_lifetime_is_first_to_last_use(self):
 		def build(tb):
 			a = tb.alloc(4096)                                        # seq 1
