@@ -721,7 +721,9 @@ static cudaError_t run_actions(tl_policy_t *t, const vmem_event_t *ev)
 	for (int i = 0; i < t->acts.n; i++) {
 		cudaError_t e = act(&t->acts.v[i], ev);
 
-		if (t->acts.v[i].kind == POLICY_ACT_ALGO)
+		/* the µ-cuDNN solver keeps the least room it sees: a room of one
+		 * of dyn's passes is not the plan's lasting one */
+		if (t->acts.v[i].kind == POLICY_ACT_ALGO && !t->acts.v[i].in_trial)
 			t->room = t->acts.v[i].room;
 
 		if (e != cudaSuccess && err == cudaSuccess)

@@ -377,6 +377,7 @@ static void steps(policy_t *p, int op, policy_when_t when, const vmem_event_t *e
 			x->algo = s->algo;
 			x->workspace = s->workspace;
 			x->room = s->room;
+			x->in_trial = p->trial.n > 1 && !p->kept_noted;
 			continue;
 		}
 		if (policy_match_resolve(&p->m, s->use, s->delta, s->bytes, &c) < 0)

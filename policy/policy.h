@@ -164,6 +164,10 @@ typedef struct {
 	uint64_t room;         /* ALGO: budget - bytes resident while the conv runs (its outputs
 				  and what comes back for it included, its workspace not);
 				  UINT64_MAX when the budget is unknown */
+	uint8_t in_trial;      /* ALGO: the iteration is one of dyn's timed passes: its room is
+				  that pass's mode's, not to be taken as the plan's lasting
+				  room (a solver that keeps the least room seen would keep the
+				  tightest pass's) */
 	uint32_t plan_id;      /* NOTE */
 	uint32_t period;       /* NOTE */
 	int expected_op;       /* NOTE SUSPENDED: the op the call was compared with (-1: its

@@ -178,6 +178,8 @@ static void train(int iters)
 	}
 }
 
+static bool algo_steps;
+
 static void start(uint64_t budget, uint32_t trials)
 {
 	net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_NETWORK };
@@ -189,6 +191,7 @@ static void start(uint64_t budget, uint32_t trials)
 	c.dyn_headroom = 0;
 	c.offload_min_bytes = 1024;
 	c.dyn_trials = trials;
+	c.algo_steps = algo_steps;
 	mark_seen = 0;
 	prev_mode = -1;
 	memset(passes, 0, sizeof(passes));
@@ -361,6 +364,43 @@ static void test_an_eval_pass_does_not_decide(void **state)
 	stop();
 }
 
+/* The workspace rooms of a pass are that pass's mode's: the ALGO actions
+ * say so while the passes run (the µ-cuDNN solver must not keep the
+ * tightest pass's room as the plan's), and not once a mode is kept. */
+static void test_rooms_of_a_pass_are_marked(void **state)
+{
+	uint64_t b = conv_budget();
+	int during = 0, after = 0, kept_at = -1;
+
+	(void)state;
+	dev_ns[POLICY_OFFLOAD_NONE] = 300000000;
+	dev_ns[POLICY_OFFLOAD_CONV] = 200000000;
+	dev_ns[POLICY_OFFLOAD_ALL] = 100000000;
+	algo_steps = true;
+	start(b, 1);
+	algo_steps = false;
+	train(8);
+	for (int i = 0; i < d.nacts; i++) {
+		const policy_action_t *a = &d.acts[i].a;
+
+		if (a->kind == POLICY_ACT_NOTE && a->note == POLICY_NOTE_KEPT)
+			kept_at = i;
+		if (a->kind != POLICY_ACT_ALGO)
+			continue;
+		if (kept_at < 0 && a->in_trial)
+			during++;
+		else if (kept_at >= 0 && a->in_trial)
+			fail_msg("an ALGO action after the kept mode still says it is a pass's room");
+		else if (kept_at >= 0)
+			after++;
+	}
+	if (kept_at < 0 || during == 0 || after == 0)
+		fail_msg("expected ALGO actions marked in_trial during the passes and unmarked after "
+			 "the decision, got %d marked, %d after, kept %s", during, after,
+			 kept_at < 0 ? "never" : "yes");
+	stop();
+}
+
 /* policy_plan_use swaps the offload set and its steps, and back. */
 static void test_plan_use_switches_and_restores(void **state)
 {
@@ -404,6 +444,7 @@ int main(void)
 		cmocka_unit_test(test_static_modes_have_no_trials),
 		cmocka_unit_test(test_an_eval_pass_does_not_decide),
 		cmocka_unit_test(test_plan_use_switches_and_restores),
+		cmocka_unit_test(test_rooms_of_a_pass_are_marked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
