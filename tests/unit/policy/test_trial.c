@@ -148,6 +148,13 @@ static net_t n;
 /* What a whole iteration takes under each mode on the fake device. */
 static uint64_t dev_ns[4];
 static int mark_seen;          /* d.acts scanned up to here */
+
+static void device(uint64_t none, uint64_t conv, uint64_t all)
+{
+	dev_ns[POLICY_OFFLOAD_NONE] = none;
+	dev_ns[POLICY_OFFLOAD_CONV] = conv;
+	dev_ns[POLICY_OFFLOAD_ALL] = all;
+}
 static int prev_mode = -1;     /* the mode the last MARK's iteration ran */
 static uint64_t prev_iter;
 static int passes[4];          /* iterations timed per mode */
@@ -239,9 +246,7 @@ static void test_the_fastest_mode_measured_is_kept(void **state)
 	int kept = 0;
 
 	(void)state;
-	dev_ns[POLICY_OFFLOAD_NONE] = 100000000;
-	dev_ns[POLICY_OFFLOAD_CONV] = 300000000;
-	dev_ns[POLICY_OFFLOAD_ALL] = 200000000;
+	device(100000000, 300000000, 200000000);
 	start(b, 1);
 	assert_int_equal(policy_plan(d.p)->offload, POLICY_OFFLOAD_CONV);
 	train(6);
@@ -283,9 +288,7 @@ static void test_the_computed_choice_stays_when_it_is_fastest(void **state)
 	policy_stats_t st;
 
 	(void)state;
-	dev_ns[POLICY_OFFLOAD_NONE] = 500000000;
-	dev_ns[POLICY_OFFLOAD_CONV] = 100000000;
-	dev_ns[POLICY_OFFLOAD_ALL] = 200000000;
+	device(500000000, 100000000, 200000000);
 	start(b, 1);
 	train(6);
 	policy_get_stats(d.p, &st);
@@ -302,9 +305,7 @@ static void test_no_trials_when_switched_off(void **state)
 	policy_stats_t st;
 
 	(void)state;
-	dev_ns[POLICY_OFFLOAD_NONE] = 1;
-	dev_ns[POLICY_OFFLOAD_CONV] = 100;
-	dev_ns[POLICY_OFFLOAD_ALL] = 100;
+	device(1, 100, 100);
 	start(b, 0);
 	train(6);
 	policy_get_stats(d.p, &st);
@@ -348,9 +349,7 @@ static void test_an_eval_pass_does_not_decide(void **state)
 	policy_stats_t st;
 
 	(void)state;
-	dev_ns[POLICY_OFFLOAD_NONE] = 300000000;
-	dev_ns[POLICY_OFFLOAD_CONV] = 200000000;
-	dev_ns[POLICY_OFFLOAD_ALL] = 100000000;
+	device(300000000, 200000000, 100000000);
 	start(b, 1);
 	for (int i = 0; i < 12; i++) {
 		if (i % 2 == 1)
@@ -373,9 +372,7 @@ static void test_rooms_of_a_pass_are_marked(void **state)
 	int during = 0, after = 0, kept_at = -1;
 
 	(void)state;
-	dev_ns[POLICY_OFFLOAD_NONE] = 300000000;
-	dev_ns[POLICY_OFFLOAD_CONV] = 200000000;
-	dev_ns[POLICY_OFFLOAD_ALL] = 100000000;
+	device(300000000, 200000000, 100000000);
 	algo_steps = true;
 	start(b, 1);
 	algo_steps = false;
