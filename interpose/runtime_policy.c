@@ -337,7 +337,7 @@ static void iter_record(uint32_t plan, uint64_t iter, uint8_t mode, uint64_t ns)
 	char line[256];
 	int n;
 
-	policy_iteration_time(g_pol, iter, ns);
+	policy_iteration_time(g_pol, plan, iter, ns);
 	if (!trace_enabled())
 		return;
 	n = snprintf(line, sizeof(line),

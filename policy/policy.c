@@ -656,7 +656,7 @@ void policy_duration(policy_t *p, uint64_t seq, uint64_t dur_ns)
 	pthread_mutex_unlock(&p->lock);
 }
 
-void policy_iteration_time(policy_t *p, uint64_t iter, uint64_t ns)
+void policy_iteration_time(policy_t *p, uint32_t plan_id, uint64_t iter, uint64_t ns)
 {
 	if (!ns)
 		return;
@@ -665,7 +665,8 @@ void policy_iteration_time(policy_t *p, uint64_t iter, uint64_t ns)
 	p->st.iter_last_ns = ns;
 	if (!p->st.iter_best_ns || ns < p->st.iter_best_ns)
 		p->st.iter_best_ns = ns;
-	if (p->have_plan && p->trial.n > 1 && policy_trial_measured(&p->trial, iter, ns))
+	if (p->have_plan && p->plan.id == plan_id && p->trial.n > 1 &&
+	    policy_trial_measured(&p->trial, iter, ns))
 		p->st.trial = p->trial;
 	pthread_mutex_unlock(&p->lock);
 }

@@ -252,10 +252,11 @@ void policy_allocated(policy_t *p, uint64_t alloc_id, uint64_t bytes);
 void policy_freed(policy_t *p, uint64_t alloc_id);
 /* A device duration measured later (CUDA events on a GPU). */
 void policy_duration(policy_t *p, uint64_t seq, uint64_t dur_ns);
-/* Planned iteration `iter` (a MARK's) took `ns` on the device, from its
- * MARK to the next one's.  Counted in the stats; under DYN's passes it
- * is that pass's time. */
-void policy_iteration_time(policy_t *p, uint64_t iter, uint64_t ns);
+/* Planned iteration `iter` of plan `plan_id` (a MARK's) took `ns` on the
+ * device, from its MARK to the next one's.  Counted in the stats; under
+ * DYN's passes it is that pass's time (a time of an earlier plan's
+ * iteration, arriving late, is only counted). */
+void policy_iteration_time(policy_t *p, uint32_t plan_id, uint64_t iter, uint64_t ns);
 
 typedef enum { POLICY_LINK_H2D = 0, POLICY_LINK_D2H = 1 } policy_link_t;
 /* Copies over the link measured below this many bytes are not trusted:

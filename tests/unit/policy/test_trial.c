@@ -157,6 +157,7 @@ static void device(uint64_t none, uint64_t conv, uint64_t all)
 }
 static int prev_mode = -1;     /* the mode the last MARK's iteration ran */
 static uint64_t prev_iter;
+static uint32_t prev_plan;
 static int passes[4];          /* iterations timed per mode */
 
 /* The runtime's part: each MARK closes the iteration before it (when whole)
@@ -169,11 +170,12 @@ static void device_reports(void)
 		if (a->kind != POLICY_ACT_MARK)
 			continue;
 		if (a->prev_whole && prev_mode >= 0) {
-			policy_iteration_time(d.p, prev_iter, dev_ns[prev_mode]);
+			policy_iteration_time(d.p, prev_plan, prev_iter, dev_ns[prev_mode]);
 			passes[prev_mode]++;
 		}
 		prev_mode = a->offload_mode;
 		prev_iter = a->iter;
+		prev_plan = a->plan_id;
 	}
 }
 
@@ -398,6 +400,36 @@ static void test_rooms_of_a_pass_are_marked(void **state)
 	stop();
 }
 
+/* A time that arrives late for an earlier plan's iteration is no pass of
+ * the current plan's (iterations are numbered per plan). */
+static void test_a_late_time_of_another_plan_is_no_pass(void **state)
+{
+	uint64_t b = conv_budget();
+	const policy_plan_t *pl;
+	policy_stats_t st;
+	uint64_t iter = 0;
+
+	(void)state;
+	device(1, 1, 1);
+	start(b, 1);
+	pl = policy_plan(d.p);
+	net_train(&n, &d);   /* the first pass begins; no time reported */
+	net_train(&n, &d);   /* ... and ends */
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].a.kind == POLICY_ACT_MARK && d.acts[i].a.prev_whole)
+			iter = d.acts[i].a.iter - 1;   /* the first whole iteration */
+	assert_true(iter > 0);
+	policy_iteration_time(d.p, pl->id + 1, iter, 5);
+	policy_iteration_time(d.p, pl->id - 1, iter, 5);
+	policy_get_stats(d.p, &st);
+	assert_int_equal(st.trial.runs[0], 0);
+	assert_int_equal(st.iters_timed, 2);   /* counted all the same */
+	policy_iteration_time(d.p, pl->id, iter, 5);
+	policy_get_stats(d.p, &st);
+	assert_int_equal(st.trial.runs[0], 1);
+	stop();
+}
+
 /* policy_plan_use swaps the offload set and its steps, and back. */
 static void test_plan_use_switches_and_restores(void **state)
 {
@@ -442,6 +474,7 @@ int main(void)
 		cmocka_unit_test(test_an_eval_pass_does_not_decide),
 		cmocka_unit_test(test_plan_use_switches_and_restores),
 		cmocka_unit_test(test_rooms_of_a_pass_are_marked),
+		cmocka_unit_test(test_a_late_time_of_another_plan_is_no_pass),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
