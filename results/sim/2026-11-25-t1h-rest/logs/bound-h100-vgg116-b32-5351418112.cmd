@@ -1,0 +1,1 @@
+env LD_LIBRARY_PATH=/work/main/build/tests/simgpu SIMGPU_DRYRUN=1 /root/.pyenv/versions/3.11.7/bin/python3 /work/main/scripts/vmem-bound /work/main/results/sim/2026-11-25-t1h-rest/logs/h100-vgg116-b32-i224-per-tensor-1t-n6-vmem-device-limit-26540m-trace.trace.jsonl --budget 5351418112 --compute-ms 231.228000 --json
