@@ -29,7 +29,8 @@
  * the real call); when they complete, the elapsed time goes to the policy
  * (policy_duration), so the plan's prefetch timing and eviction distances
  * are in device time.  On the simulator the events give virtual time.
- * Once a plan runs no more events are recorded (no cost in steady state).
+ * Once a plan runs, calls are no longer timed; only each planned iteration
+ * is (two events at its first call, MARK), which is what dyn's passes need.
  *
  * Locks: the policy has its own mutex; it is never called with the pool's
  * lock held except through policy_evict_order, which the pool calls (lock
@@ -155,10 +156,17 @@ static struct {
 
 #define TIMED_MAX 4096   /* calls measured and not yet completed */
 
+/* What a pair of events measures: a copy of the pool's (its
+ * policy_link_t), a hooked call, or a planned iteration (MARK to MARK). */
+#define TIMED_CALL (-1)
+#define TIMED_ITER (-2)
+
 typedef struct {
-	uint64_t seq;          /* the call, or 0 for a copy of the pool's */
-	int link;              /* a copy: policy_link_t; a call: -1 */
+	uint64_t seq;          /* the call; an iteration: its number; 0 for a copy */
+	int link;              /* a copy: policy_link_t; else TIMED_CALL or TIMED_ITER */
 	uint64_t bytes;        /* a copy's */
+	uint32_t plan;         /* an iteration's plan, */
+	uint8_t mode;          /* and the offload mode it ran */
 	cudaEvent_t ev[2];
 } timed_t;
 
@@ -205,18 +213,32 @@ static void ev_put(cudaEvent_t e)
 
 /* Queues a measurement for timing_poll; false when the ring is full.
  * timed_lock held. */
-static bool timed_push(uint64_t seq, int link, uint64_t bytes, cudaEvent_t e0, cudaEvent_t e1)
+static bool timed_push(const timed_t *x)
 {
 	if (g_tn >= TIMED_MAX)
 		return false;
-	timed_t *t = &g_timed[(g_thead + g_tn) % TIMED_MAX];
-	t->seq = seq;
-	t->link = link;
-	t->bytes = bytes;
-	t->ev[0] = e0;
-	t->ev[1] = e1;
+	g_timed[(g_thead + g_tn) % TIMED_MAX] = *x;
 	g_tn++;
 	return true;
+}
+
+/* A planned iteration's length: to the policy, and a 'timed' plan record. */
+static void iter_record(uint32_t plan, uint64_t iter, uint8_t mode, uint64_t ns)
+{
+	char line[256];
+	int n;
+
+	policy_iteration_time(g_pol, plan, iter, ns);
+	if (!trace_enabled())
+		return;
+	n = snprintf(line, sizeof(line),
+		     "{\"type\":\"plan\",\"seq\":%" PRIu64 ",\"t\":%" PRIu64
+		     ",\"tid\":%ld,\"event\":\"timed\",\"plan\":%u,\"iter\":%" PRIu64
+		     ",\"ns\":%" PRIu64 ",\"offload\":\"%s\"}\n",
+		     trace_next_seq(), trace_now_ns(), (long)syscall(SYS_gettid), plan, iter, ns,
+		     policy_offload_name((policy_offload_mode_t)mode));
+	if (n > 0 && (size_t)n < sizeof(line))
+		trace_append(line, (size_t)n);
 }
 
 /* Hands the completed measurements to the policy, oldest first, and
@@ -239,6 +261,8 @@ static void timing_poll(void)
 
 			if (t->link >= 0)
 				policy_link_sample(g_pol, (policy_link_t)t->link, t->bytes, ns);
+			else if (t->link == TIMED_ITER)
+				iter_record(t->plan, t->seq, t->mode, ns);
 			else
 				policy_duration(g_pol, t->seq, ns);
 		}
@@ -299,7 +323,7 @@ static void timing_end(const runtime_call_t *c)
 		return;
 	e1 = ev_record_on((cudaStream_t)c->stream, false);
 	pthread_mutex_lock(&timed_lock);
-	if (!e1 || !timed_push(c->seq, -1, 0, e0, e1)) {
+	if (!e1 || !timed_push(&(timed_t){ .seq = c->seq, .link = TIMED_CALL, .ev = { e0, e1 } })) {
 		ev_put(e0);
 		ev_put(e1);
 	}
@@ -311,71 +335,17 @@ static void timing_end(const runtime_call_t *c)
  * At each start of a planned iteration the policy asks for a MARK: two
  * events on the stream of the plan's first op, one closing the iteration
  * before (when it ran whole under the plan) and one opening this one.
- * The pair's elapsed time is the iteration's length on the device, waits
- * for copies and host stalls included; dyn's measured passes are judged
- * by it (policy/trial.c).  Two events per iteration, queried only while a
- * pair is outstanding. */
-
-#define MARKS_MAX 16
+ * The pair goes to the ring of measurements (TIMED_ITER); its elapsed
+ * time is the iteration's length on the device, waits for copies and
+ * host stalls included, and dyn's measured passes are judged by it
+ * (policy/trial.c).  Two events per iteration. */
 
 static struct {
 	cudaEvent_t open;          /* the current iteration's start, or NULL */
-	uint64_t iter;             /* its number and mode */
-	uint8_t mode;
+	uint64_t iter;             /* its number, plan and mode */
 	uint32_t plan;
-	struct {
-		cudaEvent_t ev[2];
-		uint64_t iter;
-		uint8_t mode;
-		uint32_t plan;
-	} q[MARKS_MAX];            /* whole iterations, oldest at head */
-	int head, n;
-} g_marks;   /* under timed_lock */
-
-static void iter_record(uint32_t plan, uint64_t iter, uint8_t mode, uint64_t ns)
-{
-	char line[256];
-	int n;
-
-	policy_iteration_time(g_pol, plan, iter, ns);
-	if (!trace_enabled())
-		return;
-	n = snprintf(line, sizeof(line),
-		     "{\"type\":\"plan\",\"seq\":%" PRIu64 ",\"t\":%" PRIu64
-		     ",\"tid\":%ld,\"event\":\"timed\",\"plan\":%u,\"iter\":%" PRIu64
-		     ",\"ns\":%" PRIu64 ",\"offload\":\"%s\"}\n",
-		     trace_next_seq(), trace_now_ns(), (long)syscall(SYS_gettid), plan, iter, ns,
-		     policy_offload_name((policy_offload_mode_t)mode));
-	if (n > 0 && (size_t)n < sizeof(line))
-		trace_append(line, (size_t)n);
-}
-
-/* Hands the whole iterations the device has finished to the policy. */
-static void marks_poll(void)
-{
-	int mode;
-
-	if (!__atomic_load_n(&g_marks.n, __ATOMIC_RELAXED))
-		return;
-	mode = runtime_relax_begin();
-	pthread_mutex_lock(&timed_lock);
-	while (g_marks.n) {
-		__typeof__(g_marks.q[0]) *m = &g_marks.q[g_marks.head];
-		float ms = 0;
-		cudaError_t e = E.query(m->ev[1]);
-
-		if (e == cudaErrorNotReady)
-			break;
-		if (e == cudaSuccess && E.elapsed(&ms, m->ev[0], m->ev[1]) == cudaSuccess && ms > 0)
-			iter_record(m->plan, m->iter, m->mode, (uint64_t)((double)ms * 1e6));
-		ev_put(m->ev[0]);
-		ev_put(m->ev[1]);
-		g_marks.head = (g_marks.head + 1) % MARKS_MAX;
-		__atomic_store_n(&g_marks.n, g_marks.n - 1, __ATOMIC_RELAXED);
-	}
-	pthread_mutex_unlock(&timed_lock);
-	runtime_relax_end(mode);
-}
+	uint8_t mode;
+} g_mark;   /* under timed_lock */
 
 static void mark(const policy_action_t *a, const vmem_event_t *ev)
 {
@@ -383,27 +353,20 @@ static void mark(const policy_action_t *a, const vmem_event_t *ev)
 
 	if (!g_timing)
 		return;
-	if (a->prev_whole && g_marks.open)
+	if (a->prev_whole && g_mark.open)
 		close = ev_record_on((cudaStream_t)ev->stream, false);
 	open = ev_record_on((cudaStream_t)ev->stream, false);
 	pthread_mutex_lock(&timed_lock);
-	if (close && g_marks.n < MARKS_MAX) {
-		__typeof__(g_marks.q[0]) *m = &g_marks.q[(g_marks.head + g_marks.n) % MARKS_MAX];
-
-		m->ev[0] = g_marks.open;
-		m->ev[1] = close;
-		m->iter = g_marks.iter;
-		m->mode = g_marks.mode;
-		m->plan = g_marks.plan;
-		__atomic_store_n(&g_marks.n, g_marks.n + 1, __ATOMIC_RELAXED);
-	} else {
-		ev_put(g_marks.open);
+	if (!close || !timed_push(&(timed_t){ .seq = g_mark.iter, .link = TIMED_ITER,
+					      .plan = g_mark.plan, .mode = g_mark.mode,
+					      .ev = { g_mark.open, close } })) {
+		ev_put(g_mark.open);
 		ev_put(close);
 	}
-	g_marks.open = open;
-	g_marks.iter = a->iter;
-	g_marks.mode = a->offload_mode;
-	g_marks.plan = a->plan_id;
+	g_mark.open = open;
+	g_mark.iter = a->iter;
+	g_mark.plan = a->plan_id;
+	g_mark.mode = a->offload_mode;
 	pthread_mutex_unlock(&timed_lock);
 }
 
@@ -435,7 +398,8 @@ void runtime_policy_copy_end(void *started, void *stream, bool h2d, uint64_t byt
 	if (queued)
 		e1 = ev_record_on((cudaStream_t)stream, false);
 	pthread_mutex_lock(&timed_lock);
-	if (e1 && g_link_timed[d] < RUNTIME_LINK_TIMED && timed_push(0, (int)d, bytes, e0, e1))
+	if (e1 && g_link_timed[d] < RUNTIME_LINK_TIMED &&
+	    timed_push(&(timed_t){ .link = (int)d, .bytes = bytes, .ev = { e0, e1 } }))
 		g_link_timed[d]++;
 	else {
 		ev_put(e0);
@@ -704,7 +668,7 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 		break;
 	case POLICY_ACT_MARK:
 		mark(a, ev);
-		marks_poll();
+		timing_poll();
 		break;
 	case POLICY_ACT_ALGO:
 	default:
@@ -807,7 +771,6 @@ void runtime_policy_after(const runtime_call_t *c)
 	timing_end(c);
 	if (__atomic_load_n(&g_tn, __ATOMIC_RELAXED))
 		timing_poll();
-	marks_poll();
 	fill_event(&ev, c, t);
 	policy_after(g_pol, &ev, &t->acts);
 	run_actions(t, &ev);
