@@ -140,6 +140,15 @@ int solver_config_calls(const solver_config_t *c);
  * fits (no part of a usable size fits the limit). */
 solver_status_t solver_wr(const solver_kernel_t *k, uint64_t limit, solver_config_t *out);
 
+/* WR under memory pressure: of the configurations within `slack` (a
+ * fraction of time, >= 0) of the fastest under `limit`, the one with the
+ * least workspace.  Under a budget every workspace byte is a byte of live
+ * data pushed out and brought back, so a configuration 1% slower that
+ * needs half the workspace is usually the faster iteration.  slack 0 (or
+ * not finite) is solver_wr.  Same statuses as solver_wr. */
+solver_status_t solver_wr_slack(const solver_kernel_t *k, uint64_t limit, double slack,
+				solver_config_t *out);
+
 /* ---- Desirable configurations (§III-C) ---- */
 
 /* The desirable set D(C(B)) of a kernel: every configuration that no

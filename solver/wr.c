@@ -340,6 +340,27 @@ solver_status_t solver_wr(const solver_kernel_t *k, uint64_t limit, solver_confi
 	return st;
 }
 
+solver_status_t solver_wr_slack(const solver_kernel_t *k, uint64_t limit, double slack,
+				solver_config_t *out)
+{
+	solver_status_t st = solver_wr(k, limit, out);
+	double most;
+
+	if (st || !(slack > 0) || !isfinite(slack))
+		return st;
+	most = out->time * (1.0 + slack);
+	/* down the desirable set: each step strictly less workspace and
+	 * strictly slower, so the first one over `most` ends the walk */
+	while (out->ws > 0) {
+		solver_config_t c;
+
+		if (solver_wr(k, out->ws - 1, &c) != SOLVER_OK || c.time > most)
+			break;
+		*out = c;
+	}
+	return SOLVER_OK;
+}
+
 /* Configurations before pruning: sequences of parts with any algorithm
  * measured at each part's size, within the limit (same two tables). */
 static double dp_count(const dp_t *d)

@@ -5,6 +5,7 @@
  * libvmem.so does after dlopen; a fake table checks that nothing GLPK
  * answers is trusted.
  */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -132,6 +133,43 @@ static void test_wr_finds_papers_fig5_configuration(void **state)
 	assert_int_equal(c.runs[0].algo, 0);
 	assert_int_equal(c.runs[0].b, 256);
 	assert_int_equal(c.ws, 0);
+}
+
+/* An algorithm whose speed does not depend on the micro-batch (time
+ * linear in b, a 0.1 launch cost per call) with workspace linear in b:
+ * the fastest is one call, 256 MiB; within 1% of it (258.66), 16 images
+ * a call (16 calls, 257.6; 32 calls would be 259.2) need 16 MiB; within
+ * 0.01%, no split at all;
+ * slack 0 is solver_wr; the limit still binds. */
+static void test_wr_slack_takes_least_workspace_near_the_fastest(void **state)
+{
+	table_t t = { .n = 0 };
+	solver_config_t c, fast;
+	(void)state;
+
+	for (int b = 1; b <= 256; b *= 2)
+		add(&t, b, 1, 0.1 + 1.0 * b, (uint64_t)b * MiB);
+	solver_kernel_t k = { 256, 1, t.n, t.m };
+
+	expect_status(solver_wr(&k, SOLVER_NO_LIMIT, &fast), SOLVER_OK, "solver_wr");
+	expect_status(solver_wr_slack(&k, SOLVER_NO_LIMIT, 0.0, &c), SOLVER_OK, "slack 0");
+	if (c.ws != fast.ws || c.nruns != fast.nruns || c.runs[0].b != 256)
+		fail_msg("slack 0: expected solver_wr's one call of 256 (%" PRIu64 " B), got %d "
+			 "calls of %d (%" PRIu64 " B)", fast.ws, c.runs[0].count, c.runs[0].b, c.ws);
+	expect_status(solver_wr_slack(&k, SOLVER_NO_LIMIT, 0.01, &c), SOLVER_OK, "slack 1%");
+	if (c.nruns != 1 || c.runs[0].b != 16 || c.runs[0].count != 16 || c.ws != 16 * MiB)
+		fail_msg("slack 1%%: expected 16 calls of 16 with 16 MiB, got %d runs, first %d "
+			 "calls of %d, %" PRIu64 " MiB", c.nruns, c.runs[0].count, c.runs[0].b, c.ws / MiB);
+	if (c.time > fast.time * 1.01)
+		fail_msg("slack 1%%: %.3f is more than 1%% over the fastest %.3f", c.time, fast.time);
+	expect_status(solver_wr_slack(&k, SOLVER_NO_LIMIT, 0.0001, &c), SOLVER_OK, "slack 0.01%");
+	if (c.runs[0].b != 256)
+		fail_msg("slack 0.01%%: expected no split (one call of 256), got %d calls of %d",
+			 c.runs[0].count, c.runs[0].b);
+	expect_status(solver_wr_slack(&k, 8 * MiB, 0.01, &c), SOLVER_OK, "slack 1%, 8 MiB");
+	if (c.ws > 8 * MiB)
+		fail_msg("limit 8 MiB: expected at most 8 MiB of workspace, got %" PRIu64, c.ws);
+	expect_status(solver_wr_slack(&k, 0, 0.01, &c), SOLVER_INFEASIBLE, "slack 1%, limit 0");
 }
 
 static void test_wr_reports_infeasible_when_nothing_fits(void **state)
@@ -913,6 +951,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_batch_sizes_follow_the_policy),
 		cmocka_unit_test(test_wr_finds_papers_fig5_configuration),
+		cmocka_unit_test(test_wr_slack_takes_least_workspace_near_the_fastest),
 		cmocka_unit_test(test_wr_reports_infeasible_when_nothing_fits),
 		cmocka_unit_test(test_wr_rejects_malformed_tables),
 		cmocka_unit_test(test_front_equals_exhaustive_pareto_front),
