@@ -46,7 +46,7 @@ static const char *const policy_names[] = { "none", "all", "conv", "dyn", NULL }
 static const char *const liveness_names[] = { "lazy", "eager", "off", NULL };
 static const char *const prefetch_names[] = { "vdnn", "timed", NULL };
 static const char *const algo_names[] = { "default", "app", "mem", "perf", "fit", NULL };
-static const char *const ws_names[] = { "off", "wr", "wd", NULL };
+static const char *const ws_names[] = { "default", "off", "wr", "wd", NULL };
 static const char *const mb_names[] = { "all", "pow2", "undivided", NULL };
 static const char *const map_names[] = { "lazy", "eager", NULL };
 static const char *const log_names[] = { "error", "warn", "info", "debug", NULL };
@@ -60,6 +60,13 @@ const char *vmem_policy_name(vmem_policy_t p)
 const char *vmem_workspace_name(vmem_ws_mode_t w)
 {
 	return (unsigned)w < sizeof(ws_names) / sizeof(*ws_names) - 1 ? ws_names[w] : "?";
+}
+
+vmem_ws_mode_t vmem_workspace_mode(const vmem_config_t *cfg)
+{
+	if (cfg->workspace != VMEM_WS_DEFAULT)
+		return cfg->workspace;
+	return cfg->policy == VMEM_POLICY_DYN ? VMEM_WS_WR : VMEM_WS_OFF;
 }
 
 #define F(field) offsetof(vmem_config_t, field)
@@ -93,12 +100,16 @@ static const cfg_var_t cfg_vars[] = {
 	  "virtual range reserved at start-up, a multiple of 2 MiB; 0: chosen from device and host memory" },
 	{ "VMEM_CONV_ALGO", CFG_ENUM, "default", algo_names, 0, 0, 0, false, false, F(conv_algo), "",
 	  "conv algorithm answers: app (the application's), mem (memory-optimal), perf (fastest), fit (fastest that fits the budget); default: fit under a policy, app under none" },
-	{ "VMEM_WORKSPACE", CFG_ENUM, "off", ws_names, 0, 0, 0, false, false, F(workspace), "",
-	  "conv workspace optimisation: off, wr (per-layer DP), wd (network-wide ILP)" },
+	{ "VMEM_WORKSPACE", CFG_ENUM, "default", ws_names, 0, 0, 0, false, false, F(workspace), "",
+	  "conv workspace optimisation: off, wr (per-layer DP), wd (network-wide ILP); "
+	  "default: wr under dyn, off otherwise" },
 	{ "VMEM_WORKSPACE_LIMIT", CFG_SIZE, "0", NULL, 1, 1ull << 50, 0, true, false, F(workspace_limit), "bytes",
 	  "workspace limit per layer (wr) or in total (wd); 0: none" },
-	{ "VMEM_MICROBATCH", CFG_ENUM, "all", mb_names, 0, 0, 0, false, false, F(microbatch), "",
+	{ "VMEM_MICROBATCH", CFG_ENUM, "pow2", mb_names, 0, 0, 0, false, false, F(microbatch), "",
 	  "micro-batch sizes tried: all, pow2 (powers of two), undivided (whole batch only)" },
+	{ "VMEM_WR_SLACK", CFG_SIZE, "1", NULL, 1, 100, 0, true, false, F(wr_slack), "percent",
+	  "wr: of the configurations at most this much slower than the fastest under the limit, "
+	  "the one with the least workspace; 0: the fastest" },
 	{ "VMEM_DYN_TRIALS", CFG_SIZE, "1", NULL, 1, 100, 0, true, false, F(dyn_trials), "iterations",
 	  "VMEM_POLICY=dyn: planned iterations each offload mode runs, timed on the device, before "
 	  "the fastest is kept; 0: keep the mode computed from the plan's peaks" },

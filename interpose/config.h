@@ -19,7 +19,9 @@ typedef enum { VMEM_POLICY_NONE, VMEM_POLICY_ALL, VMEM_POLICY_CONV, VMEM_POLICY_
  * perf = fastest; fit = fastest whose workspace fits beside the layer's
  * tensors in the budget (interpose/conv_exec.c). */
 typedef enum { VMEM_ALGO_DEFAULT, VMEM_ALGO_APP, VMEM_ALGO_MEM, VMEM_ALGO_PERF, VMEM_ALGO_FIT } vmem_conv_algo_t;
-typedef enum { VMEM_WS_OFF, VMEM_WS_WR, VMEM_WS_WD } vmem_ws_mode_t;
+/* VMEM_WORKSPACE: default = wr under dyn (its algorithm choice under the
+ * budget), off otherwise; vmem_workspace_mode() resolves it. */
+typedef enum { VMEM_WS_DEFAULT, VMEM_WS_OFF, VMEM_WS_WR, VMEM_WS_WD } vmem_ws_mode_t;
 typedef enum { VMEM_MB_ALL, VMEM_MB_POW2, VMEM_MB_UNDIVIDED } vmem_microbatch_t;
 /* VMEM_LIVENESS: dead memory is dropped without a copy when memory is
  * needed (lazy), as soon as it dies (eager), or never (off). */
@@ -50,6 +52,7 @@ typedef struct {
 	vmem_ws_mode_t workspace;        /* VMEM_WORKSPACE */
 	uint64_t workspace_limit;        /* VMEM_WORKSPACE_LIMIT bytes; 0 = none */
 	vmem_microbatch_t microbatch;    /* VMEM_MICROBATCH */
+	uint64_t wr_slack;               /* VMEM_WR_SLACK: percent of time WR gives for less workspace */
 	char trace_path[4096];           /* VMEM_TRACE; "" = off */
 	char cache_path[4096];           /* VMEM_CACHE; "" = off */
 	vmem_log_level_t log_level;      /* VMEM_LOG */
@@ -97,6 +100,10 @@ extern vmem_config_t vmem_cfg;
  * the same tables the parser reads; "?" for a value out of range. */
 const char *vmem_policy_name(vmem_policy_t p);
 const char *vmem_workspace_name(vmem_ws_mode_t w);
+
+/* VMEM_WORKSPACE as it applies: `default` resolved (wr under dyn, off
+ * otherwise); never VMEM_WS_DEFAULT. */
+vmem_ws_mode_t vmem_workspace_mode(const vmem_config_t *cfg);
 
 /* Prints every effective value through the logger (VMEM_LOG=info). */
 void vmem_config_print(const vmem_config_t *cfg);

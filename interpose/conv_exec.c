@@ -214,8 +214,8 @@ static void conv_init_once(void)
 	conv_mode.pick_app = a == VMEM_ALGO_APP;
 	conv_mode.pick = a == VMEM_ALGO_MEM ? CONV_PICK_MEM :
 			 a == VMEM_ALGO_PERF ? CONV_PICK_PERF : CONV_PICK_FIT;
-	conv_mode.ws_on = vmem_cfg.workspace != VMEM_WS_OFF;
-	conv_mode.wd = vmem_cfg.workspace == VMEM_WS_WD && glpk_load();
+	conv_mode.ws_on = vmem_workspace_mode(&vmem_cfg) != VMEM_WS_OFF;
+	conv_mode.wd = vmem_workspace_mode(&vmem_cfg) == VMEM_WS_WD && glpk_load();
 	switch (vmem_cfg.microbatch) {
 	case VMEM_MB_POW2: conv_mode.mb = SOLVER_MB_POW2, conv_mode.mb_name = "pow2"; break;
 	case VMEM_MB_UNDIVIDED: conv_mode.mb = SOLVER_MB_UNDIVIDED, conv_mode.mb_name = "undivided"; break;
@@ -607,10 +607,10 @@ static void trace_wr(const conv_kernel_t *k, uint64_t limit, const char *how)
 	snprintf(line, sizeof(line),
 		 "\"mode\":\"wr\",\"kernel\":\"%s\",\"key\":\"%s\",\"batch\":%d,\"quantum\":%d,\"limit\":%" PRIu64
 		 ",\"status\":\"%s\",\"cfg\":\"%s\",\"calls\":%d,\"time_ms\":%.6f,\"ws\":%" PRIu64
-		 ",\"undivided_ms\":%.6f,\"measured\":%d,\"plan_room\":%" PRId64,
+		 ",\"undivided_ms\":%.6f,\"measured\":%d,\"plan_room\":%" PRId64 ",\"slack_pct\":%" PRIu64,
 		 k->name, key, k->batch, k->quantum, limit == SOLVER_NO_LIMIT ? 0 : limit, how, cfg,
 		 solver_config_calls(&k->cfg), k->cfg.time, k->cfg.ws, k->undivided_ms, k->nmeas,
-		 k->have_plan_room ? (int64_t)k->plan_room : (int64_t)-1);
+		 k->have_plan_room ? (int64_t)k->plan_room : (int64_t)-1, vmem_cfg.wr_slack);
 	trace_line(line);
 }
 
@@ -632,7 +632,7 @@ static void decide_wr(conv_kernel_t *k)
 	uint64_t room = conv_room(k->tensor_bytes);
 	uint64_t limit = conv_kernel_limit(k);
 	solver_kernel_t t = { k->batch, k->quantum, k->nmeas, k->meas };
-	solver_status_t st = solver_wr(&t, limit, &k->cfg);
+	solver_status_t st = solver_wr_slack(&t, limit, (double)vmem_cfg.wr_slack / 100.0, &k->cfg);
 	const char *how = "ok";
 
 	k->cfg_wd = false;

@@ -539,7 +539,7 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 	c.budget = budget;
 	/* the µ-cuDNN solver chooses each convolution's workspace within
 	 * what the plan leaves free there */
-	c.algo_steps = vmem_cfg.workspace != VMEM_WS_OFF && budget;
+	c.algo_steps = vmem_workspace_mode(&vmem_cfg) != VMEM_WS_OFF && budget;
 	if (vmem_log_enabled(VMEM_LOG_DEBUG))
 		c.log = log_line;
 	if (policy_create(&c, &g_pol)) {

@@ -354,7 +354,12 @@ def t_link_measured(args):
 def trials_check(recs, what):
     """dyn's passes in a trace: 'trial' records, then one 'kept' whose mode
     is the fastest of its measured passes, and every iteration timed after
-    it runs that mode.  Returns (modes tried, kept mode, timed records)."""
+    it runs that mode.  Under dyn, µ-cuDNN's WR is on: when a plan's rooms
+    make it re-decide a kernel, the calls change and a new plan is made,
+    which runs its own passes; the last plan that kept a mode is judged.
+    Returns (modes tried, kept mode, timed records)."""
+    last = max((r["plan"] for r in recs if r.get("event") == "kept"), default=None)
+    recs = [r for r in recs if last is None or r.get("plan") == last]
     trials = [r for r in recs if r.get("event") == "trial"]
     kept = [r for r in recs if r.get("event") == "kept"]
     timed = [r for r in recs if r.get("event") == "timed"]
@@ -390,7 +395,9 @@ def t_dyn_trials(args):
     switches between iterations keep every weight; the device times are
     minitrain's own iteration times; VMEM_DYN_TRIALS=0 keeps the computed
     choice."""
-    extra = ["--batch", "8", "--image", "64", "--iters", "10"]
+    # 20 iterations: a plan, its passes, WR re-deciding under the plan's
+    # rooms (the calls change), a second plan and its passes
+    extra = ["--batch", "8", "--image", "64", "--iters", "20"]
     for style, api in (("per-tensor", "legacy"), ("caching", "graph")):
         ex = extra + ["--alloc", style, "--conv-api", api]
         what = "resnet10 (8, 64x64) %s %s" % (style, api)
@@ -434,14 +441,18 @@ def t_dyn_trials(args):
             recs = plan_records(trace)
         made = [r for r in recs if r.get("event") == "made"]
         if trials == "0":
+            # every iteration under its plan's computed choice (WR's
+            # re-decisions may make a second plan, which computes its own)
             extra_recs = [r for r in recs if r.get("event") in ("trial", "kept")]
-            modes = set(r["offload"] for r in recs if r.get("event") == "timed")
-            if extra_recs or not made or modes != {made[0]["offload"]}:
-                fail("VMEM_DYN_TRIALS=0: expected no passes and every iteration under the "
-                     "computed %s, got %s records of passes, modes timed %s"
-                     % (made[0]["offload"] if made else "?", len(extra_recs), modes))
-            print("ok: vgg16 on h100, VMEM_DYN_TRIALS=0: no passes, %s throughout"
-                  % made[0]["offload"])
+            computed = {r["plan"]: r["offload"] for r in made}
+            other = [(r["plan"], r["iter"], r["offload"]) for r in recs
+                     if r.get("event") == "timed" and r["offload"] != computed.get(r["plan"])]
+            if extra_recs or not made or other:
+                fail("VMEM_DYN_TRIALS=0: expected no passes and every iteration under its "
+                     "plan's computed choice %s, got %s records of passes, (plan, iteration, "
+                     "mode) timed otherwise %s" % (computed, len(extra_recs), other))
+            print("ok: vgg16 on h100, VMEM_DYN_TRIALS=0: no passes, each plan's computed "
+                  "choice throughout %s" % computed)
             continue
         tried, kept, timed = trials_check(recs, "vgg16 on h100")
         print("ok: vgg16 (32, 128x128) on h100 at 1.5 GiB: computed %s, passes %s, kept %s"

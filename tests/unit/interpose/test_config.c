@@ -64,7 +64,10 @@ static void test_defaults_when_nothing_is_set(void **state)
 	assert_int_equal(cfg.device_limit, 0);
 	assert_true(cfg.device_reserve == VMEM_SIZE_AUTO);
 	assert_int_equal(cfg.small_threshold, 1ull << 20);
-	assert_int_equal(cfg.workspace, VMEM_WS_OFF);
+	assert_int_equal(cfg.workspace, VMEM_WS_DEFAULT);
+	assert_int_equal(vmem_workspace_mode(&cfg), VMEM_WS_OFF);
+	assert_int_equal(cfg.microbatch, VMEM_MB_POW2);
+	assert_int_equal(cfg.wr_slack, 1);
 	assert_int_equal(cfg.log_level, VMEM_LOG_WARN);
 	assert_false(cfg.stats);
 	assert_string_equal(cfg.trace_path, "");
@@ -94,6 +97,7 @@ static void test_good_values_of_every_kind(void **state)
 	assert_int_equal(cfg.workspace, VMEM_WS_WD);
 	assert_int_equal(cfg.workspace_limit, 512ull << 20);
 	assert_int_equal(cfg.microbatch, VMEM_MB_POW2);
+	assert_int_equal(vmem_workspace_mode(&cfg), VMEM_WS_WD);
 	assert_string_equal(cfg.trace_path, "/tmp/t.jsonl");
 	assert_int_equal(cfg.log_level, VMEM_LOG_DEBUG);
 	assert_true(cfg.stats);
@@ -116,6 +120,37 @@ static void test_conv_algo_accepts_app_and_fit(void **state)
 	assert_int_equal(cfg.conv_algo, VMEM_ALGO_FIT);
 	assert_int_equal(parse(&cfg, &errs, (const char *const[]){ NULL }), 0);
 	assert_int_equal(cfg.conv_algo, VMEM_ALGO_DEFAULT);
+}
+
+/* Issue 12: VMEM_WORKSPACE=default is µ-cuDNN's WR under dyn (its
+ * algorithm choice under the budget) and off under every other policy;
+ * an explicit value wins under any policy. */
+static void test_workspace_default_is_wr_under_dyn_only(void **state)
+{
+	static const struct {
+		const char *policy, *ws;
+		vmem_ws_mode_t want;
+	} cases[] = {
+		{ "none", NULL, VMEM_WS_OFF }, { "all", NULL, VMEM_WS_OFF },
+		{ "conv", NULL, VMEM_WS_OFF }, { "dyn", NULL, VMEM_WS_WR },
+		{ "dyn", "off", VMEM_WS_OFF }, { "dyn", "wd", VMEM_WS_WD },
+		{ "none", "wr", VMEM_WS_WR },  { "conv", "default", VMEM_WS_OFF },
+	};
+	vmem_config_t cfg;
+	errs_t errs;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *kv[] = { "VMEM_POLICY", cases[i].policy,
+				     cases[i].ws ? "VMEM_WORKSPACE" : NULL, cases[i].ws, NULL };
+
+		assert_int_equal(parse(&cfg, &errs, kv), 0);
+		if (vmem_workspace_mode(&cfg) != cases[i].want)
+			fail_msg("VMEM_POLICY=%s VMEM_WORKSPACE=%s: expected mode %s, got %s",
+				 cases[i].policy, cases[i].ws ? cases[i].ws : "(unset)",
+				 vmem_workspace_name(cases[i].want),
+				 vmem_workspace_name(vmem_workspace_mode(&cfg)));
+	}
 }
 
 static void test_disable_makes_vmem_pass_through(void **state)
@@ -216,6 +251,8 @@ static void test_bad_values_give_one_line_each(void **state)
 	expect_bad("VMEM_CONV_ALGO", "best", "unknown value; accepted: default, app, mem, perf, fit");
 	expect_bad("VMEM_WORKSPACE", "on", "unknown value");
 	expect_bad("VMEM_MICROBATCH", "two", "unknown value; accepted: all, pow2, undivided");
+	expect_bad("VMEM_WR_SLACK", "101", "out of range");
+	expect_bad("VMEM_WR_SLACK", "-1", "not a size");
 	expect_bad("VMEM_LOG", "loud", "unknown value; accepted: error, warn, info, debug");
 	expect_bad("VMEM_STATS", "2", "not a boolean");
 	expect_bad("VMEM_DISABLE", "please", "not a boolean");
@@ -260,10 +297,12 @@ static void test_settings_json_lists_every_variable(void **state)
 	assert_non_null(strstr(buf, "\"device_reserve\":\"auto\""));
 	while (vmem_config_value(&cfg, n, &name, val, sizeof(val)) == 0)
 		n++;
-	if (n != 20)
-		fail_msg("expected 20 VMEM_* variables listed, got %d", n);
+	if (n != 21)
+		fail_msg("expected 21 VMEM_* variables listed, got %d", n);
 	assert_non_null(strstr(buf, "\"map\":\"lazy\""));
 	assert_non_null(strstr(buf, "\"dyn_trials\":1"));
+	assert_non_null(strstr(buf, "\"wr_slack\":1"));
+	assert_non_null(strstr(buf, "\"workspace\":\"default\""));
 	assert_int_equal(vmem_config_value(&cfg, 4, &name, val, sizeof(val)), 0);
 	assert_string_equal(name, "VMEM_DEVICE_LIMIT");
 	assert_string_equal(val, "1G");
@@ -340,6 +379,7 @@ int main(void)
 		cmocka_unit_test(test_defaults_when_nothing_is_set),
 		cmocka_unit_test(test_good_values_of_every_kind),
 		cmocka_unit_test(test_conv_algo_accepts_app_and_fit),
+		cmocka_unit_test(test_workspace_default_is_wr_under_dyn_only),
 		cmocka_unit_test(test_disable_makes_vmem_pass_through),
 		cmocka_unit_test(test_size_suffixes_are_binary),
 		cmocka_unit_test(test_size_syntax_errors),

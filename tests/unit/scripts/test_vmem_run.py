@@ -66,10 +66,12 @@ class EnvironmentTest(VmemRunCase):
 				   '--host-limit', '512M', '--trace', 'run.jsonl', '--stats',
 				   '--log', 'info', '--conv-algo', 'perf', '--workspace', 'wd',
 				   '--workspace-limit', '64M', '--microbatch', 'pow2', '--cache', 'c.txt',
-				   '--liveness', 'eager', '--prefetch', 'timed', '--dyn-trials', '2'])
+				   '--liveness', 'eager', '--prefetch', 'timed', '--dyn-trials', '2',
+				   '--wr-slack', '5'])
 		want = {
 			'VMEM_POLICY': 'all',
 			'VMEM_DYN_TRIALS': '2',
+			'VMEM_WR_SLACK': '5',
 			'VMEM_LIVENESS': 'eager',
 			'VMEM_PREFETCH': 'timed',
 			'VMEM_DEVICE_LIMIT': str(2 << 30),
@@ -143,12 +145,18 @@ class ValidationTest(VmemRunCase):
 	def test_bad_log_level_and_choices(self):
 		self.assertUsageError(['--lib', self.stub, '--log', 'verbose', 'true'],
 				      "'verbose' is not one of error, warn, info, debug")
-		self.assertUsageError(['--lib', self.stub, '--workspace', 'on', 'true'], "'on' is not one of off, wr, wd")
+		self.assertUsageError(['--lib', self.stub, '--workspace', 'on', 'true'],
+				      "'on' is not one of default, off, wr, wd")
 
 	def test_bad_dyn_trials_name_the_value(self):
 		for bad in ('-1', '101', 'two', '1.5'):
 			self.assertUsageError(['--lib', self.stub, '--dyn-trials', bad, 'true'],
 					      "--dyn-trials: %r: give a count of iterations from 0 to 100" % bad)
+
+	def test_bad_wr_slack_names_the_value(self):
+		for bad in ('-1', '101', 'one', '0.5'):
+			self.assertUsageError(['--lib', self.stub, '--wr-slack', bad, 'true'],
+					      "--wr-slack: %r: give a whole percentage from 0 to 100" % bad)
 
 	def test_missing_command(self):
 		self.assertUsageError(['--lib', self.stub], 'no command given')
