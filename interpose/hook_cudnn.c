@@ -20,6 +20,7 @@
 #include <cudnn.h>
 
 #include "interpose/conv_exec.h"
+#include "interpose/dnn_split.h"
 #include "interpose/hook_dnn.h"
 #include "interpose/hooks.h"
 
@@ -427,6 +428,90 @@ static cudnnStatus_t dnn_done(hook_call_t *c, cudnnStatus_t st)
 	return st;
 }
 
+/* A ref of a per-image call that dnn_split.c may run in slices: the ref
+ * on c, and the same tensor in the table the slices are made from (an
+ * output's access from beta, as ref_out). */
+static void sref(hook_call_t *c, dnn_split_tensor_t *t, cudnnTensorDescriptor_t d,
+		 const void *p, bool out, const void *beta, const char *role)
+{
+	dnn_desc_t info;
+	uint8_t acc;
+
+	tensor_info(d, &info);
+	acc = out ? out_access(beta, &info) : VMEM_ACCESS_R;
+	*t = (dnn_split_tensor_t){ d, p, acc, role };
+	hook_call_ref(c, p, info.bytes, acc, role);
+}
+
+/* What a slice of a pooling or activation call needs besides its tensors. */
+typedef struct {
+	void *real;
+	cudnnHandle_t h;
+	const void *desc;   /* the pooling or activation descriptor */
+	const void *alpha, *beta;
+} split_ctx_t;
+
+static cudnnStatus_t act_fwd_slice(void *v, const cudnnTensorDescriptor_t *d, void *const *p)
+{
+	const split_ctx_t *a = v;
+
+	return ((real_cudnnActivationForward_t)a->real)(
+		a->h, (cudnnActivationDescriptor_t)a->desc, a->alpha, d[0], p[0], a->beta, d[1], p[1]);
+}
+
+static cudnnStatus_t act_bwd_slice(void *v, const cudnnTensorDescriptor_t *d, void *const *p)
+{
+	const split_ctx_t *a = v;
+
+	return ((real_cudnnActivationBackward_t)a->real)(
+		a->h, (cudnnActivationDescriptor_t)a->desc, a->alpha, d[0], p[0], d[1], p[1], d[2],
+		p[2], a->beta, d[3], p[3]);
+}
+
+static cudnnStatus_t pool_fwd_slice(void *v, const cudnnTensorDescriptor_t *d, void *const *p)
+{
+	const split_ctx_t *a = v;
+
+	return ((real_cudnnPoolingForward_t)a->real)(
+		a->h, (cudnnPoolingDescriptor_t)a->desc, a->alpha, d[0], p[0], a->beta, d[1], p[1]);
+}
+
+static cudnnStatus_t pool_bwd_slice(void *v, const cudnnTensorDescriptor_t *d, void *const *p)
+{
+	const split_ctx_t *a = v;
+
+	return ((real_cudnnPoolingBackward_t)a->real)(
+		a->h, (cudnnPoolingDescriptor_t)a->desc, a->alpha, d[0], p[0], d[1], p[1], d[2], p[2],
+		a->beta, d[3], p[3]);
+}
+
+/* Runs a per-image call whole (the same `slice` function with the
+ * caller's descriptors), or in slices when its tensors do not fit the
+ * budget (dnn_split.h). */
+static cudnnStatus_t run_per_image(hook_call_t *c, const dnn_split_tensor_t *t, int nt,
+				   dnn_split_fn slice, split_ctx_t *ctx)
+{
+	int k = dnn_split_count(c, t, nt);
+	cudnnStatus_t st = CUDNN_STATUS_ALLOC_FAILED;
+
+	if (k > 1) {
+		st = dnn_split_run(c, k, t, nt, slice, ctx);
+		hook_end();
+		return st;
+	}
+	if (dnn_prepare(c)) {
+		cudnnTensorDescriptor_t d[DNN_SPLIT_MAX];
+		void *p[DNN_SPLIT_MAX];
+
+		for (int i = 0; i < nt; i++) {
+			d[i] = t[i].d;
+			p[i] = (void *)t[i].p;
+		}
+		st = slice(ctx, d, p);
+	}
+	return dnn_done(c, st);
+}
+
 /* ------------------------------------------------------------------ */
 /* Convolutions                                                        */
 
@@ -663,19 +748,18 @@ HOOK_EXPORT cudnnStatus_t cudnnActivationForward(cudnnHandle_t handle,
 					      const cudnnTensorDescriptor_t yDesc, void *y)
 {
 	real_cudnnActivationForward_t real = real_cudnnActivationForward();
+	dnn_split_tensor_t t[2];
 	hook_call_t c;
-	cudnnStatus_t st = CUDNN_STATUS_ALLOC_FAILED;
 
 	if (!real)
 		return DNN_MISSING("cudnnActivationForward");
 	if (!hook_begin())
 		return real(handle, activationDesc, alpha, xDesc, x, beta, yDesc, y);
 	hook_call_init(&c, VMEM_OP_ACT_FWD, "cudnnActivationForward", dnn_stream(handle));
-	ref_t(&c, xDesc, x, VMEM_ACCESS_R, "x", NULL);
-	ref_out(&c, yDesc, y, beta, "y");
-	if (dnn_prepare(&c))
-		st = real(handle, activationDesc, alpha, xDesc, x, beta, yDesc, y);
-	return dnn_done(&c, st);
+	sref(&c, &t[0], xDesc, x, false, NULL, "x");
+	sref(&c, &t[1], yDesc, y, true, beta, "y");
+	return run_per_image(&c, t, 2, act_fwd_slice,
+			     &(split_ctx_t){ (void *)real, handle, activationDesc, alpha, beta });
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnActivationBackward(cudnnHandle_t handle,
@@ -689,8 +773,8 @@ HOOK_EXPORT cudnnStatus_t cudnnActivationBackward(cudnnHandle_t handle,
 					       const cudnnTensorDescriptor_t dxDesc, void *dx)
 {
 	real_cudnnActivationBackward_t real = real_cudnnActivationBackward();
+	dnn_split_tensor_t t[4];
 	hook_call_t c;
-	cudnnStatus_t st = CUDNN_STATUS_ALLOC_FAILED;
 
 	if (!real)
 		return DNN_MISSING("cudnnActivationBackward");
@@ -698,14 +782,12 @@ HOOK_EXPORT cudnnStatus_t cudnnActivationBackward(cudnnHandle_t handle,
 		return real(handle, activationDesc, alpha, yDesc, y, dyDesc, dy, xDesc, x,
 			    beta, dxDesc, dx);
 	hook_call_init(&c, VMEM_OP_ACT_BWD, "cudnnActivationBackward", dnn_stream(handle));
-	ref_t(&c, yDesc, y, VMEM_ACCESS_R, "y", NULL);
-	ref_t(&c, dyDesc, dy, VMEM_ACCESS_R, "dy", NULL);
-	ref_t(&c, xDesc, x, VMEM_ACCESS_R, "x", NULL);
-	ref_out(&c, dxDesc, dx, beta, "dx");
-	if (dnn_prepare(&c))
-		st = real(handle, activationDesc, alpha, yDesc, y, dyDesc, dy, xDesc, x,
-			  beta, dxDesc, dx);
-	return dnn_done(&c, st);
+	sref(&c, &t[0], yDesc, y, false, NULL, "y");
+	sref(&c, &t[1], dyDesc, dy, false, NULL, "dy");
+	sref(&c, &t[2], xDesc, x, false, NULL, "x");
+	sref(&c, &t[3], dxDesc, dx, true, beta, "dx");
+	return run_per_image(&c, t, 4, act_bwd_slice,
+			     &(split_ctx_t){ (void *)real, handle, activationDesc, alpha, beta });
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle,
@@ -715,19 +797,18 @@ HOOK_EXPORT cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle,
 					   const cudnnTensorDescriptor_t yDesc, void *y)
 {
 	real_cudnnPoolingForward_t real = real_cudnnPoolingForward();
+	dnn_split_tensor_t t[2];
 	hook_call_t c;
-	cudnnStatus_t st = CUDNN_STATUS_ALLOC_FAILED;
 
 	if (!real)
 		return DNN_MISSING("cudnnPoolingForward");
 	if (!hook_begin())
 		return real(handle, poolingDesc, alpha, xDesc, x, beta, yDesc, y);
 	hook_call_init(&c, VMEM_OP_POOL_FWD, "cudnnPoolingForward", dnn_stream(handle));
-	ref_t(&c, xDesc, x, VMEM_ACCESS_R, "x", NULL);
-	ref_out(&c, yDesc, y, beta, "y");
-	if (dnn_prepare(&c))
-		st = real(handle, poolingDesc, alpha, xDesc, x, beta, yDesc, y);
-	return dnn_done(&c, st);
+	sref(&c, &t[0], xDesc, x, false, NULL, "x");
+	sref(&c, &t[1], yDesc, y, true, beta, "y");
+	return run_per_image(&c, t, 2, pool_fwd_slice,
+			     &(split_ctx_t){ (void *)real, handle, poolingDesc, alpha, beta });
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnPoolingBackward(cudnnHandle_t handle,
@@ -740,8 +821,8 @@ HOOK_EXPORT cudnnStatus_t cudnnPoolingBackward(cudnnHandle_t handle,
 					    const cudnnTensorDescriptor_t dxDesc, void *dx)
 {
 	real_cudnnPoolingBackward_t real = real_cudnnPoolingBackward();
+	dnn_split_tensor_t t[4];
 	hook_call_t c;
-	cudnnStatus_t st = CUDNN_STATUS_ALLOC_FAILED;
 
 	if (!real)
 		return DNN_MISSING("cudnnPoolingBackward");
@@ -749,14 +830,12 @@ HOOK_EXPORT cudnnStatus_t cudnnPoolingBackward(cudnnHandle_t handle,
 		return real(handle, poolingDesc, alpha, yDesc, y, dyDesc, dy, xDesc, x, beta,
 			    dxDesc, dx);
 	hook_call_init(&c, VMEM_OP_POOL_BWD, "cudnnPoolingBackward", dnn_stream(handle));
-	ref_t(&c, yDesc, y, VMEM_ACCESS_R, "y", NULL);
-	ref_t(&c, dyDesc, dy, VMEM_ACCESS_R, "dy", NULL);
-	ref_t(&c, xDesc, x, VMEM_ACCESS_R, "x", NULL);
-	ref_out(&c, dxDesc, dx, beta, "dx");
-	if (dnn_prepare(&c))
-		st = real(handle, poolingDesc, alpha, yDesc, y, dyDesc, dy, xDesc, x, beta,
-			  dxDesc, dx);
-	return dnn_done(&c, st);
+	sref(&c, &t[0], yDesc, y, false, NULL, "y");
+	sref(&c, &t[1], dyDesc, dy, false, NULL, "dy");
+	sref(&c, &t[2], xDesc, x, false, NULL, "x");
+	sref(&c, &t[3], dxDesc, dx, true, beta, "dx");
+	return run_per_image(&c, t, 4, pool_bwd_slice,
+			     &(split_ctx_t){ (void *)real, handle, poolingDesc, alpha, beta });
 }
 
 HOOK_EXPORT cudnnStatus_t cudnnSoftmaxForward(cudnnHandle_t handle, cudnnSoftmaxAlgorithm_t algo,

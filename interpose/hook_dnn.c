@@ -155,6 +155,18 @@ bool hook_strided_dense(int nbdims, const int64_t *dims, const int64_t *strides)
 	return span != 0 && span == hook_packed_extent(nbdims, dims, 8);
 }
 
+int hook_split_slices(uint64_t pages, uint64_t budget, int n)
+{
+	uint64_t quarter = budget / 4, k;
+
+	if (!budget || n < 2 || pages <= budget - quarter)
+		return 1;
+	if (!quarter)
+		return n;
+	k = pages / quarter + (pages % quarter != 0);
+	return k < (uint64_t)n ? (int)k : n;
+}
+
 vmem_dtype_t hook_cudnn_dtype(int dt)
 {
 	switch (dt) {

@@ -57,6 +57,15 @@ uint64_t hook_packed_extent(int nbdims, const int64_t *dims, unsigned elem_bits)
  * (VMEM_ACCESS_WHOLE, policy/event.h); a slice of a larger tensor or a
  * broadcast is not dense. */
 bool hook_strided_dense(int nbdims, const int64_t *dims, const int64_t *strides);
+
+/* ---- Per-image calls too large for the budget (dnn_split.c). */
+
+/* Slices along N for a per-image cuDNN call (pooling, activation) whose
+ * tensors span `pages` bytes of whole pages, under a budget of `budget`
+ * bytes (0: none) with batch `n`: 1 (run it whole) when it needs at most
+ * 3/4 of the budget, else the fewest slices whose share is at most 1/4
+ * of it, never more than n (one image each).  Pure. */
+int hook_split_slices(uint64_t pages, uint64_t budget, int n);
 /* cudnnDataType_t / cudaDataType_t as policy/event.h's vmem_dtype_t. */
 vmem_dtype_t hook_cudnn_dtype(int cudnn_dtype);
 vmem_dtype_t hook_cuda_dtype(int cuda_dtype);

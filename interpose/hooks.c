@@ -365,6 +365,12 @@ void hook_call_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access
 	c->nrefs++;
 }
 
+void hook_call_drop(hook_call_t *c)
+{
+	free_refs(c);
+	c->nrefs = 0;
+}
+
 void hook_call_args(hook_call_t *c, const char *fmt, ...)
 {
 	size_t room = sizeof(c->args) - c->args_len;

@@ -79,6 +79,9 @@ void hook_call_args(hook_call_t *c, const char *fmt, ...) __attribute__((format(
  * made resident together within the budget (or could not all be held). */
 cudaError_t hook_call_prepare(hook_call_t *c);
 void hook_call_finish(hook_call_t *c);
+/* Forgets a call that was never prepared and will not run as such (it ran
+ * as other calls: dnn_split.c): no trace record, no stats. */
+void hook_call_drop(hook_call_t *c);
 
 /* Makes cudaErrorMemoryAllocation the calling thread's CUDA "last error",
  * as CUDA itself does for any failed runtime call.  A cudart hook that

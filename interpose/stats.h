@@ -55,6 +55,8 @@ typedef enum {
 	STATS_WD_VARS,            /* 0-1 variables after pruning (last solve) */
 	STATS_WD_UNPRUNED,        /* configurations before pruning (last solve; saturates) */
 	STATS_WD_OBJECTIVE_NS,    /* objective of the last solve: conv time per iteration */
+	STATS_DNN_SPLIT,          /* per-image cuDNN calls run in slices of N (dnn_split.c) */
+	STATS_DNN_SLICES,         /* the slices they ran as */
 	STATS_UNSEEN_WRITES,      /* calls that may have written vmem memory unseen
 				     (runtime_unseen_write) */
 	STATS_COUNTER_COUNT

@@ -4,6 +4,7 @@
  * no cuDNN).
  */
 #include <pthread.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -455,6 +456,34 @@ static void test_output_with_gaps_is_not_a_whole_overwrite(void **state)
 	hook_bdt_free(t);
 }
 
+/* dnn_split.c: a per-image call is split only when its tensors need more
+ * than 3/4 of the budget, into the fewest slices of at most 1/4 each,
+ * never more than one image a slice. */
+static void test_split_slices_only_past_three_quarters(void **state)
+{
+	static const struct {
+		uint64_t pages, budget;
+		int n, want;
+	} cases[] = {
+		{ 68, 62, 8, 5 },      /* the fuzz's cudnnPoolingBackward: 68 MiB in 62 */
+		{ 47, 62, 8, 1 },      /* 62 - 62/4 = 47: whole */
+		{ 48, 62, 8, 4 },      /* over 3/4: quarters of 15 -> ceil(48/15) */
+		{ 100, 0, 8, 1 },      /* no budget */
+		{ 100, 62, 1, 1 },     /* one image cannot be split */
+		{ 1000, 62, 8, 8 },    /* at most one image a slice */
+		{ 10, 3, 4, 4 },       /* a quarter of 0 bytes: one image a slice */
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int got = hook_split_slices(cases[i].pages, cases[i].budget, cases[i].n);
+
+		if (got != cases[i].want)
+			fail_msg("hook_split_slices(%" PRIu64 ", %" PRIu64 ", %d): expected %d, got %d",
+				 cases[i].pages, cases[i].budget, cases[i].n, cases[i].want, got);
+	}
+}
+
 static void test_dense_strides_and_dtypes(void **state)
 {
 	int64_t d[4] = { 2, 3, 4, 5 };
@@ -791,6 +820,7 @@ int main(void)
 		cmocka_unit_test(test_reused_handle_forgets_what_it_was),
 		cmocka_unit_test(test_conv_geometry_follows_the_chain_to_the_plan),
 		cmocka_unit_test(test_table_memory_is_bounded),
+		cmocka_unit_test(test_split_slices_only_past_three_quarters),
 		cmocka_unit_test(test_variant_pack_beyond_limit_refuses_the_execution),
 		cmocka_unit_test(test_two_threads_use_the_table_at_once),
 	};
