@@ -53,6 +53,11 @@ def pool_stat(err, name):
     return int(m.group(1)) if m else None
 
 
+def vmem_stat(err, name):
+    m = re.search(r"^vmem: %s\s+(\d+)$" % re.escape(name), err, re.M)
+    return int(m.group(1)) if m else None
+
+
 def policy_line(err, key):
     m = re.search(r"^policy: %s\s+(\d+)" % re.escape(key), err, re.M)
     return int(m.group(1)) if m else None
@@ -277,6 +282,53 @@ def t_minitrain_policies_half(args):
           "iterations" % (len(rows), len(planned)))
 
 
+def t_split(args):
+    """A pooling or activation call whose tensors need more than 3/4 of
+    the budget runs in slices of N (interpose/dnn_split.c): random:1626732407
+    at half its peak has a cudnnPoolingBackward of 68 MiB in 62, which was
+    an out-of-memory.  Computing for real with the race checker and poison
+    on: the unlimited run's weights, under none and under dyn (whose plan
+    must match the sliced calls: planned iterations); in the trace every
+    slice is an op of its own whose tensors lie inside the whole call's."""
+    net, extra = "random:1626732407", ["--batch", "8", "--image", "64", "--iters", "6"]
+    base = mt(args, net, extra, {"SIMGPU_MEM": "4G"}, preload=False)
+    must_pass(base, net + " without vmem")
+    b = mt_json(base, net)
+    limit = half(b["peak_bytes"])
+    for policy in ("none", "dyn"):
+        what = "%s (8, 64x64) per-tensor at %d MiB under %s" % (net, limit // MiB, policy)
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "t.jsonl")
+            p = mt(args, net, extra, {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1",
+                                      "VMEM_POLICY": policy, "VMEM_TRACE": trace})
+            must_pass(p, what)
+            with open(trace, encoding="utf-8") as f:
+                ops = [r for r in map(json.loads, f) if r.get("type") == "op"]
+        got = mt_json(p, what)
+        if got["checksum"] != b["checksum"]:
+            fail("%s: checksum %s, expected %s (unlimited)" % (what, got["checksum"], b["checksum"]))
+        split = vmem_stat(p.stderr, "calls run in slices of N")
+        slices = vmem_stat(p.stderr, "slices they ran as")
+        if not split or not slices or slices < 2 * split:
+            fail("%s: expected VMEM_STATS 'calls run in slices of N' and at least twice as many "
+                 "slices, got %s and %s\n%s" % (what, split, slices, show(p)))
+        sliced = [r for r in ops if "slice" in (r.get("args") or {})]
+        if len(sliced) != slices:
+            fail("%s: expected %d trace ops with a 'slice' arg, got %d" % (what, slices, len(sliced)))
+        for r in sliced:
+            i, k = map(int, r["args"]["slice"].split("/"))
+            if not 1 <= i <= k or r["api"] not in ("cudnnPoolingBackward", "cudnnPoolingForward",
+                                                   "cudnnActivationBackward",
+                                                   "cudnnActivationForward"):
+                fail("%s: a slice op that is not a per-image call or not i/k: %s" % (what, r))
+        planned = policy_line(p.stderr, "iterations planned")
+        if policy == "dyn" and not planned:
+            fail("%s: expected planned iterations with sliced calls, got none\n%s"
+                 % (what, show(p)))
+        print("ok: %s: %d calls in %d slices, %s planned iterations, checksum as unlimited"
+              % (what, split, slices, planned))
+
+
 def t_minitrain_eval_batch_change(args):
     """An evaluation pass every 3 iterations and a batch-size change
     mid-run leave the plan (suspended, resumed or replaced) without
@@ -460,7 +512,7 @@ def t_dyn_trials(args):
 
 
 TESTS = {
-    "dyn-trials": t_dyn_trials,
+    "dyn-trials": t_dyn_trials, "split": t_split,
     "plan-steady": t_plan_steady, "plan-stray": t_plan_stray, "plan-reread": t_plan_reread,
     "minitrain-styles": t_minitrain_styles,
     "minitrain-policies-half": t_minitrain_policies_half,
