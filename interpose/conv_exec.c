@@ -45,6 +45,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "interpose/hook_dnn.h"
 #include "interpose/log.h"
 #include "interpose/runtime.h"
 #include "interpose/stats.h"
@@ -1511,6 +1512,111 @@ static cudnnStatus_t run_config(conv_kernel_t *k, const solver_config_t *cfg, cu
 	return CUDNN_STATUS_SUCCESS;
 }
 
+/* Runs cfg along N like run_config, but each cuDNN call is a call of its
+ * own through the runtime, prepared alone with only its slices of x and
+ * y (the filter and workspace whole), and no call larger than `most`
+ * images: for a convolution whose tensors need more than 3/4 of the
+ * budget (interpose/dnn_split.c's rule), which could not be made resident
+ * at once.  The policy and the trace see one op per slice.  `c` is the
+ * whole call, never prepared; the caller drops it.  Caller holds
+ * conv_lock. */
+static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_config_t *cfg,
+				int most, cudnnHandle_t h, const void *alpha,
+				cudnnTensorDescriptor_t xd0, const void *x,
+				cudnnFilterDescriptor_t wd, const void *w,
+				cudnnTensorDescriptor_t yd0, const void *y,
+				cudnnConvolutionDescriptor_t cd, void *ws, size_t wsb,
+				const void *beta, int *ncalls)
+{
+	static const float onef = 1.0f;
+	static const double oned = 1.0;
+	const void *one = k->shape.x.dtype == CUDNN_DATA_DOUBLE ? (const void *)&oned : &onef;
+	uint64_t xib = conv_image_bytes(&k->shape.x), yib = conv_image_bytes(&k->shape.y);
+	conv_dir_t dir = (conv_dir_t)k->shape.dir;
+	int64_t off = 0;
+
+	*ncalls = 0;
+	for (int r = 0; r < cfg->nruns; r++) {
+		const solver_run_t *run = &cfg->runs[r];
+
+		for (int left = run->b * run->count; left > 0;) {
+			int b = left < run->b ? left : run->b;
+			cudnnTensorDescriptor_t xd, yd;
+			cudnnStatus_t st;
+			hook_call_t sc;
+
+			b = b < most ? b : most;
+			if (!mdesc(k, b, xd0, yd0, &xd, &yd))
+				return CUDNN_STATUS_ALLOC_FAILED;
+			hook_call_init(&sc, c->kind, c->api, c->stream);
+			sc.info = c->info;
+			for (int i = 0; i < c->nrefs; i++) {
+				const vmem_ref_t *ref = &c->refs[i];
+				uint64_t ib = ref->ptr == (uintptr_t)x ? xib : ref->ptr == (uintptr_t)y ? yib : 0;
+				uint8_t acc = ref->access;
+
+				if (ref->ptr == (uintptr_t)w && dir == CONV_DIR_BWD_FILTER && off > 0)
+					acc = VMEM_ACCESS_RW;   /* accumulates onto the slices before */
+				if (!ib) {
+					hook_call_ref(&sc, (const void *)ref->ptr, ref->bytes, acc, ref->role);
+					continue;
+				}
+				uint64_t at = (uint64_t)off * ib, n = (uint64_t)b * ib;
+
+				if (ref->bytes && at + n > ref->bytes)
+					n = ref->bytes > at ? ref->bytes - at : 0;
+				hook_call_ref(&sc, offset((const void *)ref->ptr, at), n, acc, ref->role);
+			}
+			hook_call_args(&sc, "\"slice_images\":\"%" PRId64 "+%d of %d\"", off, b,
+				       k->batch);
+			if (hook_call_prepare(&sc) != cudaSuccess) {
+				hook_call_finish(&sc);
+				return CUDNN_STATUS_ALLOC_FAILED;
+			}
+			st = legacy_call(dir, h, alpha, xd, offset(x, (uint64_t)off * xib), wd, w, yd,
+					 offset(y, (uint64_t)off * yib), cd, run->algo, ws, wsb,
+					 dir == CONV_DIR_BWD_FILTER && off > 0 ? one : beta);
+			hook_call_finish(&sc);
+			if (st != CUDNN_STATUS_SUCCESS)
+				return st;
+			(*ncalls)++;
+			off += b;
+			left -= b;
+		}
+	}
+	return CUDNN_STATUS_SUCCESS;
+}
+
+/* Images a slice of convolution call `c` may hold (the rule of
+ * interpose/dnn_split.c: split past 3/4 of the budget, every slice within
+ * 3/4 of it in whole pages, x and y sliced, the rest whole), k->batch to
+ * run it whole, 0 when no slicing fits. */
+static int slice_images(const conv_kernel_t *k, const hook_call_t *c, const void *x,
+			const void *y, const void *ws, uint64_t wsb, uint64_t tensors,
+			uint64_t budget)
+{
+	uint64_t chunk, xib = conv_image_bytes(&k->shape.x), yib = conv_image_bytes(&k->shape.y);
+	hook_slice_t t[8];
+	int m = 0;
+
+	runtime_budget_free(NULL, NULL, &chunk);
+	if (!budget || hook_split_slices(tensors, budget, 2) < 2 || k->batch < 2)
+		return k->batch;
+	for (int i = 0; i < c->nrefs && m < 7; i++) {
+		const vmem_ref_t *r = &c->refs[i];
+
+		if (!runtime_owns(r->ptr) || strcmp(r->role, "ws") == 0)
+			continue;
+		t[m++] = r->ptr == (uintptr_t)x ? (hook_slice_t){ r->ptr, xib, xib } :
+			 r->ptr == (uintptr_t)y ? (hook_slice_t){ r->ptr, yib, yib } :
+						  (hook_slice_t){ r->ptr, 0, r->bytes };
+	}
+	if (ws && wsb && runtime_owns((uintptr_t)ws))
+		t[m++] = (hook_slice_t){ (uintptr_t)ws, 0, wsb };
+	return hook_slice_images(t, m, k->batch, hook_split_slices(tensors, budget, k->batch),
+				 budget - budget / 4, chunk);
+}
+
 /* The rescue: the fastest algorithm of cuDNN's list whose workspace fits
  * beside the call's tensors; *ws is vmem's (allocated here), NULL when
  * the algorithm needs none.  -1 when nothing fits. */
@@ -1586,7 +1692,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 	void *own = NULL;
 	const char *how = "app";
 	int ncalls = 1, ran = algo;
-	bool micro = false, app_ok = true;
+	bool micro = false, app_ok = true, sliced = false;
 	cudnnStatus_t st = CONV_OOM;
 
 	conv_init();
@@ -1609,7 +1715,18 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 
 			if (!use && k->cfg.ws)
 				use = own = conv_alloc(k->cfg.ws, stream);
-			if ((use || !k->cfg.ws) &&
+			int most = slice_images(k, c, x, y, use, k->cfg.ws,
+						tensors + conv_ws_pages(use, k->cfg.ws), budget);
+
+			if ((use || !k->cfg.ws) && most > 0 && most < k->batch) {
+				/* its tensors cannot be resident at once: slice by slice */
+				conv_set_ws_ref(c, use, k->cfg.ws);
+				micro = sliced = true;
+				how = "sliced";
+				ran = k->cfg.runs[0].algo;
+				st = run_sliced(c, k, &k->cfg, most, h, alpha, xd, x, wd, w, yd, y, cd,
+						use, k->cfg.ws, beta, &ncalls);
+			} else if ((use || !k->cfg.ws) &&
 			    (!budget || tensors + conv_ws_pages(use, k->cfg.ws) <= budget)) {
 				conv_set_ws_ref(c, use, k->cfg.ws);
 				if (hook_call_prepare(c) == cudaSuccess) {
@@ -1648,7 +1765,32 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 		if (micro)
 			goto done;
 	}
-	/* 2. the application's choice, when its workspace fits beside the tensors */
+	/* 2. the application's choice, slice by slice when its tensors cannot
+	 *    be resident at once (its workspace serves every slice) */
+	if (app_ok && budget && conv_ws_pages(ws, wsb) <= budget / 4 &&
+	    hook_split_slices(tensors + conv_ws_pages(ws, wsb), budget, 2) > 1) {
+		conv_shape_t s;
+
+		pthread_mutex_lock(&conv_lock);
+		if (!k && legacy_shape(dir, xd, wd, yd, cd, &s))
+			k = conv_kernel_get(&s);
+		if (k) {
+			int most = slice_images(k, c, x, y, ws, wsb, tensors + conv_ws_pages(ws, wsb),
+						budget);
+			solver_config_t whole = { 0.0, wsb, 1, { { algo, k->batch, 1 } } };
+
+			if (most > 0 && most < k->batch) {
+				sliced = true;
+				how = "sliced";
+				st = run_sliced(c, k, &whole, most, h, alpha, xd, x, wd, w, yd, y, cd, ws,
+						wsb, beta, &ncalls);
+			}
+		}
+		pthread_mutex_unlock(&conv_lock);
+		if (sliced)
+			goto done;
+	}
+	/* 3. the application's choice, when its workspace fits beside the tensors */
 	if (app_ok && !(budget && ws && tensors + conv_ws_pages(ws, wsb) > budget)) {
 		if (hook_call_prepare(c) == cudaSuccess) {
 			st = legacy_call(dir, h, alpha, xd, x, wd, w, yd, y, cd, algo, ws, wsb, beta);
@@ -1657,7 +1799,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 		if (!ws)
 			goto done;   /* the tensors alone do not fit */
 	}
-	/* 3. the fastest algorithm whose workspace fits, in vmem's memory */
+	/* 4. the fastest algorithm whose workspace fits, in vmem's memory */
 	how = "rescue";
 	if (!k) {
 		conv_shape_t s;
@@ -1670,6 +1812,14 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 	st = rescue(c, k, dir, h, alpha, xd, x, wd, w, yd, y, cd, beta, tensors, &own, &ran);
 done:
 	conv_note_room(k);
+	if (sliced) {
+		/* it ran as its slices, each traced and seen as a call */
+		stats_add(STATS_DNN_SPLIT, 1);
+		stats_add(STATS_DNN_SLICES, (uint64_t)ncalls);
+		hook_call_drop(c);
+		conv_free(own, stream);
+		return st;
+	}
 	if (strcmp(how, "app") != 0)
 		hook_call_args(c, "\"ran\":\"%s\",\"ran_algo\":%d,\"calls\":%d", how, ran, ncalls);
 	hook_call_finish(c);

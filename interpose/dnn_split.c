@@ -78,28 +78,35 @@ static bool read_layout(cudnnTensorDescriptor_t d, layout_t *l)
 	return l->image_span && l->image_span <= l->image_bytes;
 }
 
-int dnn_split_count(const hook_call_t *c, const dnn_split_tensor_t *t, int nt)
+int dnn_split_images(const hook_call_t *c, const dnn_split_tensor_t *t, int nt)
 {
-	uint64_t budget, pages;
+	uint64_t budget, chunk, pages;
+	hook_slice_t sl[DNN_SPLIT_MAX];
 	layout_t l;
-	int n = -1;
+	int n = -1, m = 0;
 
 	if (!runtime_active() || nt < 1 || nt > DNN_SPLIT_MAX || c->refs_lost)
-		return 1;
-	runtime_budget_free(&budget, NULL, NULL);
+		return 0;
+	runtime_budget_free(&budget, NULL, &chunk);
 	if (!budget)
-		return 1;
+		return 0;
 	pages = conv_call_tensor_pages(c);
 	if (hook_split_slices(pages, budget, 2) < 2)
-		return 1;   /* the common case: no descriptor is read */
+		return 0;   /* the common case: no descriptor is read */
 	for (int i = 0; i < nt; i++) {
 		if (!t[i].p)
 			continue;
 		if (!read_layout(t[i].d, &l) || (n >= 0 && l.dims[0] != n))
-			return 1;
+			return 0;
 		n = l.dims[0];
+		sl[m++] = (hook_slice_t){ (uintptr_t)t[i].p, l.image_bytes, l.image_span };
 	}
-	return n < 2 ? 1 : hook_split_slices(pages, budget, n);
+	if (n < 2)
+		return 0;
+	/* slices of about 1/4 of the budget by bytes, at most 3/4 in whole
+	 * pages (what runs whole runs within 3/4) */
+	return hook_slice_images(sl, m, n, hook_split_slices(pages, budget, n), budget - budget / 4,
+				 chunk);
 }
 
 /* A descriptor like `l` with N = b; NULL when cuDNN refuses it. */
@@ -122,7 +129,7 @@ static cudnnTensorDescriptor_t micro(const layout_t *l, int b)
 	return d;
 }
 
-static void say_once(const hook_call_t *c, int k, int n)
+static void say_once(const hook_call_t *c, int slices, int n)
 {
 	static atomic_bool said;
 	uint64_t budget;
@@ -133,17 +140,17 @@ static void say_once(const hook_call_t *c, int k, int n)
 	vmem_info("%s: its tensors (%" PRIu64 " MiB) need more than 3/4 of the budget (%" PRIu64
 		  " MiB): running it in %d slices of its %d images (and likewise for other "
 		  "per-image calls; VMEM_STATS counts them)", c->api,
-		  conv_call_tensor_pages(c) / MiB, budget / MiB, k, n);
+		  conv_call_tensor_pages(c) / MiB, budget / MiB, slices, n);
 }
 
-cudnnStatus_t dnn_split_run(hook_call_t *c, int k, const dnn_split_tensor_t *t, int nt,
+cudnnStatus_t dnn_split_run(hook_call_t *c, int b, const dnn_split_tensor_t *t, int nt,
 			    dnn_split_fn fn, void *ctx)
 {
 	real_cudnnDestroyTensorDescriptor_t destroy = real_cudnnDestroyTensorDescriptor();
 	cudnnTensorDescriptor_t full[DNN_SPLIT_MAX] = { 0 }, rest[DNN_SPLIT_MAX] = { 0 };
 	layout_t l[DNN_SPLIT_MAX];
 	cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
-	int n = 0, b, r, slices;
+	int n = 0, r, slices;
 
 	for (int i = 0; i < nt; i++)
 		if (t[i].p) {
@@ -151,7 +158,8 @@ cudnnStatus_t dnn_split_run(hook_call_t *c, int k, const dnn_split_tensor_t *t, 
 				return CUDNN_STATUS_NOT_SUPPORTED;   /* dnn_split_count read it */
 			n = l[i].dims[0];
 		}
-	b = (n + k - 1) / k;
+	if (b < 1 || b >= n)
+		return CUDNN_STATUS_NOT_SUPPORTED;
 	slices = (n + b - 1) / b;
 	r = n - (slices - 1) * b;
 	for (int i = 0; i < nt && st == CUDNN_STATUS_SUCCESS; i++) {

@@ -4,9 +4,9 @@
  *
  *	dnn_split_tensor_t t[] = { { xd, x, VMEM_ACCESS_R, "x" }, ... };
  *	(hook_call_ref each one on c as usual)
- *	int k = dnn_split_count(&c, t, n);
- *	if (k > 1)
- *		st = dnn_split_run(&c, k, t, n, issue_one_slice, &args);
+ *	int b = dnn_split_images(&c, t, n);
+ *	if (b > 0)
+ *		st = dnn_split_run(&c, b, t, n, issue_one_slice, &args);
  *	else if (prepare(&c)) ...
  */
 #ifndef VMEM_INTERPOSE_DNN_SPLIT_H
@@ -35,16 +35,18 @@ typedef struct {
 typedef cudnnStatus_t (*dnn_split_fn)(void *ctx, const cudnnTensorDescriptor_t *d,
 				      void *const *p);
 
-/* How many slices call `c` (refs filled) should run as: 1 to run it whole
- * (no budget, it needs at most 3/4 of it, tensors of different N, images
- * that interleave, an N of 1), else hook_split_slices'. */
-int dnn_split_count(const hook_call_t *c, const dnn_split_tensor_t *t, int nt);
+/* Images per slice for call `c` (refs filled), or 0 to run it whole: no
+ * budget, its pages need at most 3/4 of it, tensors of different N,
+ * images that interleave, an N of 1, or no slicing whose every slice
+ * fits 3/4 of the budget in whole pages (hook_slice_images). */
+int dnn_split_images(const hook_call_t *c, const dnn_split_tensor_t *t, int nt);
 
-/* Runs the call in k slices (each prepared, issued with fn and finished
- * as a call of its own), then drops `c` unprepared.  The first failing
- * slice's status ends it (CUDNN_STATUS_ALLOC_FAILED when its pages cannot
- * be made resident).  Caller holds the hook guard and releases it. */
-cudnnStatus_t dnn_split_run(hook_call_t *c, int k, const dnn_split_tensor_t *t, int nt,
+/* Runs the call in slices of b images (each prepared, issued with fn and
+ * finished as a call of its own; the last may be smaller), then drops `c`
+ * unprepared.  The first failing slice's status ends it
+ * (CUDNN_STATUS_ALLOC_FAILED when its pages cannot be made resident).
+ * Caller holds the hook guard and releases it. */
+cudnnStatus_t dnn_split_run(hook_call_t *c, int b, const dnn_split_tensor_t *t, int nt,
 			    dnn_split_fn fn, void *ctx);
 
 #endif

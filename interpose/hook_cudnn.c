@@ -491,11 +491,11 @@ static cudnnStatus_t pool_bwd_slice(void *v, const cudnnTensorDescriptor_t *d, v
 static cudnnStatus_t run_per_image(hook_call_t *c, const dnn_split_tensor_t *t, int nt,
 				   dnn_split_fn slice, split_ctx_t *ctx)
 {
-	int k = dnn_split_count(c, t, nt);
+	int b = dnn_split_images(c, t, nt);
 	cudnnStatus_t st = CUDNN_STATUS_ALLOC_FAILED;
 
-	if (k > 1) {
-		st = dnn_split_run(c, k, t, nt, slice, ctx);
+	if (b > 0) {
+		st = dnn_split_run(c, b, t, nt, slice, ctx);
 		hook_end();
 		return st;
 	}

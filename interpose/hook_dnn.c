@@ -167,6 +167,45 @@ int hook_split_slices(uint64_t pages, uint64_t budget, int n)
 	return k < (uint64_t)n ? (int)k : n;
 }
 
+uint64_t hook_slice_pages(const hook_slice_t *t, int nt, int first, int b, uint64_t chunk)
+{
+	uint64_t sum = 0;
+
+	if (!chunk || b < 1)
+		return UINT64_MAX;
+	for (int i = 0; i < nt; i++) {
+		uint64_t lo = t[i].ptr + (t[i].image ? (uint64_t)first * t[i].image : 0);
+		uint64_t len = t[i].image ? (uint64_t)(b - 1) * t[i].image + t[i].span : t[i].span;
+
+		if (!len)
+			continue;
+		sum += ((lo + len - 1) / chunk - lo / chunk + 1) * chunk;
+	}
+	return sum;
+}
+
+int hook_slice_images(const hook_slice_t *t, int nt, int n, int k0, uint64_t room, uint64_t chunk)
+{
+	int last = 0;
+
+	if (n < 1 || k0 < 1)
+		return 0;
+	for (int k = k0, tried = 0; k <= n && tried < 64; k++) {
+		int b = (n + k - 1) / k;
+		bool fits = true;
+
+		if (b == last)
+			continue;   /* the same slices as the k before */
+		last = b;
+		tried++;
+		for (int first = 0; first < n && fits; first += b)
+			fits = hook_slice_pages(t, nt, first, n - first < b ? n - first : b, chunk) <= room;
+		if (fits)
+			return b;
+	}
+	return 0;
+}
+
 vmem_dtype_t hook_cudnn_dtype(int dt)
 {
 	switch (dt) {

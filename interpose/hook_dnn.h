@@ -66,6 +66,24 @@ bool hook_strided_dense(int nbdims, const int64_t *dims, const int64_t *strides)
  * 3/4 of the budget, else the fewest slices whose share is at most 1/4
  * of it, never more than n (one image each).  Pure. */
 int hook_split_slices(uint64_t pages, uint64_t budget, int n);
+
+/* One tensor of a call to be sliced: at `ptr`, image i at ptr + i*image,
+ * each image spanning `span` bytes; image 0 means a tensor every slice
+ * needs whole (a filter, a workspace: `span` bytes at ptr). */
+typedef struct {
+	uint64_t ptr, image, span;
+} hook_slice_t;
+
+/* Bytes of whole `chunk`-sized pages the slice of images [first,
+ * first+b) touches, over every tensor (a page two tensors share counts
+ * once per tensor: an upper bound).  Pure. */
+uint64_t hook_slice_pages(const hook_slice_t *t, int nt, int first, int b, uint64_t chunk);
+
+/* Images per slice for a call of n images: the largest b = ceil(n/k),
+ * k from `k0` up, whose every slice fits `room` bytes of pages (slices
+ * that straddle a page boundary need one page more per tensor); 0 when
+ * none of the first 64 candidates does.  Pure. */
+int hook_slice_images(const hook_slice_t *t, int nt, int n, int k0, uint64_t room, uint64_t chunk);
 /* cudnnDataType_t / cudaDataType_t as policy/event.h's vmem_dtype_t. */
 vmem_dtype_t hook_cudnn_dtype(int cudnn_dtype);
 vmem_dtype_t hook_cuda_dtype(int cuda_dtype);

@@ -484,6 +484,36 @@ static void test_split_slices_only_past_three_quarters(void **state)
 	}
 }
 
+/* Slices in whole pages: a slice that straddles a page boundary needs a
+ * page more per tensor, so the slice size is chosen on pages, not bytes;
+ * a whole tensor (image 0) counts in every slice. */
+static void test_slice_images_count_whole_pages(void **state)
+{
+	const uint64_t C = 2 << 20;   /* 2 MiB pages */
+	/* 16 images of 240 KiB in four tensors, as random:86575498's pooling */
+	hook_slice_t t[4] = { { 0 * C, 245760, 245760 }, { 4 * C, 245760, 245760 },
+			      { 8 * C, 245760, 245760 }, { 12 * C, 245760, 245760 } };
+	hook_slice_t w[2] = { { 0, 1 << 20, 1 << 20 }, { 8 * C, 0, 3 * C } };
+	(void)state;
+
+	/* images 8..10 span 1920..2640 KiB: across the first page boundary */
+	assert_int_equal(hook_slice_pages(t, 4, 8, 3, C), 4 * 2 * C);
+	assert_int_equal(hook_slice_pages(t, 4, 0, 3, C), 4 * C);
+	/* every slicing of 16 has a slice across 2048 KiB: 16 MiB of pages
+	 * (the fuzz's OOM at 12 MiB stays one), and fits in 16 */
+	assert_int_equal(hook_slice_images(t, 4, 16, 6, 7 * C, C), 0);
+	assert_int_equal(hook_slice_images(t, 4, 16, 6, 8 * C, C), 3);
+	/* from k0 = 2 the first fit in 16 MiB is 8 a slice, in 8 MiB none */
+	assert_int_equal(hook_slice_images(t, 4, 16, 2, 8 * C, C), 8);
+	assert_int_equal(hook_slice_images(t, 4, 16, 2, 4 * C, C), 0);
+	/* a whole 6 MiB tensor in every slice: 1 MiB images, 2 a slice */
+	assert_int_equal(hook_slice_pages(w, 2, 0, 2, C), C + 3 * C);
+	assert_int_equal(hook_slice_images(w, 2, 8, 2, 4 * C, C), 2);
+	assert_int_equal(hook_slice_images(w, 2, 8, 2, 3 * C, C), 0);
+	/* nothing to slice */
+	assert_int_equal(hook_slice_images(t, 4, 0, 1, 8 * C, C), 0);
+}
+
 static void test_dense_strides_and_dtypes(void **state)
 {
 	int64_t d[4] = { 2, 3, 4, 5 };
@@ -821,6 +851,7 @@ int main(void)
 		cmocka_unit_test(test_conv_geometry_follows_the_chain_to_the_plan),
 		cmocka_unit_test(test_table_memory_is_bounded),
 		cmocka_unit_test(test_split_slices_only_past_three_quarters),
+		cmocka_unit_test(test_slice_images_count_whole_pages),
 		cmocka_unit_test(test_variant_pack_beyond_limit_refuses_the_execution),
 		cmocka_unit_test(test_two_threads_use_the_table_at_once),
 	};
