@@ -1474,41 +1474,55 @@ static cudnnStatus_t legacy_call(conv_dir_t dir, cudnnHandle_t h, const void *al
 	}
 }
 
-/* Runs cfg along N.  Caller holds conv_lock (descriptors, the WD segment). */
-static cudnnStatus_t run_config(conv_kernel_t *k, const solver_config_t *cfg, cudnnHandle_t h,
-				const void *alpha, cudnnTensorDescriptor_t xd0, const void *x,
-				cudnnFilterDescriptor_t wd, const void *w,
-				cudnnTensorDescriptor_t yd0, const void *y,
-				cudnnConvolutionDescriptor_t cd, void *ws, size_t wsb,
-				const void *beta, int *ncalls)
+/* One legacy call's arguments, the caller's (full batch). */
+typedef struct {
+	cudnnHandle_t h;
+	const void *alpha, *beta;
+	cudnnTensorDescriptor_t xd, yd;
+	const void *x, *w, *y;
+	cudnnFilterDescriptor_t wd;
+	cudnnConvolutionDescriptor_t cd;
+	void *ws;
+	size_t wsb;
+} conv_call_t;
+
+/* One cuDNN call over images [off, off + b) with `algo`: micro-batch
+ * descriptors, pointers offset along N, and backward-filter accumulating
+ * onto the slices before it (beta 1 past the first).  Caller holds
+ * conv_lock (the descriptors cached in k). */
+static cudnnStatus_t call_slice(conv_kernel_t *k, const conv_call_t *a, int algo, int64_t off,
+				int b)
 {
 	static const float onef = 1.0f;
 	static const double oned = 1.0;
 	const void *one = k->shape.x.dtype == CUDNN_DATA_DOUBLE ? (const void *)&oned : &onef;
 	uint64_t xib = conv_image_bytes(&k->shape.x), yib = conv_image_bytes(&k->shape.y);
 	conv_dir_t dir = (conv_dir_t)k->shape.dir;
+	cudnnTensorDescriptor_t xd, yd;
+
+	if (!mdesc(k, b, a->xd, a->yd, &xd, &yd))
+		return CUDNN_STATUS_ALLOC_FAILED;
+	return legacy_call(dir, a->h, a->alpha, xd, offset(a->x, (uint64_t)off * xib), a->wd, a->w,
+			   yd, offset(a->y, (uint64_t)off * yib), a->cd, algo, a->ws, a->wsb,
+			   dir == CONV_DIR_BWD_FILTER && off > 0 ? one : a->beta);
+}
+
+/* Runs cfg along N.  Caller holds conv_lock (descriptors, the WD segment). */
+static cudnnStatus_t run_config(conv_kernel_t *k, const solver_config_t *cfg,
+				const conv_call_t *a, int *ncalls)
+{
 	int64_t off = 0;
 
 	*ncalls = 0;
-	for (int r = 0; r < cfg->nruns; r++) {
-		const solver_run_t *run = &cfg->runs[r];
-		cudnnTensorDescriptor_t xd, yd;
-
-		if (!mdesc(k, run->b, xd0, yd0, &xd, &yd))
-			return CUDNN_STATUS_ALLOC_FAILED;
-		for (int j = 0; j < run->count; j++) {
-			/* backward-filter accumulates every slice after the first */
-			const void *b = dir == CONV_DIR_BWD_FILTER && off > 0 ? one : beta;
-			cudnnStatus_t st = legacy_call(dir, h, alpha, xd, offset(x, (uint64_t)off * xib),
-						       wd, w, yd, offset(y, (uint64_t)off * yib), cd,
-						       run->algo, ws, wsb, b);
+	for (int r = 0; r < cfg->nruns; r++)
+		for (int j = 0; j < cfg->runs[r].count; j++) {
+			cudnnStatus_t st = call_slice(k, a, cfg->runs[r].algo, off, cfg->runs[r].b);
 
 			if (st != CUDNN_STATUS_SUCCESS)
 				return st;
 			(*ncalls)++;
-			off += run->b;
+			off += cfg->runs[r].b;
 		}
-	}
 	return CUDNN_STATUS_SUCCESS;
 }
 
@@ -1521,16 +1535,8 @@ static cudnnStatus_t run_config(conv_kernel_t *k, const solver_config_t *cfg, cu
  * whole call, never prepared; the caller drops it.  Caller holds
  * conv_lock. */
 static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_config_t *cfg,
-				int most, cudnnHandle_t h, const void *alpha,
-				cudnnTensorDescriptor_t xd0, const void *x,
-				cudnnFilterDescriptor_t wd, const void *w,
-				cudnnTensorDescriptor_t yd0, const void *y,
-				cudnnConvolutionDescriptor_t cd, void *ws, size_t wsb,
-				const void *beta, int *ncalls)
+				int most, const conv_call_t *a, int *ncalls)
 {
-	static const float onef = 1.0f;
-	static const double oned = 1.0;
-	const void *one = k->shape.x.dtype == CUDNN_DATA_DOUBLE ? (const void *)&oned : &onef;
 	uint64_t xib = conv_image_bytes(&k->shape.x), yib = conv_image_bytes(&k->shape.y);
 	conv_dir_t dir = (conv_dir_t)k->shape.dir;
 	int64_t off = 0;
@@ -1541,21 +1547,19 @@ static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_c
 
 		for (int left = run->b * run->count; left > 0;) {
 			int b = left < run->b ? left : run->b;
-			cudnnTensorDescriptor_t xd, yd;
 			cudnnStatus_t st;
 			hook_call_t sc;
 
 			b = b < most ? b : most;
-			if (!mdesc(k, b, xd0, yd0, &xd, &yd))
-				return CUDNN_STATUS_ALLOC_FAILED;
 			hook_call_init(&sc, c->kind, c->api, c->stream);
 			sc.info = c->info;
 			for (int i = 0; i < c->nrefs; i++) {
 				const vmem_ref_t *ref = &c->refs[i];
-				uint64_t ib = ref->ptr == (uintptr_t)x ? xib : ref->ptr == (uintptr_t)y ? yib : 0;
+				uint64_t ib = ref->ptr == (uintptr_t)a->x ? xib :
+					      ref->ptr == (uintptr_t)a->y ? yib : 0;
 				uint8_t acc = ref->access;
 
-				if (ref->ptr == (uintptr_t)w && dir == CONV_DIR_BWD_FILTER && off > 0)
+				if (ref->ptr == (uintptr_t)a->w && dir == CONV_DIR_BWD_FILTER && off > 0)
 					acc = VMEM_ACCESS_RW;   /* accumulates onto the slices before */
 				if (!ib) {
 					hook_call_ref(&sc, (const void *)ref->ptr, ref->bytes, acc, ref->role);
@@ -1573,9 +1577,7 @@ static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_c
 				hook_call_finish(&sc);
 				return CUDNN_STATUS_ALLOC_FAILED;
 			}
-			st = legacy_call(dir, h, alpha, xd, offset(x, (uint64_t)off * xib), wd, w, yd,
-					 offset(y, (uint64_t)off * yib), cd, run->algo, ws, wsb,
-					 dir == CONV_DIR_BWD_FILTER && off > 0 ? one : beta);
+			st = call_slice(k, a, run->algo, off, b);
 			hook_call_finish(&sc);
 			if (st != CUDNN_STATUS_SUCCESS)
 				return st;
@@ -1724,8 +1726,10 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 				micro = sliced = true;
 				how = "sliced";
 				ran = k->cfg.runs[0].algo;
-				st = run_sliced(c, k, &k->cfg, most, h, alpha, xd, x, wd, w, yd, y, cd,
-						use, k->cfg.ws, beta, &ncalls);
+				st = run_sliced(c, k, &k->cfg, most,
+						&(conv_call_t){ h, alpha, beta, xd, yd, x, w, y, wd, cd,
+								use, k->cfg.ws },
+						&ncalls);
 			} else if ((use || !k->cfg.ws) &&
 			    (!budget || tensors + conv_ws_pages(use, k->cfg.ws) <= budget)) {
 				conv_set_ws_ref(c, use, k->cfg.ws);
@@ -1733,8 +1737,10 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 					micro = true;
 					how = k->cfg_wd ? "wd" : k->cfg_first ? "wd-first" : "wr";
 					ran = k->cfg.runs[0].algo;
-					st = run_config(k, &k->cfg, h, alpha, xd, x, wd, w, yd, y, cd, use,
-							k->cfg.ws, beta, &ncalls);
+					st = run_config(k, &k->cfg,
+							&(conv_call_t){ h, alpha, beta, xd, yd, x, w, y,
+									wd, cd, use, k->cfg.ws },
+							&ncalls);
 					if (st != CUDNN_STATUS_SUCCESS && ncalls == 0) {
 						/* nothing written: run it whole, without a workspace */
 						int i = conv_pick(k->list, k->nlist, CONV_PICK_MEM, 0);
@@ -1782,8 +1788,10 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 			if (most > 0 && most < k->batch) {
 				sliced = true;
 				how = "sliced";
-				st = run_sliced(c, k, &whole, most, h, alpha, xd, x, wd, w, yd, y, cd, ws,
-						wsb, beta, &ncalls);
+				st = run_sliced(c, k, &whole, most,
+						&(conv_call_t){ h, alpha, beta, xd, yd, x, w, y, wd, cd,
+								ws, wsb },
+						&ncalls);
 			}
 		}
 		pthread_mutex_unlock(&conv_lock);
