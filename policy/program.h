@@ -489,7 +489,9 @@ uint64_t policy_peak_resident(const policy_graph_t *g, const policy_live_t *l,
  * around), the offloaded tensors that come back for k, and k's outputs
  * (written whole, so not live before it); its workspace ("ws" uses) is
  * what the room is for.  with_dead: DEAD ranges stay resident (liveness
- * off).  0, or -1 when out of memory. */
+ * off).  A plan whose curve exceeds the budget after some op does not
+ * hold (the reactive layer pages the rest): every room is UINT64_MAX
+ * then, unknown.  0, or -1 when out of memory. */
 int policy_conv_room(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
 		     const policy_offloads_t *o, uint64_t budget, uint64_t *room);
 /* Moves prefetches later where the tensor, back on the device from its
