@@ -1,0 +1,1 @@
+env LD_LIBRARY_PATH=/work/main/build/tests/simgpu SIMGPU_DRYRUN=1 SIMGPU_MEM=12G SIMGPU_MODEL=titanx SIMGPU_REPORT=/work/main/results/sim/2026-11-25-largest-batch-slices/logs/titanx-vgg19-b86-i224-network-12g-n2.report /work/main/build/tests/minitrain/minitrain --net vgg19 --batch 86 --image 224 --iters 2 --alloc network --classes 1000 --json
