@@ -525,7 +525,11 @@ def check_plan_room(args, tmp):
           "decisions at %s, then %s" % (len(seqs), len(convs_between), [r["seq"] for r in made],
                                         seqs, later))
 
-    # real computation at half the peak: the same weights, every choice in its room
+    # real computation at half the peak: the same weights.  resnet18's plan
+    # keeps more resident than half its peak in every mode (dyn: "nothing
+    # fits"), so the plan does not hold and gives no rooms (policy_conv_room:
+    # rooms from such a plan are zero where the pressure is and cost WR its
+    # fast algorithms); the rooms themselves are checked on vgg19 above
     mt = [args.minitrain, "--net", "resnet18", "--batch", "8", "--image", "32", "--iters", "12",
           "--alloc", "caching", "--json"]
     base = run(mt, {})
@@ -537,14 +541,15 @@ def check_plan_room(args, tmp):
                      "VMEM_POLICY": "dyn", "VMEM_WORKSPACE": ws, "VMEM_STATS": "1",
                      "VMEM_TRACE": trace})
         rooms = plan_room_records(read_trace(trace))
-        bad = [(k, room, w) for k, _, room, w, _ in rooms if w > room]
+        nothing_fits = "nothing fits" in p.stderr
         check("resnet18-%s" % ws,
-              checksum_of(p) == checksum_of(base) and rooms and not bad and
-              stat(p, "conv limits lowered by the plan") > 0,
-              "%s at %d MiB (half its peak), kernels decided within the plan's rooms"
+              checksum_of(p) == checksum_of(base) and nothing_fits and not rooms and
+              not stat(p, "conv limits lowered by the plan"),
+              "%s at %d MiB (half its peak), dyn's 'nothing fits', no decision with a room"
               % (checksum_of(base), limit // MiB),
-              "%s, %d decisions with a room, %d outside it %s" % (
-                  checksum_of(p), len(rooms), len(bad), bad[:3]))
+              "%s, 'nothing fits' %s, %d decisions with a room, %s limits lowered" % (
+                  checksum_of(p), nothing_fits, len(rooms),
+                  stat(p, "conv limits lowered by the plan")))
 
 
 def main():
