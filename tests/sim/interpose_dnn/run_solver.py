@@ -332,7 +332,7 @@ def check_noglpk(args, tmp):
 
 
 def check_infeasible(args, tmp):
-    mt = mt_cmd(args, "alexnet", ["--batch", "8", "--image", "64"])
+    mt = mt_cmd(args, "alexnet", ["--batch", "2", "--image", "64"])
     base = checksum_of(run(mt, {}))
     cache = os.path.join(tmp, "cache")
     run(mt, {"LD_PRELOAD": args.vmem, "VMEM_WORKSPACE": "wr", "VMEM_CACHE": cache})
