@@ -327,23 +327,20 @@ int policy_conv_room(const policy_graph_t *g, const policy_live_t *l, bool with_
 		if (o->v[i].after_op >= 0 && b > o->v[i].after_op && b < p)
 			back[b] += o->v[i].bytes;
 	}
+	/* a plan whose resident bytes exceed the budget somewhere does not
+	 * hold: the reactive layer pages what does not fit, and what is
+	 * resident at a convolution is not the plan's curve.  Its rooms would
+	 * be zero or near it where the pressure is, and a solver keeping the
+	 * least room would give up the fast algorithms for nothing (kept
+	 * `none` on the h100 model at 1/2: 629 -> 880 ms).  No rooms then
+	 * (all stay UINT64_MAX): the budget beside the tensors is the limit. */
+	for (int k = 0; k < p; k++)
+		if (curve[k] > budget)
+			goto out;
 	for (int k = 0; k < p; k++) {
 		const policy_op_t *op = &g->ops[k];
 		uint64_t during = curve[k ? k - 1 : p - 1] + back[k];
 
-		/* a plan whose resident bytes exceed the budget somewhere does
-		 * not hold: the reactive layer pages what does not fit, and what
-		 * is resident at a convolution is not the plan's curve.  Its
-		 * rooms would be zero or near it where the pressure is, and a
-		 * solver keeping the least room would give up the fast
-		 * algorithms for nothing (kept `none` on the h100 model at 1/2:
-		 * 629 -> 880 ms).  No rooms then: the budget beside the tensors
-		 * stays the limit. */
-		if (curve[k] > budget) {
-			for (int j = 0; j < p; j++)
-				room[j] = UINT64_MAX;
-			break;
-		}
 		if (op->kind != VMEM_OP_CONV_FWD && op->kind != VMEM_OP_CONV_BWD_DATA &&
 		    op->kind != VMEM_OP_CONV_BWD_FILTER)
 			continue;
@@ -351,6 +348,7 @@ int policy_conv_room(const policy_graph_t *g, const policy_live_t *l, bool with_
 		during += op_written_whole(g, k);
 		room[k] = budget > during ? budget - during : 0;
 	}
+out:
 	free(curve);
 	free(back);
 	return 0;
