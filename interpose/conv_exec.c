@@ -1589,10 +1589,9 @@ static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_c
 	return CUDNN_STATUS_SUCCESS;
 }
 
-/* Images a slice of convolution call `c` may hold (the rule of
- * interpose/dnn_split.c: split past 3/4 of the budget, every slice within
- * 3/4 of it in whole pages, x and y sliced, the rest whole), k->batch to
- * run it whole, 0 when no slicing fits. */
+/* Images a slice of convolution call `c` may hold by hook_split_images'
+ * rule (x and y sliced, the rest whole in every slice); 0 to run it
+ * whole. */
 static int slice_images(const conv_kernel_t *k, const hook_call_t *c, const void *x,
 			const void *y, const void *ws, uint64_t wsb, uint64_t tensors,
 			uint64_t budget)
@@ -1602,8 +1601,8 @@ static int slice_images(const conv_kernel_t *k, const hook_call_t *c, const void
 	int m = 0;
 
 	runtime_budget_free(NULL, NULL, &chunk);
-	if (!budget || hook_split_slices(tensors, budget, 2) < 2 || k->batch < 2)
-		return k->batch;
+	if (hook_split_slices(tensors, budget, 2) < 2)
+		return 0;   /* the common case: no slice table */
 	for (int i = 0; i < c->nrefs && m < 7; i++) {
 		const vmem_ref_t *r = &c->refs[i];
 
@@ -1615,8 +1614,7 @@ static int slice_images(const conv_kernel_t *k, const hook_call_t *c, const void
 	}
 	if (ws && wsb && runtime_owns((uintptr_t)ws))
 		t[m++] = (hook_slice_t){ (uintptr_t)ws, 0, wsb };
-	return hook_slice_images(t, m, k->batch, hook_split_slices(tensors, budget, k->batch),
-				 budget - budget / 4, chunk);
+	return hook_split_images(t, m, k->batch, tensors, budget, chunk);
 }
 
 /* The rescue: the fastest algorithm of cuDNN's list whose workspace fits
@@ -1720,7 +1718,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 			int most = slice_images(k, c, x, y, use, k->cfg.ws,
 						tensors + conv_ws_pages(use, k->cfg.ws), budget);
 
-			if ((use || !k->cfg.ws) && most > 0 && most < k->batch) {
+			if ((use || !k->cfg.ws) && most > 0) {
 				/* its tensors cannot be resident at once: slice by slice */
 				conv_set_ws_ref(c, use, k->cfg.ws);
 				micro = sliced = true;
@@ -1785,7 +1783,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 						budget);
 			solver_config_t whole = { 0.0, wsb, 1, { { algo, k->batch, 1 } } };
 
-			if (most > 0 && most < k->batch) {
+			if (most > 0) {
 				sliced = true;
 				how = "sliced";
 				st = run_sliced(c, k, &whole, most,

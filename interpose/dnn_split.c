@@ -101,12 +101,7 @@ int dnn_split_images(const hook_call_t *c, const dnn_split_tensor_t *t, int nt)
 		n = l.dims[0];
 		sl[m++] = (hook_slice_t){ (uintptr_t)t[i].p, l.image_bytes, l.image_span };
 	}
-	if (n < 2)
-		return 0;
-	/* slices of about 1/4 of the budget by bytes, at most 3/4 in whole
-	 * pages (what runs whole runs within 3/4) */
-	return hook_slice_images(sl, m, n, hook_split_slices(pages, budget, n), budget - budget / 4,
-				 chunk);
+	return hook_split_images(sl, m, n, pages, budget, chunk);
 }
 
 /* A descriptor like `l` with N = b; NULL when cuDNN refuses it. */

@@ -206,6 +206,18 @@ int hook_slice_images(const hook_slice_t *t, int nt, int n, int k0, uint64_t roo
 	return 0;
 }
 
+int hook_split_images(const hook_slice_t *t, int nt, int n, uint64_t pages, uint64_t budget,
+		      uint64_t chunk)
+{
+	int b;
+
+	if (hook_split_slices(pages, budget, n) < 2)
+		return 0;
+	b = hook_slice_images(t, nt, n, hook_split_slices(pages, budget, n), budget - budget / 4,
+			      chunk);
+	return b < n ? b : 0;
+}
+
 vmem_dtype_t hook_cudnn_dtype(int dt)
 {
 	switch (dt) {

@@ -512,6 +512,13 @@ static void test_slice_images_count_whole_pages(void **state)
 	assert_int_equal(hook_slice_images(w, 2, 8, 2, 3 * C, C), 0);
 	/* nothing to slice */
 	assert_int_equal(hook_slice_images(t, 4, 0, 1, 8 * C, C), 0);
+	/* the whole rule: 16 MiB of pages in 20 MiB runs whole; in 12 none
+	 * of the slicings fits 9 MiB; 25 MiB in 32 (over its 24) wants
+	 * quarters of 8 MiB, 4 slices of 4 images, each within 24 in pages */
+	assert_int_equal(hook_split_images(t, 4, 16, 16 * C / 2, 20 << 20, C), 0);
+	assert_int_equal(hook_split_images(t, 4, 16, 8 * C, 12 << 20, C), 0);
+	assert_int_equal(hook_split_images(t, 4, 16, 25 << 20, 32 << 20, C), 4);
+	assert_int_equal(hook_split_images(t, 4, 16, 8 * C, 0, C), 0);
 }
 
 static void test_dense_strides_and_dtypes(void **state)
