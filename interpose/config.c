@@ -113,6 +113,10 @@ static const cfg_var_t cfg_vars[] = {
 	{ "VMEM_DYN_TRIALS", CFG_SIZE, "1", NULL, 1, 100, 0, true, false, F(dyn_trials), "iterations",
 	  "VMEM_POLICY=dyn: planned iterations each offload mode runs, timed on the device, before "
 	  "the fastest is kept; 0: keep the mode computed from the plan's peaks" },
+	{ "VMEM_GAPS", CFG_BOOL, "1", NULL, 0, 0, 0, false, false, F(gaps), "",
+	  "1: an offloading plan (all, conv, dyn) that does not fit the budget also moves idle "
+	  "intervals of other tensors (weights, gradients, optimizer state), planned; "
+	  "0: the reactive layer pages what does not fit" },
 	{ "VMEM_TRACE", CFG_PATH, "", NULL, 0, 0, 0, false, false, F(trace_path), "path",
 	  "write the JSON Lines trace to this file; empty: off" },
 	{ "VMEM_CACHE", CFG_PATH, "", NULL, 0, 0, 0, false, false, F(cache_path), "path",

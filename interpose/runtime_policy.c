@@ -68,6 +68,8 @@ static bool g_warned_maybe;
  * the eviction order only matter once memory is short). */
 static bool g_watching;
 
+#define RETRY_MAX 32
+
 /* Per thread: the ranges of the call in flight (resolved before, reused
  * after), the actions list, the fault-ins counted by the pool's observer. */
 typedef struct {
@@ -81,6 +83,11 @@ typedef struct {
 	uint64_t misses;       /* fault-ins of the call that copied bytes back */
 	uint64_t maps;         /* ... that only mapped fresh pages */
 	uint64_t room;         /* the call's ALGO room (UINT64_MAX none) */
+	/* prefetches the pool could not finish (no chunk free without a
+	 * wait: an offload's copy still draining), tried again after each
+	 * call until the first call that uses the range comes */
+	pool_range_t retry[RETRY_MAX];
+	int nretry;
 } tl_policy_t;
 
 static __thread tl_policy_t *tl_pol;
@@ -531,6 +538,7 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 	c.offload = offload_mode(vmem_cfg.policy);
 	c.prefetch = vmem_cfg.prefetch == VMEM_PREFETCH_TIMED ? POLICY_PREFETCH_TIMED :
 		     POLICY_PREFETCH_VDNN;
+	c.gaps = vmem_cfg.gaps;
 	/* dyn's passes are judged by device time: none without events */
 	timing_init();
 	c.dyn_trials = g_timing ? (uint32_t)vmem_cfg.dyn_trials : 0;
@@ -622,6 +630,54 @@ static pool_range_t prange(const policy_action_t *a)
 	return (pool_range_t){ .alloc_id = a->alloc_id, .offset = a->offset, .bytes = a->bytes };
 }
 
+/* ---- prefetches that found no room yet ---- */
+
+static void retry_add(const pool_range_t *r)
+{
+	tl_policy_t *t = tl_pol;
+
+	if (!t)
+		return;
+	if (t->nretry == RETRY_MAX) {   /* the oldest gives way */
+		memmove(t->retry, t->retry + 1, (RETRY_MAX - 1) * sizeof(*t->retry));
+		t->nretry--;
+	}
+	t->retry[t->nretry++] = *r;
+}
+
+/* The call about to be issued uses these spans: a prefetch still waiting
+ * for room was for it (or an earlier use), and the call brings back what
+ * is missing itself; one kept waiting would hold its pages to the next
+ * use. */
+static void retry_used(tl_policy_t *t, const pool_span_t *sp, int n)
+{
+	int w = 0;
+
+	for (int i = 0; i < t->nretry; i++) {
+		const pool_range_t *r = &t->retry[i];
+		bool used = false;
+
+		for (int j = 0; j < n && !used; j++)
+			used = sp[j].alloc_id == r->alloc_id && sp[j].offset < r->offset + r->bytes &&
+			       r->offset < sp[j].offset + sp[j].bytes;
+		if (!used)
+			t->retry[w++] = *r;
+	}
+	t->nretry = w;
+}
+
+/* After a call: what a finished copy or use freed may take the waiting
+ * prefetches now. */
+static void retry_run(tl_policy_t *t)
+{
+	int w = 0;
+
+	for (int i = 0; i < t->nretry; i++)
+		if (pool_prefetch(g_rp_pool, &t->retry[i]) == POOL_ENOMEM)
+			t->retry[w++] = t->retry[i];
+	t->nretry = w;
+}
+
 /* Carries out one action.  cudaSuccess, or the error that refuses the
  * call (a read of bytes the plan dropped). */
 static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
@@ -658,7 +714,8 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 		pool_offload(g_rp_pool, &r);
 		break;
 	case POLICY_ACT_PREFETCH:
-		pool_prefetch(g_rp_pool, &r);
+		if (pool_prefetch(g_rp_pool, &r) == POOL_ENOMEM)
+			retry_add(&r);
 		break;
 	case POLICY_ACT_SETTLE:
 		pool_settle(g_rp_pool, &r);
@@ -733,6 +790,8 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 	}
 	if (c->nrefs)
 		pool_resolve(g_rp_pool, t->refs, c->nrefs, t->spans);
+	if (t->nretry)
+		retry_used(t, t->spans, c->nrefs);
 	for (int i = 0; i < c->nrefs; i++) {
 		vmem_range_t *r = &t->ranges[i];
 
@@ -774,10 +833,12 @@ void runtime_policy_after(const runtime_call_t *c)
 	fill_event(&ev, c, t);
 	policy_after(g_pol, &ev, &t->acts);
 	run_actions(t, &ev);
-	if (g_poll) {
+	if (g_poll || t->nretry) {
 		int mode = runtime_relax_begin();
 
 		pool_poll(g_rp_pool);
+		if (t->nretry)
+			retry_run(t);
 		runtime_relax_end(mode);
 	}
 }

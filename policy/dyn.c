@@ -131,12 +131,36 @@ static int unstable_bytes(const policy_graph_t *g, uint64_t *out)
 
 /* Where each offloaded tensor is away: over the positions "after op k",
  * k in [after_op, back), back = the op its prefetch precedes (need_op when
- * none was placed). */
-static int away_back(const policy_offload_t *x, int p)
+ * none was placed); a wrapped interval (gaps.c) runs on into the next
+ * iteration, [after_op, p) and [0, back), unless its prefetch is placed
+ * before the iteration ends.  Adds +bytes / -bytes into diff[0 .. p]. */
+static void away_add(int64_t *diff, const policy_offload_t *x, int p)
 {
-	int b = x->prefetch_op >= 0 ? x->prefetch_op : x->need_op;
+	int a = x->after_op, b = x->prefetch_op >= 0 ? x->prefetch_op : x->need_op;
 
-	return b > p ? p : b;
+	if (a < 0 || a >= p || b < 0)
+		return;
+	if (b > p)
+		b = p;
+	if (b > a) {
+		diff[a] += (int64_t)x->bytes;
+		diff[b] -= (int64_t)x->bytes;
+	} else if (x->wrap) {
+		diff[a] += (int64_t)x->bytes;
+		diff[0] += (int64_t)x->bytes;
+		diff[b] -= (int64_t)x->bytes;
+	}
+}
+
+/* The op the offload comes back for while it runs (its prefetch's), or -1
+ * when it never left. */
+static int back_op(const policy_offload_t *x, int p)
+{
+	int a = x->after_op, b = x->prefetch_op >= 0 ? x->prefetch_op : x->need_op;
+
+	if (a < 0 || a >= p || b < 0 || b >= p || (b <= a && !x->wrap))
+		return -1;
+	return b;
 }
 
 /* Bytes resident after each op into curve[0 .. nops): live (plus dead
@@ -149,15 +173,8 @@ static int resident_curve(const policy_graph_t *g, const policy_live_t *l, bool 
 	int64_t *diff = o && o->n ? calloc((size_t)p + 1, sizeof(*diff)) : NULL;
 	int64_t away = 0;
 
-	for (int i = 0; diff && i < o->n; i++) {
-		const policy_offload_t *x = &o->v[i];
-		int a = x->after_op, b = away_back(x, p);
-
-		if (a < 0 || a >= p || b <= a)
-			continue;
-		diff[a] += (int64_t)x->bytes;
-		diff[b] -= (int64_t)x->bytes;
-	}
+	for (int i = 0; diff && i < o->n; i++)
+		away_add(diff, &o->v[i], p);
 	for (int k = 0; k < p; k++) {
 		uint64_t r = l->live_after[k] + held + (with_dead ? l->dead_after[k] : 0);
 
@@ -302,30 +319,61 @@ uint64_t policy_peak_resident(const policy_graph_t *g, const policy_live_t *l,
 	return peak_resident(g, l, false, held, o, peak_op);
 }
 
+/* The after-op curve into curve[] and, when need != NULL, what each op
+ * holds while it runs (policy_need_curve).  0, or -1 when out of memory. */
+static int curves(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
+		  const policy_offloads_t *o, uint64_t *curve, uint64_t *need)
+{
+	int p = g->nops;
+	uint64_t held = 0;
+
+	if (unstable_bytes(g, &held) < 0 || resident_curve(g, l, with_dead, held, o, curve) < 0)
+		return -1;
+	if (!need)
+		return 0;
+	for (int k = 0; k < p; k++)
+		need[k] = curve[k ? k - 1 : p - 1] + op_written_whole(g, k);
+	/* what comes back for op k: on the device while k runs, away before */
+	for (int i = 0; o && i < o->n; i++) {
+		int b = back_op(&o->v[i], p);
+
+		if (b >= 0)
+			need[b] += o->v[i].bytes;
+	}
+	return 0;
+}
+
+int policy_need_curve(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
+		      const policy_offloads_t *o, uint64_t *need)
+{
+	uint64_t *curve;
+	int rc;
+
+	if (g->nops == 0 || !l->live_after)
+		return 0;
+	if (!(curve = malloc((size_t)g->nops * sizeof(*curve))))
+		return -1;
+	rc = curves(g, l, with_dead, o, curve, need);
+	free(curve);
+	return rc;
+}
+
 int policy_conv_room(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
 		     const policy_offloads_t *o, uint64_t budget, uint64_t *room)
 {
 	int p = g->nops;
-	uint64_t *curve, *back, held = 0;
+	uint64_t *curve, *need;
 
 	for (int k = 0; k < p; k++)
 		room[k] = UINT64_MAX;
 	if (p == 0 || budget == 0 || !l->live_after)
 		return 0;
 	curve = malloc((size_t)p * sizeof(*curve));
-	back = calloc((size_t)p, sizeof(*back));
-	if (!curve || !back || unstable_bytes(g, &held) < 0 ||
-	    resident_curve(g, l, with_dead, held, o, curve) < 0) {
+	need = malloc((size_t)p * sizeof(*need));
+	if (!curve || !need || curves(g, l, with_dead, o, curve, need) < 0) {
 		free(curve);
-		free(back);
+		free(need);
 		return -1;
-	}
-	/* what comes back for op k: on the device while k runs, away before */
-	for (int i = 0; o && i < o->n; i++) {
-		int b = away_back(&o->v[i], p);
-
-		if (o->v[i].after_op >= 0 && b > o->v[i].after_op && b < p)
-			back[b] += o->v[i].bytes;
 	}
 	/* a plan whose resident bytes exceed the budget somewhere does not
 	 * hold: the reactive layer pages what does not fit, and what is
@@ -339,18 +387,16 @@ int policy_conv_room(const policy_graph_t *g, const policy_live_t *l, bool with_
 			goto out;
 	for (int k = 0; k < p; k++) {
 		const policy_op_t *op = &g->ops[k];
-		uint64_t during = curve[k ? k - 1 : p - 1] + back[k];
 
 		if (op->kind != VMEM_OP_CONV_FWD && op->kind != VMEM_OP_CONV_BWD_DATA &&
 		    op->kind != VMEM_OP_CONV_BWD_FILTER)
 			continue;
-		/* its outputs: written whole, so dead (not counted) before it */
-		during += op_written_whole(g, k);
-		room[k] = budget > during ? budget - during : 0;
+		/* its outputs (written whole: dead before it) are in need[k] */
+		room[k] = budget > need[k] ? budget - need[k] : 0;
 	}
 out:
 	free(curve);
-	free(back);
+	free(need);
 	return 0;
 }
 
@@ -404,11 +450,16 @@ int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
 		memset(chosen, 0, sizeof(*chosen));
 	if (unstable_bytes(g, &held) < 0)
 		return -1;
+	policy_gaps_config_t gc = { .limit = policy_prefetch_limit(c->budget, c->headroom),
+				    .page_size = c->page_size, .min_bytes = c->offload_min_bytes,
+				    .with_dead = !c->liveness, .timing = c->timing };
+
 	for (int m = 0; m < 3; m++) {
 		if (policy_offload_choose(g, order[m], c->offload_min_bytes, &off[m]) < 0 ||
 		    policy_prefetch_place(g, c->prefetch, &c->timing, &off[m]) < 0 ||
 		    policy_prefetch_fit(g, l, !c->liveness, &off[m],
-					policy_prefetch_limit(c->budget, c->headroom)) < 0) {
+					policy_prefetch_limit(c->budget, c->headroom)) < 0 ||
+		    (c->gaps && policy_gaps_fill(g, l, &gc, &off[m]) < 0)) {
 			for (int i = 0; i <= m; i++)
 				policy_offloads_free(&off[i]);
 			return -1;

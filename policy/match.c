@@ -294,3 +294,30 @@ int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint6
 	out->iter = c->iter;
 	return 0;
 }
+
+int policy_match_resolve_prev(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
+			      policy_cur_t *out)
+{
+	const policy_graph_t *g = &m->plan->g;
+	const policy_alloc_t *a;
+	const policy_cur_t *c;
+	const policy_use_t *u;
+
+	if (use < 0 || use >= g->nuses)
+		return -1;
+	c = &m->cur[use];
+	u = &g->uses[use];
+	a = policy_graph_alloc(g, u->alloc_id);
+	/* a STABLE allocation where the plan has it, seen in the iteration
+	 * just before this one, and not seen elsewhere in this one */
+	if (!a || a->cls != POLICY_ALLOC_STABLE || c->iter + 1 != m->iter ||
+	    c->alloc_id != u->alloc_id || c->offset != u->offset || c->bytes != u->bytes ||
+	    delta + bytes > c->bytes || is_bad(m, c->alloc_id))
+		return -1;
+	out->alloc_id = c->alloc_id;
+	out->offset = c->offset + delta;
+	out->bytes = bytes;
+	out->ptr = c->ptr + delta;
+	out->iter = c->iter;
+	return 0;
+}

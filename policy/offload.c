@@ -87,6 +87,7 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 		o->use = use;
 		o->need_op = T->first_bwd_read;
 		o->prefetch_op = -1;
+		o->offset = T->offset;
 		o->bytes = T->bytes;
 	}
 	if (out->n > 1)
@@ -120,13 +121,22 @@ void policy_offloads_dump(const policy_graph_t *g, const policy_offloads_t *o,
 		total += o->v[i].bytes;
 	policy_printf(out, ctx, "offload: %d tensors, %" PRIu64 " bytes (%d dropped: no time to come back)",
 		      o->n, total, o->dropped);
+	if (o->gaps.tried)
+		policy_printf(out, ctx, "gaps: %d intervals added (%d into the next iteration, %d hidden, "
+			      "%d back late), %" PRIu64 " bytes each way; most held while an op runs %"
+			      PRIu64 " -> %" PRIu64 " at #%d (its own bytes %" PRIu64 ")%s", o->gaps.added,
+			      o->gaps.wraps, o->gaps.hidden, o->gaps.late, o->gaps.bytes, o->gaps.need_before,
+			      o->gaps.need_after, o->gaps.worst_op, o->gaps.worst_own,
+			      o->gaps.fits ? "" : " (does not fit)");
 	for (int i = 0; i < o->n; i++) {
 		const policy_offload_t *x = &o->v[i];
 		const policy_tensor_t *T = &g->tensors[x->tensor];
 
 		policy_printf(out, ctx, "  t%d a%" PRIu64 "+0x%" PRIx64 "/%" PRIu64
-			      " offload after #%d, prefetch before #%d%s, needed by #%d",
-			      x->tensor, T->alloc_id, T->offset, T->bytes, x->after_op,
-			      x->prefetch_op, x->fallback ? " (fallback)" : "", x->need_op);
+			      " offload after #%d, prefetch before #%d%s%s, needed by #%d%s",
+			      x->tensor, T->alloc_id, x->offset, x->bytes, x->after_op,
+			      x->prefetch_op, x->fallback ? " (fallback)" : "",
+			      x->wrap && x->prefetch_op <= x->after_op ? " (next iteration)" : "",
+			      x->need_op, x->gap ? (x->wrap ? " (gap, next iteration)" : " (gap)") : "");
 	}
 }

@@ -66,18 +66,17 @@ static int cmp_step(const void *a, const void *b)
 	return x->delta < y->delta ? -1 : x->delta > y->delta;
 }
 
-/* The part of tensor t inside use u, as (delta, bytes) of the use. */
-static void tensor_in_use(const policy_graph_t *g, int t, int u, uint64_t *delta,
-			  uint64_t *bytes)
+/* The part of [off, off + bytes) of its allocation inside use u, as
+ * (delta, bytes) of the use. */
+static void range_in_use(const policy_graph_t *g, uint64_t off, uint64_t bytes, int u,
+			 uint64_t *delta, uint64_t *n)
 {
-	const policy_tensor_t *T = &g->tensors[t];
 	const policy_use_t *U = &g->uses[u];
-	uint64_t a = T->offset > U->offset ? T->offset : U->offset;
-	uint64_t b = T->offset + T->bytes < U->offset + U->bytes ? T->offset + T->bytes
-								 : U->offset + U->bytes;
+	uint64_t a = off > U->offset ? off : U->offset;
+	uint64_t b = off + bytes < U->offset + U->bytes ? off + bytes : U->offset + U->bytes;
 
 	*delta = a - U->offset;
-	*bytes = b > a ? b - a : 0;
+	*n = b > a ? b - a : 0;
 }
 
 static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const uint64_t *room)
@@ -108,7 +107,7 @@ static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const 
 		x.when = POLICY_AFTER;
 		x.op = o->after_op;
 		x.use = o->use;
-		tensor_in_use(g, o->tensor, o->use, &x.delta, &x.bytes);
+		range_in_use(g, o->offset, o->bytes, o->use, &x.delta, &x.bytes);
 		x.until_op = o->need_op;
 		x.ref = o->tensor;
 		if (x.bytes == 0)
@@ -123,6 +122,7 @@ static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const 
 			x.kind = POLICY_STEP_PREFETCH;
 			x.when = POLICY_BEFORE;
 			x.op = o->prefetch_op;
+			x.prev = o->wrap && o->prefetch_op <= o->after_op;
 			if (spush(&s, &x) < 0)
 				goto fail;
 		}
@@ -243,6 +243,8 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		dc.offload_min_bytes = cfg->offload_min_bytes;
 		dc.prefetch = cfg->prefetch;
 		dc.timing = cfg->timing;
+		dc.gaps = cfg->gaps;
+		dc.page_size = cfg->page_size;
 		mode = policy_dyn_choose(&plan->g, l, &dc, &plan->dyn, &plan->off, plan->alt);
 		if (mode < 0)
 			goto fail;
@@ -257,6 +259,15 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		    policy_prefetch_fit(&plan->g, l, !cfg->liveness, &plan->off,
 					policy_prefetch_limit(cfg->budget, cfg->headroom)) < 0)
 			goto fail;
+		if (cfg->gaps && cfg->offload != POLICY_OFFLOAD_NONE) {
+			policy_gaps_config_t gc = {
+				.limit = policy_prefetch_limit(cfg->budget, cfg->headroom),
+				.page_size = cfg->page_size, .min_bytes = cfg->offload_min_bytes,
+				.with_dead = !cfg->liveness, .timing = cfg->timing };
+
+			if (policy_gaps_fill(&plan->g, l, &gc, &plan->off) < 0)
+				goto fail;
+		}
 	}
 	if (policy_evict_build(&plan->g, cfg->page_size, &plan->evict) < 0)
 		goto fail;

@@ -55,6 +55,7 @@ void policy_config_default(policy_config_t *c)
 	c->prefetch = POLICY_PREFETCH_VDNN;
 	c->page_size = (uint64_t)2 << 20;
 	c->offload_min_bytes = (uint64_t)1 << 20;
+	c->gaps = true;
 	c->min_period = 4;
 	c->max_period = 16384;
 	c->reps = 3;
@@ -282,6 +283,7 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 	pc.headroom = p->cfg.dyn_headroom;
 	pc.page_size = p->cfg.page_size;
 	pc.algo_steps = p->cfg.algo_steps;
+	pc.gaps = p->cfg.gaps;
 	policy_period_reset(&p->det);
 	if (policy_plan_build(&plan, &p->h, f, &pc) < 0)
 		return;   /* out of memory: stay as we are, try again on the next pattern */
@@ -380,7 +382,8 @@ static void steps(policy_t *p, int op, policy_when_t when, const vmem_event_t *e
 			x->in_trial = p->trial.n > 1 && !p->kept_noted;
 			continue;
 		}
-		if (policy_match_resolve(&p->m, s->use, s->delta, s->bytes, &c) < 0)
+		if ((s->prev ? policy_match_resolve_prev(&p->m, s->use, s->delta, s->bytes, &c)
+			     : policy_match_resolve(&p->m, s->use, s->delta, s->bytes, &c)) < 0)
 			continue;
 		if (!(x = policy_actions_push(out)))
 			return;

@@ -72,6 +72,9 @@ typedef struct {
 	uint64_t offload_min_bytes;        /* smaller tensors are never offloaded */
 	bool algo_steps;                   /* ALGO actions (the workspace room) before each
 					      convolution */
+	bool gaps;                         /* VMEM_GAPS: an offloading plan that does not fit
+					      also moves idle intervals of other tensors
+					      (gaps.c); default on */
 	/* iteration detection (period.c) */
 	uint32_t min_period, max_period, reps, max_candidates, soft_permille;
 	uint64_t history_events, history_ranges;   /* 0: (reps + 1) * max_period + 64, 8 per event */

@@ -392,7 +392,10 @@ typedef enum {
 } policy_prefetch_mode_t;
 
 /* One offloaded tensor: copied out after its last forward read, brought
- * back before its first backward read. */
+ * back before its first backward read.  gaps.c adds idle intervals of any
+ * tensor (`gap`): out after one access, back before the next, which may
+ * be in the next iteration (`wrap`: need_op <= after_op, and prefetch_op
+ * too when the copy starts there). */
 typedef struct {
 	int tensor;
 	int after_op;            /* offload issued after this op (its last forward read) */
@@ -401,14 +404,33 @@ typedef struct {
 	int prefetch_op;         /* prefetch issued before this op; -1 = none placed */
 	bool fallback;           /* vDNN: no backward op in its window was free: fetched
 				    right before the op before its use */
+	bool gap;                /* an idle interval chosen by gaps.c */
+	bool wrap;               /* need_op is in the next iteration */
+	uint64_t offset;         /* the range moved: [offset, offset + bytes) of the tensor's
+				    allocation (gaps.c: its whole pages only) */
 	uint64_t bytes;
 } policy_offload_t;
+
+/* What gaps.c added to a set, for the dumps and the trace. */
+typedef struct {
+	int added;                  /* intervals added to the set */
+	int wraps;                  /* of which wrap into the next iteration */
+	int hidden;                 /* of which whose round trip fits in the interval */
+	int late;                   /* copies back moved after an op they crowded out */
+	uint64_t bytes;             /* bytes they move each way */
+	uint64_t need_before, need_after;   /* the most bytes held while an op runs */
+	int worst_op;               /* where need_after is reached */
+	uint64_t worst_own;         /* that op's own bytes (policy_op_bytes) */
+	bool tried;                 /* the pass ran (the set did not fit) */
+	bool fits;                  /* need_after <= its limit */
+} policy_gaps_t;
 
 typedef struct {
 	int n;
 	policy_offload_t *v;     /* in order of after_op */
 	int dropped;             /* timed: offloads that could not come back in time */
 	uint64_t dropped_bytes;
+	policy_gaps_t gaps;      /* what gaps.c added */
 } policy_offloads_t;
 
 /* vDNN §III-B/C: chooses the tensors to offload.  Only tensors of STABLE or
@@ -441,6 +463,40 @@ void policy_offloads_dump(const policy_graph_t *g, const policy_offloads_t *o,
 			  policy_print_fn out, void *ctx);
 
 /* ====================================================================
+ * gaps.c - past vDNN: offload idle intervals of any tensor until the plan
+ * fits (weights, gradients, optimizer state, activations a mode leaves).
+ * ==================================================================== */
+
+typedef struct {
+	uint64_t limit;             /* bytes the plan may hold while an op runs (budget less
+				       headroom); 0: nothing added */
+	uint64_t page_size;         /* ranges are cut to whole pages of their allocation */
+	uint64_t min_bytes;         /* smaller ranges are never chosen */
+	bool with_dead;             /* liveness off: dead ranges stay resident */
+	policy_timing_t timing;     /* the link and op times the copies are placed by */
+} policy_gaps_config_t;
+
+/* The most bytes held while each op runs, into need[0 .. nops): what was
+ * resident after the op before it (the iteration wraps), the offloads
+ * that come back for it, and what it writes whole (workspaces aside: the
+ * solver sizes them to the room).  0, or -1 when out of memory. */
+int policy_need_curve(const policy_graph_t *g, const policy_live_t *l, bool with_dead,
+		      const policy_offloads_t *o, uint64_t *need);
+/* Adds to `o` (a mode's set, prefetches placed) idle intervals of tensors
+ * it does not move, until every op's need (policy_need_curve) is within
+ * c->limit or no interval over the worst op is left.  An interval runs
+ * from an access of a tensor version (its write, or a read) to its next
+ * read; on a STABLE allocation the last read wraps to the next
+ * iteration's first; YOUNG allocations' intervals stay inside the
+ * iteration; UNSTABLE and foreign ones are never moved.  Intervals whose
+ * round trip (out at the D2H bandwidth, back at the H2D one) fits between
+ * its ends are taken first, longest first; the copy back is placed to end
+ * as the next access starts.  o->gaps says what was done.  0, or -1 when
+ * out of memory (o as it was). */
+int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
+		     const policy_gaps_config_t *c, policy_offloads_t *o);
+
+/* ====================================================================
  * dyn.c - vDNN-dyn's choice among none, conv and all (vDNN §III-C).
  * ==================================================================== */
 
@@ -455,6 +511,8 @@ typedef struct {
 	uint64_t offload_min_bytes; /* as policy_offload_choose */
 	policy_prefetch_mode_t prefetch;
 	policy_timing_t timing;     /* as policy_prefetch_place */
+	bool gaps;                  /* a mode that does not fit gets gaps.c's intervals */
+	uint64_t page_size;         /* for gaps.c */
 } policy_dyn_config_t;
 
 /* One decision, for the dump, the stats and the trace's plan record. */
@@ -622,6 +680,9 @@ typedef struct {
 	int32_t algo;            /* ALGO: the application's algorithm and workspace */
 	uint64_t workspace;
 	uint64_t room;           /* ALGO: policy_conv_room's bytes for this op */
+	bool prev;               /* PREFETCH of a wrapped interval, placed at or before its
+				    offload's op: resolved through what that use touched in
+				    the iteration before (a STABLE allocation's place) */
 } policy_step_t;
 
 typedef struct {
@@ -635,6 +696,7 @@ typedef struct {
 	uint64_t page_size;
 	bool algo_steps;         /* ALGO steps at every convolution: the workspace room
 				    the plan leaves there (the conv hooks' solver uses it) */
+	bool gaps;               /* a set that does not fit gets gaps.c's intervals */
 } policy_plan_config_t;
 
 typedef struct {

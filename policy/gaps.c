@@ -1,0 +1,382 @@
+/* policy/gaps.c - past vDNN: move whatever idles, until the plan fits.
+ *
+ * vDNN moves feature maps only: what is written in forward and read again
+ * in backward.  When even vDNN-all does not fit the budget, what is left
+ * is everything else an iteration keeps: weights between their forward
+ * and backward reads, gradients between the backward op that writes them
+ * and the optimizer that reads them, the optimizer's state between two
+ * steps (a whole iteration), and under vDNN-conv the activations it
+ * leaves.  Without a plan for them the pool evicts them when it must and
+ * the next call that reads them waits on the host for its copy back (a
+ * miss).  This pass plans those moves instead (the idea of Capuchin's and
+ * SwapAdvisor's swap planning: every tensor's idle interval is a
+ * candidate, chosen on the plan's memory curve and its measured times).
+ *
+ * An interval is one tensor version's idle time between two accesses:
+ *
+ *   momentum m (STABLE):  #90 sgd rw ................................ #90 sgd (next iteration)
+ *                         out after #90             back before #85 (next iteration), the copy
+ *                                                   ending as #90 starts
+ *   weight w:   #3 conv_fwd r .......... #70 conv_bwd_data r ... #71 conv_bwd_filter r
+ *   gradient:   #71 conv_bwd_filter w ................. #92 sgd r
+ *
+ * Greedy on the curve of policy_need_curve: while some op needs more than
+ * the limit, the worst op's intervals (those away while it runs) are
+ * ranked - first those whose round trip fits in the interval (the copy
+ * hides behind compute), then the longest - and the best is added.  The
+ * curve is updated over its interval and the worst op found again.
+ * Ranges are cut to whole pages: a page shared with another tensor is not
+ * this tensor's to move.
+ */
+#include "policy/program.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+	int tensor;
+	int a, use, b;           /* out after op a (through use), needed by op b */
+	int pf;                  /* prefetch issued before op pf */
+	bool wrap;               /* b is in the next iteration */
+	bool hidden;             /* the round trip fits */
+	bool taken;
+	uint64_t offset, bytes;  /* whole pages of the tensor */
+	uint64_t gap_ns;         /* from a's end to b's start */
+} cand_t;
+
+typedef struct {
+	cand_t *v;
+	int n, cap;
+} cvec_t;
+
+static int cpush(cvec_t *c, const cand_t *x)
+{
+	if (c->n == c->cap) {
+		int cap = c->cap ? c->cap * 2 : 256;
+		cand_t *nv = realloc(c->v, (size_t)cap * sizeof(*nv));
+
+		if (!nv)
+			return -1;
+		c->v = nv;
+		c->cap = cap;
+	}
+	c->v[c->n++] = *x;
+	return 0;
+}
+
+/* One access of a tensor: the op, the use that touches it, and its
+ * distance from the tensor's first access in the cyclic order. */
+typedef struct {
+	int op, use, dist;
+} acc_t;
+
+static int cmp_acc(const void *x, const void *y)
+{
+	const acc_t *a = x, *b = y;
+
+	return (a->dist > b->dist) - (a->dist < b->dist);
+}
+
+/* Op start times from measured durations: op k starts at at[k]. */
+static uint64_t *op_starts(const policy_graph_t *g, uint64_t dflt)
+{
+	uint64_t *at = malloc(((size_t)g->nops + 1) * sizeof(*at));
+
+	if (!at)
+		return NULL;
+	at[0] = 0;
+	for (int k = 0; k < g->nops; k++)
+		at[k + 1] = at[k] + (g->ops[k].dur_ns ? g->ops[k].dur_ns : dflt);
+	return at;
+}
+
+static double copy_ns(uint64_t bytes, uint64_t bw)
+{
+	return (double)bytes / (double)(bw ? bw : POLICY_LINK_DEFAULT) * 1e9;
+}
+
+/* Start of op j on the timeline of two iterations (j in [0, 2p]). */
+static double start_of(const uint64_t *at, int p, int j)
+{
+	return j >= p ? (double)at[j - p] + (double)at[p] : (double)at[j];
+}
+
+/* Places the copy back of candidate x (a, b, wrap, bytes set): it ends as
+ * b starts and starts no earlier than the copy out ends (hidden); when the
+ * round trip does not fit, it is issued right before b (the device waits
+ * on it, the host does not), and never before the op after a's next (an
+ * interval is for the ops it is away from).  False when no op runs
+ * between a and b. */
+static bool place(const policy_graph_t *g, const uint64_t *at, const policy_timing_t *t,
+		  cand_t *x)
+{
+	int p = g->nops, b = x->wrap ? x->b + p : x->b, s = b;
+	uint64_t d2h = t->d2h_bytes_per_s ? t->d2h_bytes_per_s : t->h2d_bytes_per_s;
+	double out_end = start_of(at, p, x->a + 1) + copy_ns(x->bytes, d2h);
+	double need = start_of(at, p, b);
+	double start = need - copy_ns(x->bytes, t->h2d_bytes_per_s);
+
+	x->gap_ns = (uint64_t)(need - start_of(at, p, x->a + 1));
+	if (s < x->a + 2)
+		return false;
+	/* the last op that starts at or before `start`, leaving at least
+	 * one op run with the tensor away */
+	if (start >= out_end)
+		while (s > x->a + 2 && start_of(at, p, s) > start)
+			s--;
+	x->hidden = start >= out_end && start_of(at, p, s) <= start;
+	x->pf = s % p;
+	return true;
+}
+
+/* Whole pages of [off, off + bytes): false when there are none. */
+static bool whole_pages(uint64_t off, uint64_t bytes, uint64_t page, uint64_t *lo,
+			uint64_t *n)
+{
+	uint64_t a = page ? (off + page - 1) / page * page : off;
+	uint64_t b = page ? (off + bytes) / page * page : off + bytes;
+
+	if (b <= a)
+		return false;
+	*lo = a;
+	*n = b - a;
+	return true;
+}
+
+/* The intervals of tensor t into c.  acc: scratch of g->nops entries. */
+static int tensor_cands(const policy_graph_t *g, int t, const policy_gaps_config_t *cfg,
+			const uint64_t *at, acc_t *acc, int e0, int e1, cvec_t *c)
+{
+	const policy_tensor_t *T = &g->tensors[t];
+	const policy_alloc_t *al = policy_graph_alloc(g, T->alloc_id);
+	int p = g->nops, n = 0, first = T->producer;
+	uint64_t lo, bytes;
+	bool stable;
+
+	if (!al || (al->cls != POLICY_ALLOC_STABLE && al->cls != POLICY_ALLOC_YOUNG) ||
+	    !whole_pages(T->offset, T->bytes, cfg->page_size, &lo, &bytes) ||
+	    bytes < cfg->min_bytes)
+		return 0;
+	stable = al->cls == POLICY_ALLOC_STABLE;
+	if (first < 0 && e0 < e1)
+		first = g->edges[e0].op;   /* a live-in version: from its first reader */
+	if (T->producer >= 0)
+		acc[n++] = (acc_t){ T->producer, T->use, 0 };
+	for (int e = e0; e < e1; e++) {
+		const policy_edge_t *E = &g->edges[e];
+		int d = (E->op - first + p) % p;
+
+		if (T->producer >= 0 && d == 0)
+			d = p;   /* the producer reads it again in the next iteration */
+		if (n && acc[n - 1].op == E->op && acc[n - 1].dist == d)
+			continue;
+		acc[n++] = (acc_t){ E->op, E->use, d };
+	}
+	if (n > 1)
+		qsort(acc, (size_t)n, sizeof(*acc), cmp_acc);
+	/* a live-in version of a STABLE allocation is the same bytes next
+	 * iteration: its last read wraps to its first */
+	int m = n;
+
+	if (T->producer < 0 && stable && n > 1)
+		acc[m++] = (acc_t){ acc[0].op, acc[0].use, acc[0].dist + p };
+	for (int i = 0; i + 1 < m; i++) {
+		cand_t x = { 0 };
+
+		if (acc[i + 1].dist == acc[i].dist)
+			continue;
+		x.tensor = t;
+		x.a = acc[i].op;
+		x.use = acc[i].use;
+		x.b = acc[i + 1].op;
+		x.wrap = x.b <= x.a;
+		if (x.wrap && !stable)
+			continue;   /* a YOUNG allocation is gone by then */
+		x.offset = lo;
+		x.bytes = bytes;
+		if (x.use < 0 || !place(g, at, &cfg->timing, &x))
+			continue;
+		if (cpush(c, &x) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* k in [lo, hi) on the ring of ops (lo == hi: empty). */
+static bool within(int k, int lo, int hi)
+{
+	return lo <= hi ? k >= lo && k < hi : k >= lo || k < hi;
+}
+
+/* Is op k away-time of x (after a, before its prefetch op), cyclically? */
+static bool covers(const cand_t *x, int k)
+{
+	return k != x->a && within(k, x->a, x->pf);
+}
+
+/* Is x back early for op k: prefetched before k runs, needed after it? */
+static bool back_early(const cand_t *x, int k)
+{
+	return x->pf != x->b && within(k, x->pf, x->b);
+}
+
+static bool better(const cand_t *x, const cand_t *y)
+{
+	if (x->hidden != y->hidden)
+		return x->hidden;
+	if (x->gap_ns != y->gap_ns)
+		return x->gap_ns > y->gap_ns;
+	return x->bytes > y->bytes;
+}
+
+static int worst(const uint64_t *need, int p)
+{
+	int w = 0;
+
+	for (int k = 1; k < p; k++)
+		if (need[k] > need[w])
+			w = k;
+	return w;
+}
+
+/* The set's tensors, as a flag per tensor (they are not moved twice). */
+static bool *moved_tensors(const policy_graph_t *g, const policy_offloads_t *o)
+{
+	bool *v = calloc((size_t)(g->ntensors ? g->ntensors : 1), sizeof(*v));
+
+	for (int i = 0; v && i < o->n; i++)
+		if (o->v[i].tensor >= 0 && o->v[i].tensor < g->ntensors)
+			v[o->v[i].tensor] = true;
+	return v;
+}
+
+static int cmp_after(const void *a, const void *b)
+{
+	const policy_offload_t *x = a, *y = b;
+
+	if (x->after_op != y->after_op)
+		return x->after_op < y->after_op ? -1 : 1;
+	return (x->tensor > y->tensor) - (x->tensor < y->tensor);
+}
+
+/* Appends the taken candidates to o. */
+static int append(const cvec_t *c, policy_offloads_t *o, int taken)
+{
+	policy_offload_t *nv = realloc(o->v, (size_t)(o->n + taken) * sizeof(*nv));
+
+	if (!nv)
+		return -1;
+	o->v = nv;
+	for (int i = 0; i < c->n; i++) {
+		const cand_t *x = &c->v[i];
+		policy_offload_t *y;
+
+		if (!x->taken)
+			continue;
+		y = &o->v[o->n++];
+		memset(y, 0, sizeof(*y));
+		y->tensor = x->tensor;
+		y->after_op = x->a;
+		y->use = x->use;
+		y->need_op = x->b;
+		y->prefetch_op = x->pf;
+		y->gap = true;
+		y->wrap = x->wrap;
+		y->offset = x->offset;
+		y->bytes = x->bytes;
+	}
+	if (o->n > 1)
+		qsort(o->v, (size_t)o->n, sizeof(*o->v), cmp_after);
+	return 0;
+}
+
+int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
+		     const policy_gaps_config_t *cfg, policy_offloads_t *o)
+{
+	int p = g->nops, taken = 0, rc = -1;
+	uint64_t *need = NULL, *at = NULL;
+	bool *moved = NULL;
+	acc_t *acc = NULL;
+	cvec_t c = { 0 };
+	policy_gaps_t s = { 0 };
+
+	if (p == 0 || !l->live_after || cfg->limit == 0)
+		return 0;
+	need = malloc((size_t)p * sizeof(*need));
+	at = op_starts(g, cfg->timing.default_op_ns ? cfg->timing.default_op_ns : 10000);
+	acc = malloc(((size_t)g->nedges + 2) * sizeof(*acc));
+	moved = moved_tensors(g, o);
+	if (!need || !at || !acc || !moved || policy_need_curve(g, l, cfg->with_dead, o, need) < 0)
+		goto out;
+	s.need_before = need[worst(need, p)];
+	s.tried = true;
+	if (s.need_before > cfg->limit) {
+		/* edges are sorted by tensor: each tensor's reads in one run */
+		for (int t = 0, e = 0; t < g->ntensors; t++) {
+			int e0 = e;
+
+			while (e < g->nedges && g->edges[e].tensor == t)
+				e++;
+			if (!moved[t] && tensor_cands(g, t, cfg, at, acc, e0, e, &c) < 0)
+				goto out;
+		}
+	}
+	for (;;) {
+		int w = worst(need, p), best = -1;
+
+		if (need[w] <= cfg->limit)
+			break;
+		for (int i = 0; i < c.n; i++)
+			if (!c.v[i].taken && !moved[c.v[i].tensor] && covers(&c.v[i], w) &&
+			    (best < 0 || better(&c.v[i], &c.v[best])))
+				best = i;
+		if (best < 0) {
+			/* nothing left idles there: an interval whose copy back
+			 * runs beside the worst op for a later one comes back
+			 * after it instead (the device then waits on the copy) */
+			for (int i = 0; i < c.n; i++)
+				if (c.v[i].taken && back_early(&c.v[i], w) &&
+				    (best < 0 || c.v[i].bytes > c.v[best].bytes))
+					best = i;
+			if (best < 0)
+				break;   /* the worst op's own bytes, or what cannot move */
+			cand_t *y = &c.v[best];
+
+			for (int k = y->pf; k != (w + 1) % p; k = (k + 1) % p)
+				need[k] = need[k] > y->bytes ? need[k] - y->bytes : 0;
+			y->pf = (w + 1) % p;
+			y->hidden = false;
+			s.late++;
+			continue;
+		}
+		cand_t *x = &c.v[best];
+
+		x->taken = true;
+		taken++;
+		for (int k = 0; k < p; k++)
+			if (covers(x, k))
+				need[k] = need[k] > x->bytes ? need[k] - x->bytes : 0;
+	}
+	for (int i = 0; i < c.n; i++)
+		if (c.v[i].taken) {
+			s.added++;
+			s.wraps += c.v[i].wrap;
+			s.hidden += c.v[i].hidden;
+			s.bytes += c.v[i].bytes;
+		}
+	s.worst_op = worst(need, p);
+	s.need_after = need[s.worst_op];
+	s.worst_own = policy_op_bytes(g, s.worst_op);
+	s.fits = s.need_after <= cfg->limit;
+	if (taken && append(&c, o, taken) < 0)
+		goto out;
+	o->gaps = s;
+	rc = 0;
+out:
+	free(need);
+	free(at);
+	free(acc);
+	free(moved);
+	free(c.v);
+	return rc;
+}

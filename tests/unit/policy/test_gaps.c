@@ -1,0 +1,309 @@
+/* tests/unit/policy/test_gaps.c - past vDNN (policy/gaps.c): when no
+ * offload mode fits, idle intervals of weights, gradients and optimizer
+ * state are planned too: the need curve checked by hand on a two-layer
+ * iteration, whole pages only, YOUNG allocations never wrap, and the
+ * wrapped interval's prefetch resolved through the iteration before. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "policy/policy.h"
+#include "policy/program.h"
+#include "synth.h"
+
+/* ---- two layers, trained with momentum ----
+ *
+ *   #0 memcpy          host -> a1 (100, the batch)
+ *   #1 conv_fwd        x a1, w a9  -> a2 (100)
+ *   #2 conv_fwd        x a2, w a19 -> a3 (100)
+ *   #3 softmax_fwd     a3 -> a4 (100)
+ *   #4 softmax_bwd     a4 -> a5 (100)
+ *   #5 conv_bwd_filter x a2, dy a5 -> dw2 a18 (1000)
+ *   #6 conv_bwd_data   w a19, dy a5 -> dx a6 (100)
+ *   #7 conv_bwd_filter x a1, dy a6 -> dw1 a8 (1000)
+ *   #8 sgd             w2 a19, dw2 a18, m2 a20 (read-write)
+ *   #9 sgd             w1 a9, dw1 a8, m1 a10 (read-write)
+ *
+ * Weights and momenta (a9, a19, a10, a20: 1000 each) are live all along;
+ * while #8 runs the device holds them and both gradients: 6000 bytes and a
+ * little.  #8 itself needs 3000 (its w2, dw2, m2); so does #9.  No vDNN
+ * mode helps: nothing is written in forward and read in backward but the
+ * 100-byte activations.  What idles while #8 runs: w1 (last read by #1,
+ * next by #9), m1 (from #9 to #9 in the next iteration), dw1 (written by
+ * #7, read by #9).  Every op lasts 1 us, the link moves 1000 bytes in 40 ns. */
+
+#define W 1000
+#define S 100
+
+typedef struct {
+	policy_history_t h;
+	policy_graph_t g;
+	policy_live_t l;
+} two_t;
+
+static void two_build(two_t *x, uint64_t young_from)
+{
+	const pop_t two[] = {
+		{ VMEM_OP_MEMCPY, 0, 2, { RG(0, 0x1000, S, ACC_R, "src"), RG(1, 0, S, ACC_WW, "dst") }, 1000 },
+		{ VMEM_OP_CONV_FWD, 0, 3, { RG(1, 0, S, ACC_R, "x"), RG(9, 0, W, ACC_R, "w"),
+					    RG(2, 0, S, ACC_WW, "y") }, 1000 },
+		{ VMEM_OP_CONV_FWD, 0, 3, { RG(2, 0, S, ACC_R, "x"), RG(19, 0, W, ACC_R, "w"),
+					    RG(3, 0, S, ACC_WW, "y") }, 1000 },
+		{ VMEM_OP_SOFTMAX_FWD, 0, 2, { RG(3, 0, S, ACC_R, "x"), RG(4, 0, S, ACC_WW, "y") }, 1000 },
+		{ VMEM_OP_SOFTMAX_BWD, 0, 2, { RG(4, 0, S, ACC_R, "y"), RG(5, 0, S, ACC_WW, "dx") }, 1000 },
+		{ VMEM_OP_CONV_BWD_FILTER, 0, 3, { RG(2, 0, S, ACC_R, "x"), RG(5, 0, S, ACC_R, "dy"),
+						   RG(18, 0, W, ACC_WW, "dw") }, 1000 },
+		{ VMEM_OP_CONV_BWD_DATA, 0, 3, { RG(19, 0, W, ACC_R, "w"), RG(5, 0, S, ACC_R, "dy"),
+						 RG(6, 0, S, ACC_WW, "dx") }, 1000 },
+		{ VMEM_OP_CONV_BWD_FILTER, 0, 3, { RG(1, 0, S, ACC_R, "x"), RG(6, 0, S, ACC_R, "dy"),
+						   RG(8, 0, W, ACC_WW, "dw") }, 1000 },
+		{ VMEM_OP_LAUNCH, 0, 3, { RG(19, 0, W, ACC_RW, "arg0"), RG(18, 0, W, ACC_RW, "arg1"),
+					  RG(20, 0, W, ACC_RW, "arg2") }, 1000 },
+		{ VMEM_OP_LAUNCH, 0, 3, { RG(9, 0, W, ACC_RW, "arg0"), RG(8, 0, W, ACC_RW, "arg1"),
+					  RG(10, 0, W, ACC_RW, "arg2") }, 1000 },
+	};
+
+	assert_int_equal(prog_graph(&x->h, &x->g, two, 10, 2, young_from), 0);
+	assert_int_equal(policy_liveness(&x->g, &x->l), 0);
+}
+
+static void two_free(two_t *x)
+{
+	policy_live_free(&x->l);
+	policy_graph_free(&x->g);
+	policy_history_free(&x->h);
+}
+
+static policy_gaps_config_t gcfg(uint64_t limit, uint64_t page, uint64_t min)
+{
+	policy_gaps_config_t c = { .limit = limit, .page_size = page, .min_bytes = min };
+
+	c.timing.h2d_bytes_per_s = 25000000000ull;   /* 1000 bytes: 40 ns */
+	c.timing.default_op_ns = 1000;
+	return c;
+}
+
+/* The interval of the tensor on plan allocation `a` moved after op `after`. */
+static const policy_offload_t *gap_of(const two_t *x, const policy_offloads_t *o, uint64_t a,
+				      int after)
+{
+	for (int i = 0; i < o->n; i++)
+		if (x->g.tensors[o->v[i].tensor].alloc_id == a && o->v[i].after_op == after) {
+			assert_true(o->v[i].gap);
+			return &o->v[i];
+		}
+	return NULL;
+}
+
+static uint64_t worst_need(const two_t *x, const policy_offloads_t *o)
+{
+	uint64_t need[10], w = 0;
+
+	assert_int_equal(policy_need_curve(&x->g, &x->l, false, o, need), 0);
+	for (int k = 0; k < 10; k++)
+		if (need[k] > w)
+			w = need[k];
+	return w;
+}
+
+static void test_gaps_fit_weights_gradients_and_momentum(void **state)
+{
+	two_t x;
+	policy_offloads_t o = { 0 };
+	policy_gaps_config_t c = gcfg(3500, 100, 100);
+	const policy_offload_t *m1, *w1, *dw1;
+
+	(void)state;
+	two_build(&x, 0);
+	/* no vDNN mode moves anything over 100 bytes that matters here */
+	assert_true(worst_need(&x, NULL) >= 6000);
+	assert_int_equal(policy_gaps_fill(&x.g, &x.l, &c, &o), 0);
+	if (!o.gaps.fits || o.gaps.need_after > 3500)
+		fail_msg("expected the intervals to bring every op within 3500 bytes, got %llu at #%d "
+			 "after %d intervals", (unsigned long long)o.gaps.need_after, o.gaps.worst_op,
+			 o.gaps.added);
+	assert_true(o.gaps.need_before >= 6000);
+	/* the curve the rest of the plan sees says the same */
+	assert_true(worst_need(&x, &o) <= 3500);
+	/* the momentum of layer 1 idles from its step to the next one: out
+	 * after #9, back for #9 of the next iteration, but not while #8 runs */
+	m1 = gap_of(&x, &o, 10, 9);
+	assert_non_null(m1);
+	assert_true(m1->wrap);
+	assert_int_equal(m1->need_op, 9);
+	assert_int_equal(m1->prefetch_op, 9);
+	assert_int_equal(m1->offset, 0);
+	assert_int_equal(m1->bytes, W);
+	/* dw1 between its write and the step */
+	dw1 = gap_of(&x, &o, 8, 7);
+	assert_non_null(dw1);
+	assert_false(dw1->wrap);
+	assert_int_equal(dw1->need_op, 9);
+	/* w1 between its forward read and its step */
+	w1 = gap_of(&x, &o, 9, 1);
+	assert_non_null(w1);
+	assert_int_equal(w1->need_op, 9);
+	assert_true(w1->prefetch_op > 8 && w1->prefetch_op <= 9);
+	/* layer 2's step needs its own three: none of them is away at #8 */
+	for (int i = 0; i < o.n; i++) {
+		const policy_offload_t *y = &o.v[i];
+		uint64_t a = x.g.tensors[y->tensor].alloc_id;
+
+		if ((a == 18 || a == 19 || a == 20) && y->prefetch_op != 8 &&
+		    (y->wrap ? (8 > y->after_op || 8 < y->prefetch_op)
+			     : (8 > y->after_op && 8 < y->prefetch_op)))
+			fail_msg("a%llu is away while #8 (which reads it) runs: out after #%d, back "
+				 "before #%d", (unsigned long long)a, y->after_op, y->prefetch_op);
+	}
+	policy_offloads_free(&o);
+	two_free(&x);
+}
+
+static void test_gaps_move_whole_pages_and_nothing_small(void **state)
+{
+	two_t x;
+	policy_offloads_t o = { 0 };
+	policy_gaps_config_t c = gcfg(3500, 256, 256);
+
+	(void)state;
+	two_build(&x, 0);
+	/* 1000 bytes from offset 0 hold 3 whole pages of 256 */
+	assert_int_equal(policy_gaps_fill(&x.g, &x.l, &c, &o), 0);
+	assert_true(o.gaps.added > 0);
+	for (int i = 0; i < o.n; i++) {
+		assert_int_equal(o.v[i].offset, 0);
+		assert_int_equal(o.v[i].bytes, 768);
+	}
+	policy_offloads_free(&o);
+	/* nothing is at least 1024 bytes: nothing moves, and it says so */
+	c = gcfg(3500, 256, 1024);
+	assert_int_equal(policy_gaps_fill(&x.g, &x.l, &c, &o), 0);
+	assert_int_equal(o.n, 0);
+	assert_true(o.gaps.tried);
+	assert_false(o.gaps.fits);
+	assert_true(o.gaps.need_after >= 6000);
+	policy_offloads_free(&o);
+	/* a plan that fits is left alone */
+	c = gcfg(100000, 100, 100);
+	assert_int_equal(policy_gaps_fill(&x.g, &x.l, &c, &o), 0);
+	assert_int_equal(o.n, 0);
+	assert_true(o.gaps.fits);
+	policy_offloads_free(&o);
+	two_free(&x);
+}
+
+static void test_gaps_never_wrap_a_young_allocation(void **state)
+{
+	two_t x;
+	policy_offloads_t o = { 0 };
+	policy_gaps_config_t c = gcfg(3500, 100, 100);
+	int young = 0;
+
+	(void)state;
+	/* ids 8 and up are allocated anew each iteration: the gradients, and
+	 * for this test the weights and momenta too (a per-tensor allocator
+	 * would not do that to them; it shows YOUNG intervals stay inside) */
+	two_build(&x, 8);
+	assert_int_equal(policy_gaps_fill(&x.g, &x.l, &c, &o), 0);
+	for (int i = 0; i < o.n; i++) {
+		const policy_alloc_t *a = policy_graph_alloc(&x.g, x.g.tensors[o.v[i].tensor].alloc_id);
+
+		assert_non_null(a);
+		if (a->cls != POLICY_ALLOC_YOUNG)
+			continue;
+		young++;
+		if (o.v[i].wrap || o.v[i].need_op <= o.v[i].after_op)
+			fail_msg("a YOUNG allocation's interval wraps: after #%d, needed by #%d",
+				 o.v[i].after_op, o.v[i].need_op);
+	}
+	assert_true(young > 0);
+	policy_offloads_free(&o);
+	two_free(&x);
+}
+
+/* ---- the running policy: wrapped prefetches come out ---- */
+
+static void test_wrapped_prefetch_resolves_through_the_iteration_before(void **state)
+{
+	net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_NETWORK };
+	policy_config_t c;
+	drv_t d;
+	net_t n;
+	const policy_plan_t *pl;
+	uint64_t peak;
+	int wrapped = -1, seen = 0;
+
+	(void)state;
+	/* the net's peak with no budget to fit */
+	policy_config_default(&c);
+	c.offload = POLICY_OFFLOAD_DYN;
+	c.offload_min_bytes = 1024;
+	c.page_size = 1024;
+	c.budget = (uint64_t)1 << 40;
+	c.dyn_trials = 0;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 3; i++)
+		net_train(&n, &d);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	peak = policy_plan(d.p)->dyn.peak_none;
+	net_free(&n);
+	drv_free(&d);
+
+	/* a third of it: even vDNN-all does not fit (weights, gradients and
+	 * momenta alone are more), so the plan moves their idle intervals */
+	c.budget = peak / 3;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 3; i++)
+		net_train(&n, &d);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	pl = policy_plan(d.p);
+	if (pl->off.gaps.added == 0)
+		fail_msg("expected idle intervals in the plan at a third of the peak (%llu bytes), "
+			 "got none (most held while an op runs: %llu)", (unsigned long long)peak,
+			 (unsigned long long)pl->off.gaps.need_before);
+	for (int i = 0; i < pl->off.n; i++)
+		if (pl->off.v[i].wrap && pl->off.v[i].prefetch_op <= pl->off.v[i].after_op)
+			wrapped = i;
+	assert_true(wrapped >= 0);
+	const policy_offload_t *x = &pl->off.v[wrapped];
+	const policy_tensor_t *t = &pl->g.tensors[x->tensor];
+
+	/* the first planned iteration has no iteration before it under the
+	 * plan; the next ones bring the range back at its prefetch op */
+	d.nacts = 0;
+	for (int i = 0; i < 3; i++)
+		net_train(&n, &d);
+	for (int i = 0; i < d.nacts; i++) {
+		const policy_action_t *a = &d.acts[i].a;
+
+		if (d.acts[i].kind == POLICY_ACT_PREFETCH && a->alloc_id == t->alloc_id &&
+		    a->offset == x->offset && a->plan_op == x->prefetch_op)
+			seen++;
+	}
+	if (seen < 2)
+		fail_msg("expected the wrapped prefetch of a%llu (out after #%d, back before #%d, "
+			 "needed by #%d) in 2 or more of 3 planned iterations, got %d",
+			 (unsigned long long)t->alloc_id, x->after_op, x->prefetch_op, x->need_op,
+			 seen);
+	net_free(&n);
+	drv_free(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gaps_fit_weights_gradients_and_momentum),
+		cmocka_unit_test(test_gaps_move_whole_pages_and_nothing_small),
+		cmocka_unit_test(test_gaps_never_wrap_a_young_allocation),
+		cmocka_unit_test(test_wrapped_prefetch_resolves_through_the_iteration_before),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
