@@ -451,10 +451,18 @@ static void note(const policy_action_t *a)
 		policy_dyn_format(&a->dyn, d, sizeof(d));
 		snprintf(dyn, sizeof(dyn), "; %s", d);
 	}
-	if (a->note == POLICY_NOTE_MADE)
+	if (a->note == POLICY_NOTE_MADE) {
+		char gaps[256] = "";
+
+		if (a->gaps.tried) {
+			gaps[0] = ';';
+			gaps[1] = ' ';
+			policy_gaps_format(&a->gaps, gaps + 2, sizeof(gaps) - 2);
+		}
 		vmem_info("plan %u made: %u calls per iteration, first steady call %" PRIu64
-			  ", offload %s%s", a->plan_id, a->period, a->steady_seq,
-			  policy_offload_name(a->offload_mode), dyn);
+			  ", offload %s%s%s", a->plan_id, a->period, a->steady_seq,
+			  policy_offload_name(a->offload_mode), dyn, gaps);
+	}
 	else if (a->note == POLICY_NOTE_ABANDONED)
 		vmem_info("plan %u abandoned", a->plan_id);
 	else if (a->note == POLICY_NOTE_TRIAL || a->note == POLICY_NOTE_KEPT) {
@@ -469,7 +477,7 @@ static void note(const policy_action_t *a)
 	} else
 		vmem_debug("plan %u %s (expected op %d)", a->plan_id, ev, a->expected_op);
 	if (trace_enabled()) {
-		char line[768], extra[448] = "";
+		char line[1024], extra[704] = "";
 		int n;
 
 		if (a->note == POLICY_NOTE_MADE)
@@ -489,6 +497,14 @@ static void note(const policy_action_t *a)
 			if (k < sizeof(extra))
 				snprintf(extra + k, sizeof(extra) - k, "}");
 		}
+		if (a->gaps.tried && (a->note == POLICY_NOTE_MADE || a->note == POLICY_NOTE_TRIAL ||
+				      a->note == POLICY_NOTE_KEPT))
+			snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
+				 ",\"gaps\":{\"added\":%d,\"wraps\":%d,\"hidden\":%d,\"late\":%d"
+				 ",\"bytes\":%" PRIu64 ",\"need_before\":%" PRIu64 ",\"need_after\":%"
+				 PRIu64 ",\"fits\":%s}", a->gaps.added, a->gaps.wraps, a->gaps.hidden,
+				 a->gaps.late, a->gaps.bytes, a->gaps.need_before, a->gaps.need_after,
+				 a->gaps.fits ? "true" : "false");
 		if (a->note == POLICY_NOTE_MADE && a->dyn.decided)
 			snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
 				 ",\"dyn\":{\"budget\":%" PRIu64 ",\"headroom\":%" PRIu64

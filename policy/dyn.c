@@ -509,8 +509,7 @@ int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
 	return order[pick];
 }
 
-/* "9.1 GiB", "512.0 MiB", "12.0 KiB", "100 B". */
-static void human(uint64_t b, char *buf, size_t len)
+void policy_human_bytes(uint64_t b, char *buf, size_t len)
 {
 	if (b >= (uint64_t)1 << 30)
 		snprintf(buf, len, "%.1f GiB", (double)b / (double)((uint64_t)1 << 30));
@@ -527,10 +526,10 @@ size_t policy_dyn_format(const policy_dyn_t *d, char *buf, size_t len)
 	char n[32], c[32], a[32], bu[32];
 	int k;
 
-	human(d->peak_none, n, sizeof(n));
-	human(d->peak_conv, c, sizeof(c));
-	human(d->peak_all, a, sizeof(a));
-	human(d->budget, bu, sizeof(bu));
+	policy_human_bytes(d->peak_none, n, sizeof(n));
+	policy_human_bytes(d->peak_conv, c, sizeof(c));
+	policy_human_bytes(d->peak_all, a, sizeof(a));
+	policy_human_bytes(d->budget, bu, sizeof(bu));
 	k = snprintf(buf, len, "dyn: chose %s (peaks: none %s, conv %s, all %s; budget %s%s)",
 		     policy_offload_name((policy_offload_mode_t)d->chosen), n, c, a,
 		     d->budget ? bu : "unknown",

@@ -30,6 +30,7 @@
  */
 #include "policy/program.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,7 @@ typedef struct {
 	bool wrap;               /* b is in the next iteration */
 	bool hidden;             /* the round trip fits */
 	bool taken;
+	bool late;               /* its copy back was moved after an op it crowded out */
 	uint64_t offset, bytes;  /* whole pages of the tensor */
 	uint64_t gap_ns;         /* from a's end to b's start */
 } cand_t;
@@ -346,7 +348,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 				need[k] = need[k] > y->bytes ? need[k] - y->bytes : 0;
 			y->pf = (w + 1) % p;
 			y->hidden = false;
-			s.late++;
+			y->late = true;
 			continue;
 		}
 		cand_t *x = &c.v[best];
@@ -362,6 +364,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 			s.added++;
 			s.wraps += c.v[i].wrap;
 			s.hidden += c.v[i].hidden;
+			s.late += c.v[i].late;
 			s.bytes += c.v[i].bytes;
 		}
 	s.worst_op = worst(need, p);
@@ -379,4 +382,23 @@ out:
 	free(moved);
 	free(c.v);
 	return rc;
+}
+
+size_t policy_gaps_format(const policy_gaps_t *s, char *buf, size_t len)
+{
+	char b[32], n0[32], n1[32];
+	int k;
+
+	if (len)
+		buf[0] = 0;
+	if (!s->tried)
+		return 0;
+	policy_human_bytes(s->bytes, b, sizeof(b));
+	policy_human_bytes(s->need_before, n0, sizeof(n0));
+	policy_human_bytes(s->need_after, n1, sizeof(n1));
+	k = snprintf(buf, len, "gaps: %d intervals (%d into the next iteration, %d hidden, %d back "
+		     "late), %s each way; most held while an op runs %s -> %s at #%d (%s)",
+		     s->added, s->wraps, s->hidden, s->late, b, n0, n1, s->worst_op,
+		     s->fits ? "fits" : "does not fit");
+	return k < 0 ? 0 : (size_t)k;
 }

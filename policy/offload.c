@@ -121,13 +121,12 @@ void policy_offloads_dump(const policy_graph_t *g, const policy_offloads_t *o,
 		total += o->v[i].bytes;
 	policy_printf(out, ctx, "offload: %d tensors, %" PRIu64 " bytes (%d dropped: no time to come back)",
 		      o->n, total, o->dropped);
-	if (o->gaps.tried)
-		policy_printf(out, ctx, "gaps: %d intervals added (%d into the next iteration, %d hidden, "
-			      "%d back late), %" PRIu64 " bytes each way; most held while an op runs %"
-			      PRIu64 " -> %" PRIu64 " at #%d (its own bytes %" PRIu64 ")%s", o->gaps.added,
-			      o->gaps.wraps, o->gaps.hidden, o->gaps.late, o->gaps.bytes, o->gaps.need_before,
-			      o->gaps.need_after, o->gaps.worst_op, o->gaps.worst_own,
-			      o->gaps.fits ? "" : " (does not fit)");
+	if (o->gaps.tried) {
+		char line[256];
+
+		policy_gaps_format(&o->gaps, line, sizeof(line));
+		policy_printf(out, ctx, "%s (its own bytes %" PRIu64 ")", line, o->gaps.worst_own);
+	}
 	for (int i = 0; i < o->n; i++) {
 		const policy_offload_t *x = &o->v[i];
 		const policy_tensor_t *T = &g->tensors[x->tensor];

@@ -117,6 +117,7 @@ static void note(policy_t *p, policy_actions_t *out, policy_note_t n, int expect
 	x->expected_op = expected;
 	x->steady_seq = p->plan.steady_seq;
 	x->offload_mode = p->plan.offload;
+	x->gaps = p->plan.off.gaps;
 	if (n == POLICY_NOTE_MADE) {
 		x->dyn = p->plan.dyn;
 		x->link_h2d = p->st.plan_h2d;
@@ -302,6 +303,7 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 	p->st.plans_made++;
 	p->st.period = f->period;
 	p->st.offload_mode = p->plan.offload;
+	p->st.gaps = p->plan.off.gaps;
 	if (p->plan.dyn.decided) {
 		p->st.dyn_decisions++;
 		p->st.dyn_mode = p->plan.dyn.chosen;
@@ -460,8 +462,10 @@ static void iteration_begins(policy_t *p, bool prev_whole, policy_actions_t *out
 
 		c = policy_trial_begin(&p->trial, p->m.iter, prev_whole);
 		if (p->trial.mode[c] != p->plan.offload &&
-		    policy_plan_use(&p->plan, (policy_offload_mode_t)p->trial.mode[c]) == 0)
+		    policy_plan_use(&p->plan, (policy_offload_mode_t)p->trial.mode[c]) == 0) {
 			p->st.offload_mode = p->plan.offload;
+			p->st.gaps = p->plan.off.gaps;
+		}
 		p->st.trial = p->trial;
 		if (p->trial.state != POLICY_TRIAL_RUNNING) {
 			note(p, out, POLICY_NOTE_KEPT, -1);
@@ -838,6 +842,12 @@ void policy_stats_print(const policy_stats_t *s, policy_print_fn out, void *ctx)
 		d.peak_all = s->peak_all;
 		d.budget = s->dyn_budget;
 		policy_dyn_format(&d, line, sizeof(line));
+		policy_printf(out, ctx, "policy: %s", line);
+	}
+	if (s->gaps.tried) {
+		char line[256];
+
+		policy_gaps_format(&s->gaps, line, sizeof(line));
 		policy_printf(out, ctx, "policy: %s", line);
 	}
 }

@@ -182,6 +182,8 @@ typedef struct {
 				  dyn.peak_none/conv/all, dyn.budget, dyn.headroom, dyn.fits,
 				  dyn.op_bytes for the trace's plan record
 				  (policy_dyn_format gives the log line) */
+	policy_gaps_t gaps;    /* NOTE MADE / TRIAL / KEPT: what gaps.c added to the offload
+				  set in effect (gaps.tried = 0: nothing to add) */
 	uint64_t link_h2d, link_d2h;  /* NOTE MADE: the link's bandwidth the plan assumed
 					 (bytes/s: measured, configured or the default) */
 	uint64_t iter;         /* MARK, NOTE TRIAL / KEPT: the planned iteration beginning
@@ -224,6 +226,7 @@ typedef struct {
 	uint8_t dyn_fits;                /* whether it fit, */
 	uint64_t peak_none, peak_conv, peak_all;   /* peak resident bytes under each, */
 	uint64_t dyn_budget;             /* and the budget it was judged against */
+	policy_gaps_t gaps;              /* gaps.c's intervals in the offload set in effect */
 	/* the link, from the runtime's timed copies (policy_link_sample),
 	   [POLICY_LINK_H2D] and [POLICY_LINK_D2H] */
 	uint64_t link_copies[2], link_bytes[2], link_ns[2];

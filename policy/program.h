@@ -15,6 +15,7 @@
  *   liveness.c  dead byte ranges over the cyclic iteration (SuperNeurons §3.2)
  *   evict.c     next-use index: Belady's MIN eviction order from the plan
  *   offload.c   vDNN's offload choice, all / conv (vDNN §III-C)
+ *   gaps.c      past vDNN: idle intervals of any tensor, until a mode fits
  *   dyn.c       vDNN-dyn: none, conv or all, the first whose peak fits the budget
  *   trial.c     vDNN-dyn's profiling passes: each mode run and timed, the fastest kept
  *   prefetch.c  prefetch placement: vDNN Fig. 10, or from measured times
@@ -38,6 +39,9 @@
 
 /* One line of a dump, without its newline. */
 typedef void (*policy_print_fn)(void *ctx, const char *line);
+
+/* "9.1 GiB", "512.0 MiB", "12.0 KiB", "100 B" (dyn.c). */
+void policy_human_bytes(uint64_t b, char *buf, size_t len);
 
 /* printf into a fixed buffer and out(); for the dump functions. */
 void policy_printf(policy_print_fn out, void *ctx, const char *fmt, ...)
@@ -495,6 +499,10 @@ int policy_need_curve(const policy_graph_t *g, const policy_live_t *l, bool with
  * out of memory (o as it was). */
 int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 		     const policy_gaps_config_t *c, policy_offloads_t *o);
+/* One line: "gaps: 22 intervals (19 into the next iteration, 21 hidden,
+ * 2 back late), 306.0 MiB each way; most held while an op runs 393.2 MiB
+ * -> 208.8 MiB at #151 (fits)"; "" when the pass did not run. */
+size_t policy_gaps_format(const policy_gaps_t *s, char *buf, size_t len);
 
 /* ====================================================================
  * dyn.c - vDNN-dyn's choice among none, conv and all (vDNN §III-C).
