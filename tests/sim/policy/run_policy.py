@@ -524,8 +524,53 @@ def t_dyn_trials(args):
               % (made[0]["offload"], tried, kept))
 
 
+def t_gaps(args):
+    """Past vDNN (policy/gaps.c): VGG-16 at half its peak, where no vDNN
+    mode fits (weights, gradients and momenta alone are more than the
+    budget), computing for real with the race checker and poison on.
+    With VMEM_GAPS=1 the plan moves idle intervals of weights, gradients
+    and momenta (its 'gaps:' line), trains to the unlimited weights, and
+    has fewer misses in its planned iterations than VMEM_GAPS=0, side by
+    side."""
+    extra = ["--batch", "8", "--image", "32", "--iters", "10", "--alloc", "per-tensor"]
+    what = "vgg16 (8, 32x32) per-tensor"
+    base = mt(args, "vgg16", extra, {"SIMGPU_MEM": "4G"}, preload=False)
+    must_pass(base, what + " without vmem")
+    b = mt_json(base, what)
+    limit = half(b["peak_bytes"])
+    misses = {}
+    for gaps in ("0", "1"):
+        p = mt(args, "vgg16", extra, {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1",
+                                      "VMEM_POLICY": "dyn", "VMEM_GAPS": gaps})
+        must_pass(p, "%s under dyn, VMEM_GAPS=%s" % (what, gaps))
+        got = mt_json(p, what)
+        if got["checksum"] != b["checksum"]:
+            fail("%s under dyn at %d MiB, VMEM_GAPS=%s: checksum %s, expected %s (unlimited)"
+                 % (what, limit // MiB, gaps, got["checksum"], b["checksum"]))
+        m = re.search(r"^policy: misses in planned iterations\s+(\d+)", p.stderr, re.M)
+        planned = policy_line(p.stderr, "iterations planned")
+        line = re.search(r"^policy: gaps: (\d+) intervals .*$", p.stderr, re.M)
+        if not m or not planned:
+            fail("%s, VMEM_GAPS=%s: expected planned iterations and their misses in VMEM_STATS, "
+                 "got %s planned\n%s" % (what, gaps, planned, show(p)))
+        if gaps == "1" and (not line or int(line.group(1)) == 0):
+            fail("%s, VMEM_GAPS=1: expected a 'policy: gaps: N intervals' line with N > 0, got %s"
+                 "\n%s" % (what, line.group(0) if line else "none", show(p)))
+        if gaps == "0" and line:
+            fail("%s, VMEM_GAPS=0: expected no 'policy: gaps:' line, got %s"
+                 % (what, line.group(0)))
+        misses[gaps] = (int(m.group(1)), planned, line.group(0) if line else "")
+    (m0, p0, _), (m1, p1, l1) = misses["0"], misses["1"]
+    # per planned iteration: the two runs may plan a different number
+    if m1 * p0 >= m0 * p1:
+        fail("%s: expected fewer misses per planned iteration with the gaps, got %d in %d "
+             "(VMEM_GAPS=1) against %d in %d (VMEM_GAPS=0)" % (what, m1, p1, m0, p0))
+    print("ok: %s at %d MiB under dyn: misses in planned iterations %d in %d (gaps) against %d "
+          "in %d (none), same weights; %s" % (what, limit // MiB, m1, p1, m0, p0, l1))
+
+
 TESTS = {
-    "dyn-trials": t_dyn_trials, "split": t_split,
+    "dyn-trials": t_dyn_trials, "split": t_split, "gaps": t_gaps,
     "plan-steady": t_plan_steady, "plan-stray": t_plan_stray, "plan-reread": t_plan_reread,
     "minitrain-styles": t_minitrain_styles,
     "minitrain-policies-half": t_minitrain_policies_half,
