@@ -550,6 +550,12 @@ int policy_before(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
 		break;
 	case POLICY_PLANNED:
 		planned_call(p, ev, pos, out);
+		/* the call that confirms a new pattern is the one that leaves
+		 * the plan (a kernel decided again at the same op every
+		 * iteration since): the new pattern's plan, now, not after the
+		 * old one was resumed and abandoned four times */
+		if (found && p->state == POLICY_SUSPENDED)
+			make_plan(p, &f, ev, out);
 		break;
 	case POLICY_SUSPENDED:
 		if (found) {

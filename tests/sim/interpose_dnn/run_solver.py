@@ -528,31 +528,45 @@ def check_plan_room(args, tmp):
           "decisions at %s, then %s" % (len(seqs), len(convs_between), [r["seq"] for r in made],
                                         seqs, later))
 
-    # real computation at half the peak: the same weights.  resnet18's plan
-    # keeps more resident than half its peak in every mode (dyn: "nothing
-    # fits"), so the plan does not hold and gives no rooms (policy_conv_room:
-    # rooms from such a plan are zero where the pressure is and cost WR its
-    # fast algorithms); the rooms themselves are checked on vgg19 above
+    # real computation at half the peak: the same weights.  resnet18's
+    # vDNN modes all keep more resident than half its peak (dyn: "nothing
+    # fits"); with VMEM_GAPS=0 the plan does not hold and gives no rooms
+    # (policy_conv_room: rooms from such a plan are zero where the
+    # pressure is and cost WR its fast algorithms).  With the gaps
+    # (the default) the plan moves weights, gradients and momenta too and
+    # fits: its rooms hold every workspace decided within one
     mt = [args.minitrain, "--net", "resnet18", "--batch", "8", "--image", "32", "--iters", "12",
           "--alloc", "caching", "--json"]
     base = run(mt, {})
     peak = json.loads(base.stdout.strip().splitlines()[-1])["peak_bytes"]
     limit = max(peak // 2 // (2 * MiB) * (2 * MiB), 2 * MiB)
-    for ws in ("wr", "wd"):
-        trace = os.path.join(tmp, "r-%s.jsonl" % ws)
+    for ws, gaps in (("wr", "0"), ("wr", "1"), ("wd", "1")):
+        trace = os.path.join(tmp, "r-%s-%s.jsonl" % (ws, gaps))
         p = run(mt, {"LD_PRELOAD": args.vmem, "VMEM_DEVICE_LIMIT": str(limit),
                      "VMEM_POLICY": "dyn", "VMEM_WORKSPACE": ws, "VMEM_STATS": "1",
-                     "VMEM_TRACE": trace})
+                     "VMEM_GAPS": gaps, "VMEM_TRACE": trace})
         rooms = plan_room_records(read_trace(trace))
         nothing_fits = "nothing fits" in p.stderr
-        check("resnet18-%s" % ws,
-              checksum_of(p) == checksum_of(base) and nothing_fits and not rooms and
-              not stat(p, "conv limits lowered by the plan"),
-              "%s at %d MiB (half its peak), dyn's 'nothing fits', no decision with a room"
-              % (checksum_of(base), limit // MiB),
-              "%s, 'nothing fits' %s, %d decisions with a room, %s limits lowered" % (
-                  checksum_of(p), nothing_fits, len(rooms),
-                  stat(p, "conv limits lowered by the plan")))
+        lowered = stat(p, "conv limits lowered by the plan")
+        if gaps == "0":
+            check("resnet18-%s-nogaps" % ws,
+                  checksum_of(p) == checksum_of(base) and nothing_fits and not rooms and
+                  not lowered,
+                  "%s at %d MiB (half its peak), VMEM_GAPS=0: dyn's 'nothing fits', no "
+                  "decision with a room" % (checksum_of(base), limit // MiB),
+                  "%s, 'nothing fits' %s, %d decisions with a room, %s limits lowered" % (
+                      checksum_of(p), nothing_fits, len(rooms), lowered))
+            continue
+        fits = re.search(r"^policy: gaps: .*\(fits\)$", p.stderr, re.M)
+        bad = [(k, lim, room, w) for k, lim, room, w, _ in rooms
+               if w > room or (lim is not None and lim > room)]
+        check("resnet18-%s-gaps" % ws,
+              checksum_of(p) == checksum_of(base) and fits and not bad,
+              "%s at %d MiB (half its peak): a plan that fits with the gaps, every workspace "
+              "within its room" % (checksum_of(base), limit // MiB),
+              "%s, gaps line %s, %d decisions with a room, %d outside it %s" % (
+                  checksum_of(p), fits.group(0) if fits else "none (or not fitting)",
+                  len(rooms), len(bad), bad[:3]))
 
 
 def main():

@@ -324,6 +324,8 @@ static vmem_op_info_t conv_info(const net_t *n, int l, int dir, bool warm)
 	in.u.conv.dilation[0] = in.u.conv.dilation[1] = 1;
 	in.u.conv.groups = 1;
 	in.u.conv.algo = warm ? 0 : 1;
+	if (l == n->redecided_layer && dir == VMEM_CONV_DIR_BWD_DATA)
+		in.u.conv.algo = 2;   /* a kernel decided again for good */
 	in.u.conv.workspace = ws_bytes(n, warm);
 	in.u.conv.dir = (uint8_t)dir;
 	in.u.conv.dtype = VMEM_DTYPE_F32;

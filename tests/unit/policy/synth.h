@@ -95,6 +95,8 @@ typedef struct {
 	uint64_t seg, seg0;     /* caching: the segment (and the first iteration's) */
 	uint64_t *x, *y, *w, *dw, *mom, *dx, *dy, *ws, in[2], loss;   /* NETWORK ids */
 	uint64_t off_x, off_y, off_dx, off_dy, off_ws, off_in, off_loss; /* CACHING layout */
+	int redecided_layer;    /* > 0: this layer's backward-data conv runs another
+				   algorithm from now on (a solver decided it again) */
 } net_t;
 
 void net_init(net_t *n, drv_t *d, const net_cfg_t *cfg);

@@ -291,6 +291,41 @@ static void test_eval_pass_suspends_then_resumes(void **state)
 	drv_free(&d);
 }
 
+static void test_a_kernel_decided_again_replans_without_waiting(void **state)
+{
+	net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_NETWORK };
+	policy_config_t c = cfg();
+	drv_t d;
+	net_t n;
+	policy_stats_t st;
+
+	(void)state;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	train(&n, &d, 5, NULL);
+	/* from iteration 5 on one backward convolution runs another
+	 * algorithm: every iteration leaves the plan at that call.  Three
+	 * iterations of the new pattern confirm it on the very call that
+	 * leaves the plan: the new plan is made there, in iteration 7, not
+	 * after four failed resumes */
+	n.redecided_layer = 2;
+	train(&n, &d, 3, NULL);
+	policy_get_stats(d.p, &st);
+	if (st.plans_made != 2 || st.plans_abandoned != 1)
+		fail_msg("expected the new pattern planned within 3 iterations of the change (2 plans "
+			 "made, 1 abandoned), got %llu made, %llu abandoned, %llu suspensions, %llu "
+			 "resumes", (unsigned long long)st.plans_made,
+			 (unsigned long long)st.plans_abandoned, (unsigned long long)st.suspensions,
+			 (unsigned long long)st.resumes);
+	assert_int_equal(st.state, POLICY_PLANNED);
+	train(&n, &d, 2, NULL);
+	policy_get_stats(d.p, &st);
+	assert_int_equal(st.plans_made, 2);
+	assert_int_equal(st.state, POLICY_PLANNED);
+	net_free(&n);
+	drv_free(&d);
+}
+
 static void test_batch_change_replans(void **state)
 {
 	net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_NETWORK };
@@ -373,6 +408,7 @@ int main(void)
 		cmocka_unit_test(test_period_backward_thread_lanes),
 		cmocka_unit_test(test_eval_pass_suspends_then_resumes),
 		cmocka_unit_test(test_batch_change_replans),
+		cmocka_unit_test(test_a_kernel_decided_again_replans_without_waiting),
 		cmocka_unit_test(test_detector_alone_reports_window_and_rotation),
 	};
 

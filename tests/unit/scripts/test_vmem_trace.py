@@ -96,6 +96,26 @@ class SummaryTest(TraceCase):
 		self.assertTrue(s['records']['end'])
 		self.assertFalse(s['truncated'])
 
+	def test_summary_counts_a_sliced_call_once(self):
+		def build(tb):
+			a = tb.alloc(4 << 20)
+			b = tb.alloc(4 << 20)
+			# a pooling call the shim ran in 3 slices, then one whole
+			for i in (1, 2, 3):
+				tb.op('pool_fwd', 'cudnnPoolingForward', [(a, 'r', 'x'), (b, 'w', 'y')],
+				      args={'slice': '%d/3' % i, 'images': 2})
+			tb.op('pool_fwd', 'cudnnPoolingForward', [(a, 'r', 'x'), (b, 'w', 'y')])
+			# a convolution in 2 slices of images
+			for off in (0, 4):
+				tb.op('conv_fwd', 'cudnnConvolutionForward', [(a, 'r', 'x'), (b, 'w', 'y')],
+				      args={'slice_images': '%d+4 of 8' % off})
+		p = self.small_trace('slices.jsonl', build)
+		ops = {e['op']: e for e in self.summary(p)['ops']}
+		self.assertEqual((ops['pool_fwd']['calls'], ops['pool_fwd']['slices']), (2, 3))
+		self.assertEqual((ops['conv_fwd']['calls'], ops['conv_fwd']['slices']), (1, 2))
+		out, _ = self.ok('summary', p)
+		self.assertIn('in slices', out)
+
 	def test_summary_shows_dyn_passes_and_timed_iterations(self):
 		def build(tb):
 			a = tb.alloc(1 << 20)
