@@ -273,6 +273,16 @@ int policy_match_event(policy_match_t *m, const vmem_event_t *ev, uint64_t hash,
 	return op;
 }
 
+/* [delta, delta + bytes) of the range c records. */
+static void resolved(const policy_cur_t *c, uint64_t delta, uint64_t bytes, policy_cur_t *out)
+{
+	out->alloc_id = c->alloc_id;
+	out->offset = c->offset + delta;
+	out->bytes = bytes;
+	out->ptr = c->ptr + delta;
+	out->iter = c->iter;
+}
+
 int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
 			 policy_cur_t *out)
 {
@@ -287,11 +297,7 @@ int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint6
 	if (c->iter != m->iter || c->alloc_id == 0 || c->bytes != u->bytes ||
 	    delta + bytes > c->bytes || is_bad(m, c->alloc_id) || is_bad(m, u->alloc_id))
 		return -1;
-	out->alloc_id = c->alloc_id;
-	out->offset = c->offset + delta;
-	out->bytes = bytes;
-	out->ptr = c->ptr + delta;
-	out->iter = c->iter;
+	resolved(c, delta, bytes, out);
 	return 0;
 }
 
@@ -314,10 +320,6 @@ int policy_match_resolve_prev(const policy_match_t *m, int use, uint64_t delta, 
 	    c->alloc_id != u->alloc_id || c->offset != u->offset || c->bytes != u->bytes ||
 	    delta + bytes > c->bytes || is_bad(m, c->alloc_id))
 		return -1;
-	out->alloc_id = c->alloc_id;
-	out->offset = c->offset + delta;
-	out->bytes = bytes;
-	out->ptr = c->ptr + delta;
-	out->iter = c->iter;
+	resolved(c, delta, bytes, out);
 	return 0;
 }
