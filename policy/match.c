@@ -283,26 +283,11 @@ static void resolved(const policy_cur_t *c, uint64_t delta, uint64_t bytes, poli
 	out->iter = c->iter;
 }
 
-int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
-			 policy_cur_t *out)
-{
-	const policy_graph_t *g = &m->plan->g;
-	const policy_cur_t *c;
-	const policy_use_t *u;
-
-	if (use < 0 || use >= g->nuses)
-		return -1;
-	c = &m->cur[use];
-	u = &g->uses[use];
-	if (c->iter != m->iter || c->alloc_id == 0 || c->bytes != u->bytes ||
-	    delta + bytes > c->bytes || is_bad(m, c->alloc_id) || is_bad(m, u->alloc_id))
-		return -1;
-	resolved(c, delta, bytes, out);
-	return 0;
-}
-
-int policy_match_resolve_prev(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
-			      policy_cur_t *out)
+/* Resolves [delta, delta + bytes) of plan use `use`: through what the
+ * current iteration saw (prev false), or the iteration before on a
+ * STABLE allocation (prev true). */
+static int resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes, bool prev,
+		   policy_cur_t *out)
 {
 	const policy_graph_t *g = &m->plan->g;
 	const policy_alloc_t *a;
@@ -313,13 +298,29 @@ int policy_match_resolve_prev(const policy_match_t *m, int use, uint64_t delta, 
 		return -1;
 	c = &m->cur[use];
 	u = &g->uses[use];
-	a = policy_graph_alloc(g, u->alloc_id);
+	if (c->alloc_id == 0 || c->bytes != u->bytes || delta + bytes > c->bytes ||
+	    is_bad(m, c->alloc_id))
+		return -1;
+	if (!prev && (c->iter != m->iter || is_bad(m, u->alloc_id)))
+		return -1;
 	/* a STABLE allocation where the plan has it, seen in the iteration
 	 * just before this one, and not seen elsewhere in this one */
-	if (!a || a->cls != POLICY_ALLOC_STABLE || c->iter + 1 != m->iter ||
-	    c->alloc_id != u->alloc_id || c->offset != u->offset || c->bytes != u->bytes ||
-	    delta + bytes > c->bytes || is_bad(m, c->alloc_id))
+	a = policy_graph_alloc(g, u->alloc_id);
+	if (prev && (!a || a->cls != POLICY_ALLOC_STABLE || c->iter + 1 != m->iter ||
+		     c->alloc_id != u->alloc_id || c->offset != u->offset))
 		return -1;
 	resolved(c, delta, bytes, out);
 	return 0;
+}
+
+int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
+			 policy_cur_t *out)
+{
+	return resolve(m, use, delta, bytes, false, out);
+}
+
+int policy_match_resolve_prev(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
+			      policy_cur_t *out)
+{
+	return resolve(m, use, delta, bytes, true, out);
 }
