@@ -1,0 +1,1 @@
+env LD_LIBRARY_PATH=/tmp/bd3/tests/simgpu SIMGPU_DRYRUN=1 /root/.pyenv/versions/3.11.7/bin/python3 /work/main/scripts/vmem-bound /work/main/results/sim/2026-11-25-gaps-head/logs/h100-resnet50-b128-i224-per-tensor-1t-n6-vmem-device-limit-14528m-trace.trace.jsonl --budget 2832065280 --compute-ms 51.551000 --json

@@ -1,0 +1,1 @@
+env LD_LIBRARY_PATH=/tmp/bd3/tests/simgpu SIMGPU_DRYRUN=1 SIMGPU_MEM=12G SIMGPU_MODEL=titanx SIMGPU_REPORT=/work/main/results/sim/2026-11-25-gaps-head/logs/titanx-resnet50-b128-i224-network-12g-n6.report /tmp/bd3/tests/minitrain/minitrain --net resnet50 --batch 128 --image 224 --iters 6 --alloc network --classes 1000 --json

@@ -1,0 +1,1 @@
+env LD_LIBRARY_PATH=/tmp/bd3/tests/simgpu SIMGPU_DRYRUN=1 SIMGPU_MEM=1T SIMGPU_MODEL=titanx SIMGPU_REPORT=/work/main/results/sim/2026-11-25-gaps-head/logs/titanx-vgg19-b64-i224-per-tensor-1t-n6.report /tmp/bd3/tests/minitrain/minitrain --net vgg19 --batch 64 --image 224 --iters 6 --alloc per-tensor --classes 1000 --json

@@ -1,0 +1,1 @@
+env LD_LIBRARY_PATH=/tmp/bd/tests/simgpu SIMGPU_DRYRUN=1 /root/.pyenv/versions/3.11.7/bin/python3 /work/main/scripts/vmem-bound /work/main/results/sim/2026-11-25-gaps/logs/h100-vgg19-b256-i224-per-tensor-1t-n6-vmem-device-limit-25468m-trace.trace.jsonl --budget 5126427136 --compute-ms 212.837000 --json

@@ -1,0 +1,1 @@
+env LD_LIBRARY_PATH=/tmp/bd/tests/simgpu SIMGPU_DRYRUN=1 /root/.pyenv/versions/3.11.7/bin/python3 /work/main/scripts/vmem-bound /work/main/results/sim/2026-11-25-gaps/logs/titanx-vgg19-b128-i224-per-tensor-1t-n6-vmem-device-limit-14854m-trace.trace.jsonl --budget 12884901888 --compute-ms 1022.677000 --json

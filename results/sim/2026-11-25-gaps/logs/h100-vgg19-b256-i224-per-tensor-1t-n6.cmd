@@ -1,0 +1,1 @@
+env LD_LIBRARY_PATH=/tmp/bd/tests/simgpu SIMGPU_DRYRUN=1 SIMGPU_MEM=1T SIMGPU_MODEL=h100 SIMGPU_REPORT=/work/main/results/sim/2026-11-25-gaps/logs/h100-vgg19-b256-i224-per-tensor-1t-n6.report /tmp/bd/tests/minitrain/minitrain --net vgg19 --batch 256 --image 224 --iters 6 --alloc per-tensor --classes 1000 --json

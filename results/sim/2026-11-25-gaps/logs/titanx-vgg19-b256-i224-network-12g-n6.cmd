@@ -1,0 +1,1 @@
+env LD_LIBRARY_PATH=/tmp/bd/tests/simgpu SIMGPU_DRYRUN=1 SIMGPU_MEM=12G SIMGPU_MODEL=titanx SIMGPU_REPORT=/work/main/results/sim/2026-11-25-gaps/logs/titanx-vgg19-b256-i224-network-12g-n6.report /tmp/bd/tests/minitrain/minitrain --net vgg19 --batch 256 --image 224 --iters 6 --alloc network --classes 1000 --json
