@@ -532,7 +532,7 @@ def t_gaps(args):
     and momenta (its 'gaps:' line), trains to the unlimited weights, and
     has fewer misses in its planned iterations than VMEM_GAPS=0, side by
     side."""
-    extra = ["--batch", "8", "--image", "32", "--iters", "10", "--alloc", "per-tensor"]
+    extra = ["--batch", "8", "--image", "32", "--iters", "8", "--alloc", "per-tensor"]
     what = "vgg16 (8, 32x32) per-tensor"
     base = mt(args, "vgg16", extra, {"SIMGPU_MEM": "4G"}, preload=False)
     must_pass(base, what + " without vmem")
