@@ -1,0 +1,1 @@
+env LD_LIBRARY_PATH=/tmp/bd3/tests/simgpu SIMGPU_DRYRUN=1 /root/.pyenv/versions/3.11.7/bin/python3 /work/main/scripts/vmem-bound /work/main/results/sim/2026-11-25-t1h-deep/logs/h100-vgg316-b32-i224-per-tensor-1t-n6-vmem-device-limit-65836m-trace.trace.jsonl --budget 13592385792 --compute-ms 637.528000 --json

@@ -1,0 +1,1 @@
+env LD_LIBRARY_PATH=/tmp/bd3/tests/simgpu SIMGPU_DRYRUN=1 /root/.pyenv/versions/3.11.7/bin/python3 /work/main/scripts/vmem-bound /work/main/results/sim/2026-11-25-t1h-deep/logs/h100-vgg416-b32-i224-per-tensor-1t-n6-vmem-device-limit-85484m-trace.trace.jsonl --budget 17712869632 --compute-ms 840.678000 --json
