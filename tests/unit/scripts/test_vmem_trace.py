@@ -116,6 +116,22 @@ class SummaryTest(TraceCase):
 		out, _ = self.ok('summary', p)
 		self.assertIn('in slices', out)
 
+	def test_summary_shows_the_gaps_of_the_set_in_effect(self):
+		def build(tb):
+			a = tb.alloc(1 << 20)
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(a, 'w', 'y')])
+			g = {'added': 3, 'wraps': 1, 'hidden': 3, 'late': 0, 'bytes': 6 << 20,
+			     'need_before': 300 << 20, 'need_after': 200 << 20, 'fits': True}
+			tb.plan('made', offload='none', gaps=g)
+			tb.plan('kept', offload='conv', iter=3, trial={'conv': 1, 'none': 2},
+				gaps=dict(g, added=5))
+		p = self.small_trace('gaps.jsonl', build)
+		g = self.summary(p)['plans']['gaps']
+		self.assertEqual((g['added'], g['offload'], g['fits']), (5, 'conv', True))
+		out, _ = self.ok('summary', p)
+		self.assertIn('gaps (plan', out)
+		self.assertIn('5 intervals (1 into the next iteration)', out)
+
 	def test_summary_shows_dyn_passes_and_timed_iterations(self):
 		def build(tb):
 			a = tb.alloc(1 << 20)
