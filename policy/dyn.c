@@ -450,16 +450,12 @@ int policy_dyn_choose(const policy_graph_t *g, const policy_live_t *l,
 		memset(chosen, 0, sizeof(*chosen));
 	if (unstable_bytes(g, &held) < 0)
 		return -1;
-	policy_gaps_config_t gc = { .limit = policy_prefetch_limit(c->budget, c->headroom),
-				    .page_size = c->page_size, .min_bytes = c->offload_min_bytes,
-				    .with_dead = !c->liveness, .timing = c->timing };
-
 	for (int m = 0; m < 3; m++) {
 		if (policy_offload_choose(g, order[m], c->offload_min_bytes, &off[m]) < 0 ||
 		    policy_prefetch_place(g, c->prefetch, &c->timing, &off[m]) < 0 ||
 		    policy_prefetch_fit(g, l, !c->liveness, &off[m],
 					policy_prefetch_limit(c->budget, c->headroom)) < 0 ||
-		    (c->gaps && policy_gaps_fill(g, l, &gc, &off[m]) < 0)) {
+		    (c->gaps && policy_gaps_fill(g, l, c->gaps, &off[m]) < 0)) {
 			for (int i = 0; i <= m; i++)
 				policy_offloads_free(&off[i]);
 			return -1;

@@ -79,24 +79,6 @@ static int cmp_acc(const void *x, const void *y)
 	return (a->dist > b->dist) - (a->dist < b->dist);
 }
 
-/* Op start times from measured durations: op k starts at at[k]. */
-static uint64_t *op_starts(const policy_graph_t *g, uint64_t dflt)
-{
-	uint64_t *at = malloc(((size_t)g->nops + 1) * sizeof(*at));
-
-	if (!at)
-		return NULL;
-	at[0] = 0;
-	for (int k = 0; k < g->nops; k++)
-		at[k + 1] = at[k] + (g->ops[k].dur_ns ? g->ops[k].dur_ns : dflt);
-	return at;
-}
-
-static double copy_ns(uint64_t bytes, uint64_t bw)
-{
-	return (double)bytes / (double)(bw ? bw : POLICY_LINK_DEFAULT) * 1e9;
-}
-
 /* Start of op j on the timeline of two iterations (j in [0, 2p]). */
 static double start_of(const uint64_t *at, int p, int j)
 {
@@ -114,9 +96,9 @@ static bool place(const policy_graph_t *g, const uint64_t *at, const policy_timi
 {
 	int p = g->nops, b = x->wrap ? x->b + p : x->b, s = b;
 	uint64_t d2h = t->d2h_bytes_per_s ? t->d2h_bytes_per_s : t->h2d_bytes_per_s;
-	double out_end = start_of(at, p, x->a + 1) + copy_ns(x->bytes, d2h);
+	double out_end = start_of(at, p, x->a + 1) + policy_copy_ns(x->bytes, d2h);
 	double need = start_of(at, p, b);
-	double start = need - copy_ns(x->bytes, t->h2d_bytes_per_s);
+	double start = need - policy_copy_ns(x->bytes, t->h2d_bytes_per_s);
 
 	x->gap_ns = (uint64_t)(need - start_of(at, p, x->a + 1));
 	if (s < x->a + 2)
@@ -252,15 +234,6 @@ static bool *moved_tensors(const policy_graph_t *g, const policy_offloads_t *o)
 	return v;
 }
 
-static int cmp_after(const void *a, const void *b)
-{
-	const policy_offload_t *x = a, *y = b;
-
-	if (x->after_op != y->after_op)
-		return x->after_op < y->after_op ? -1 : 1;
-	return (x->tensor > y->tensor) - (x->tensor < y->tensor);
-}
-
 /* Appends the taken candidates to o. */
 static int append(const cvec_t *c, policy_offloads_t *o, int taken)
 {
@@ -288,7 +261,7 @@ static int append(const cvec_t *c, policy_offloads_t *o, int taken)
 		y->bytes = x->bytes;
 	}
 	if (o->n > 1)
-		qsort(o->v, (size_t)o->n, sizeof(*o->v), cmp_after);
+		qsort(o->v, (size_t)o->n, sizeof(*o->v), policy_offload_cmp);
 	return 0;
 }
 
@@ -305,7 +278,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 	if (p == 0 || !l->live_after || cfg->limit == 0)
 		return 0;
 	need = malloc((size_t)p * sizeof(*need));
-	at = op_starts(g, cfg->timing.default_op_ns ? cfg->timing.default_op_ns : 10000);
+	at = policy_op_starts(g, &cfg->timing);
 	acc = malloc(((size_t)g->nedges + 2) * sizeof(*acc));
 	moved = moved_tensors(g, o);
 	if (!need || !at || !acc || !moved || policy_need_curve(g, l, cfg->with_dead, o, need) < 0)
@@ -329,7 +302,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 		if (need[w] <= cfg->limit)
 			break;
 		for (int i = 0; i < c.n; i++)
-			if (!c.v[i].taken && !moved[c.v[i].tensor] && covers(&c.v[i], w) &&
+			if (!c.v[i].taken && covers(&c.v[i], w) &&
 			    (best < 0 || better(&c.v[i], &c.v[best])))
 				best = i;
 		if (best < 0) {

@@ -273,21 +273,8 @@ int policy_match_event(policy_match_t *m, const vmem_event_t *ev, uint64_t hash,
 	return op;
 }
 
-/* [delta, delta + bytes) of the range c records. */
-static void resolved(const policy_cur_t *c, uint64_t delta, uint64_t bytes, policy_cur_t *out)
-{
-	out->alloc_id = c->alloc_id;
-	out->offset = c->offset + delta;
-	out->bytes = bytes;
-	out->ptr = c->ptr + delta;
-	out->iter = c->iter;
-}
-
-/* Resolves [delta, delta + bytes) of plan use `use`: through what the
- * current iteration saw (prev false), or the iteration before on a
- * STABLE allocation (prev true). */
-static int resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes, bool prev,
-		   policy_cur_t *out)
+int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
+			 bool prev, policy_cur_t *out)
 {
 	const policy_graph_t *g = &m->plan->g;
 	const policy_alloc_t *a;
@@ -303,24 +290,19 @@ static int resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t by
 		return -1;
 	if (!prev && (c->iter != m->iter || is_bad(m, u->alloc_id)))
 		return -1;
-	/* a STABLE allocation where the plan has it, seen in the iteration
-	 * just before this one, and not seen elsewhere in this one */
-	a = policy_graph_alloc(g, u->alloc_id);
-	if (prev && (!a || a->cls != POLICY_ALLOC_STABLE || c->iter + 1 != m->iter ||
-		     c->alloc_id != u->alloc_id || c->offset != u->offset))
-		return -1;
-	resolved(c, delta, bytes, out);
+	if (prev) {
+		/* a STABLE allocation where the plan has it, seen in the
+		 * iteration just before this one, and not seen elsewhere in
+		 * this one */
+		a = policy_graph_alloc(g, u->alloc_id);
+		if (!a || a->cls != POLICY_ALLOC_STABLE || c->iter + 1 != m->iter ||
+		    c->alloc_id != u->alloc_id || c->offset != u->offset)
+			return -1;
+	}
+	out->alloc_id = c->alloc_id;
+	out->offset = c->offset + delta;
+	out->bytes = bytes;
+	out->ptr = c->ptr + delta;
+	out->iter = c->iter;
 	return 0;
-}
-
-int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
-			 policy_cur_t *out)
-{
-	return resolve(m, use, delta, bytes, false, out);
-}
-
-int policy_match_resolve_prev(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
-			      policy_cur_t *out)
-{
-	return resolve(m, use, delta, bytes, true, out);
 }

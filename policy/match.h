@@ -56,15 +56,13 @@ bool policy_match_same(const policy_plan_t *plan, int op, const vmem_event_t *ev
 int policy_match_event(policy_match_t *m, const vmem_event_t *ev, uint64_t hash, int *expected);
 /* The current range of [delta, delta + bytes) of plan use `use`, when that
  * use was seen in the current iteration and its allocation behaved as
- * planned.  0 and *out, or -1. */
+ * planned.  With `prev`, for a step placed before its use's op in the
+ * next iteration (a wrapped interval's prefetch): through what the use
+ * touched in the iteration just before, on a STABLE allocation that was
+ * where the plan has it then and was not seen elsewhere since.  0 and
+ * *out, or -1. */
 int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
-			 policy_cur_t *out);
-/* The same for a step placed before its use's op in the next iteration
- * (a wrapped interval's prefetch): resolved through what the use touched
- * in the iteration just before, on a STABLE allocation that was where the
- * plan has it then and was not seen elsewhere since.  0 and *out, or -1. */
-int policy_match_resolve_prev(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
-			      policy_cur_t *out);
+			 bool prev, policy_cur_t *out);
 /* Plan allocation id for a current one (YOUNG translation, else itself). */
 uint64_t policy_match_translate(const policy_match_t *m, uint64_t cur_alloc);
 

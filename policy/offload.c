@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_off(const void *a, const void *b)
+int policy_offload_cmp(const void *a, const void *b)
 {
 	const policy_offload_t *x = a, *y = b;
 
@@ -91,7 +91,7 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 		o->bytes = T->bytes;
 	}
 	if (out->n > 1)
-		qsort(out->v, (size_t)out->n, sizeof(*out->v), cmp_off);
+		qsort(out->v, (size_t)out->n, sizeof(*out->v), policy_offload_cmp);
 	return 0;
 }
 

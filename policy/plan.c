@@ -224,6 +224,11 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 	const policy_hev_t *st;
 	policy_live_t tmp = { 0 };
 	const policy_live_t *l;
+	/* gaps.c's limit is the one the prefetches fit under */
+	const policy_gaps_config_t gc = {
+		.limit = policy_prefetch_limit(cfg->budget, cfg->headroom),
+		.page_size = cfg->page_size, .min_bytes = cfg->offload_min_bytes,
+		.with_dead = !cfg->liveness, .timing = cfg->timing };
 
 	memset(plan, 0, sizeof(*plan));
 	plan->cfg = *cfg;
@@ -243,8 +248,7 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		dc.offload_min_bytes = cfg->offload_min_bytes;
 		dc.prefetch = cfg->prefetch;
 		dc.timing = cfg->timing;
-		dc.gaps = cfg->gaps;
-		dc.page_size = cfg->page_size;
+		dc.gaps = cfg->gaps ? &gc : NULL;
 		mode = policy_dyn_choose(&plan->g, l, &dc, &plan->dyn, &plan->off, plan->alt);
 		if (mode < 0)
 			goto fail;
@@ -256,18 +260,10 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		if (policy_offload_choose(&plan->g, cfg->offload, cfg->offload_min_bytes,
 					  &plan->off) < 0 ||
 		    policy_prefetch_place(&plan->g, cfg->prefetch, &cfg->timing, &plan->off) < 0 ||
-		    policy_prefetch_fit(&plan->g, l, !cfg->liveness, &plan->off,
-					policy_prefetch_limit(cfg->budget, cfg->headroom)) < 0)
+		    policy_prefetch_fit(&plan->g, l, !cfg->liveness, &plan->off, gc.limit) < 0 ||
+		    (cfg->gaps && cfg->offload != POLICY_OFFLOAD_NONE &&
+		     policy_gaps_fill(&plan->g, l, &gc, &plan->off) < 0))
 			goto fail;
-		if (cfg->gaps && cfg->offload != POLICY_OFFLOAD_NONE) {
-			policy_gaps_config_t gc = {
-				.limit = policy_prefetch_limit(cfg->budget, cfg->headroom),
-				.page_size = cfg->page_size, .min_bytes = cfg->offload_min_bytes,
-				.with_dead = !cfg->liveness, .timing = cfg->timing };
-
-			if (policy_gaps_fill(&plan->g, l, &gc, &plan->off) < 0)
-				goto fail;
-		}
 	}
 	if (policy_evict_build(&plan->g, cfg->page_size, &plan->evict) < 0)
 		goto fail;

@@ -384,8 +384,7 @@ static void steps(policy_t *p, int op, policy_when_t when, const vmem_event_t *e
 			x->in_trial = p->trial.n > 1 && !p->kept_noted;
 			continue;
 		}
-		if ((s->prev ? policy_match_resolve_prev(&p->m, s->use, s->delta, s->bytes, &c)
-			     : policy_match_resolve(&p->m, s->use, s->delta, s->bytes, &c)) < 0)
+		if (policy_match_resolve(&p->m, s->use, s->delta, s->bytes, s->prev, &c) < 0)
 			continue;
 		if (!(x = policy_actions_push(out)))
 			return;

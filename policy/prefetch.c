@@ -91,34 +91,39 @@ static int cmp_need_desc(const void *a, const void *b)
 	return x->tensor < y->tensor ? -1 : x->tensor > y->tensor;
 }
 
-static int cmp_after(const void *a, const void *b)
+uint64_t *policy_op_starts(const policy_graph_t *g, const policy_timing_t *t)
 {
-	const policy_offload_t *x = a, *y = b;
+	uint64_t *at = malloc(((size_t)g->nops + 1) * sizeof(*at));
+	uint64_t dflt = t->default_op_ns ? t->default_op_ns : 10000;
 
-	if (x->after_op != y->after_op)
-		return x->after_op < y->after_op ? -1 : 1;
-	return x->tensor < y->tensor ? -1 : x->tensor > y->tensor;
+	if (!at)
+		return NULL;
+	at[0] = 0;
+	for (int k = 0; k < g->nops; k++)
+		at[k + 1] = at[k] + (g->ops[k].dur_ns ? g->ops[k].dur_ns : dflt);
+	return at;
+}
+
+double policy_copy_ns(uint64_t bytes, uint64_t bytes_per_s)
+{
+	return (double)bytes / (double)(bytes_per_s ? bytes_per_s : POLICY_LINK_DEFAULT) * 1e9;
 }
 
 static int place_timed(const policy_graph_t *g, const policy_timing_t *t, policy_offloads_t *o)
 {
-	uint64_t *at = calloc((size_t)g->nops + 1, sizeof(*at));
-	uint64_t dflt = t->default_op_ns ? t->default_op_ns : 10000;
-	double bw = (double)(t->h2d_bytes_per_s ? t->h2d_bytes_per_s : POLICY_LINK_DEFAULT);
-	double bw_out = t->d2h_bytes_per_s ? (double)t->d2h_bytes_per_s : bw;
+	uint64_t *at = policy_op_starts(g, t);
+	uint64_t d2h = t->d2h_bytes_per_s ? t->d2h_bytes_per_s : t->h2d_bytes_per_s;
 	double link_free;
 	int w = 0;
 
 	if (!at)
 		return -1;
-	for (int k = 0; k < g->nops; k++)
-		at[k + 1] = at[k] + (g->ops[k].dur_ns ? g->ops[k].dur_ns : dflt);
 	qsort(o->v, (size_t)o->n, sizeof(*o->v), cmp_need_desc);
 	link_free = (double)at[g->nops];
 	for (int i = 0; i < o->n; i++) {
 		policy_offload_t *x = &o->v[i];
-		double copy = (double)x->bytes / bw * 1e9;
-		double earliest = (double)at[x->after_op + 1] + (double)x->bytes / bw_out * 1e9;
+		double copy = policy_copy_ns(x->bytes, t->h2d_bytes_per_s);
+		double earliest = (double)at[x->after_op + 1] + policy_copy_ns(x->bytes, d2h);
 		double end = (double)at[x->need_op] < link_free ? (double)at[x->need_op] : link_free;
 		double start = end - copy;
 		int s = x->need_op;
@@ -158,7 +163,7 @@ static int place_timed(const policy_graph_t *g, const policy_timing_t *t, policy
 			}
 		}
 	}
-	qsort(o->v, (size_t)o->n, sizeof(*o->v), cmp_after);
+	qsort(o->v, (size_t)o->n, sizeof(*o->v), policy_offload_cmp);
 	free(at);
 	return 0;
 }

@@ -444,6 +444,8 @@ typedef struct {
 int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 			  uint64_t min_bytes, policy_offloads_t *out);
 void policy_offloads_free(policy_offloads_t *o);
+/* qsort order of a set: by after_op, then tensor (offload.c). */
+int policy_offload_cmp(const void *a, const void *b);
 
 /* The link's bandwidth a plan assumes when nothing was measured or set
  * (bytes/s: PCIe 4.0 x16, roughly). */
@@ -455,6 +457,14 @@ typedef struct {
 	uint64_t budget;            /* device bytes the plan may hold (timed mode); 0 = no limit */
 	uint64_t default_op_ns;     /* assumed duration of an op never measured */
 } policy_timing_t;
+
+/* When each op starts on the plan's timeline: nops + 1 entries (the last
+ * is the iteration's length), from measured durations, t->default_op_ns
+ * (10 us when 0) for an op never measured.  malloc'd; NULL when out of
+ * memory (prefetch.c). */
+uint64_t *policy_op_starts(const policy_graph_t *g, const policy_timing_t *t);
+/* Nanoseconds to move `bytes` at `bytes_per_s` (0: POLICY_LINK_DEFAULT). */
+double policy_copy_ns(uint64_t bytes, uint64_t bytes_per_s);
 
 /* Places each offload's prefetch (fills prefetch_op).  Timed mode also
  * drops the offloads whose round trip cannot fit between their last
@@ -519,8 +529,8 @@ typedef struct {
 	uint64_t offload_min_bytes; /* as policy_offload_choose */
 	policy_prefetch_mode_t prefetch;
 	policy_timing_t timing;     /* as policy_prefetch_place */
-	bool gaps;                  /* a mode that does not fit gets gaps.c's intervals */
-	uint64_t page_size;         /* for gaps.c */
+	const policy_gaps_config_t *gaps;   /* a mode that does not fit gets gaps.c's
+					       intervals under these; NULL: none */
 } policy_dyn_config_t;
 
 /* One decision, for the dump, the stats and the trace's plan record. */
