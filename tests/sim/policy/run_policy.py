@@ -547,10 +547,10 @@ def t_gaps(args):
         if got["checksum"] != b["checksum"]:
             fail("%s under dyn at %d MiB, VMEM_GAPS=%s: checksum %s, expected %s (unlimited)"
                  % (what, limit // MiB, gaps, got["checksum"], b["checksum"]))
-        m = re.search(r"^policy: misses in planned iterations\s+(\d+)", p.stderr, re.M)
+        m = policy_line(p.stderr, "misses in planned iterations")
         planned = policy_line(p.stderr, "iterations planned")
         line = re.search(r"^policy: gaps: (\d+) intervals .*$", p.stderr, re.M)
-        if not m or not planned:
+        if m is None or not planned:
             fail("%s, VMEM_GAPS=%s: expected planned iterations and their misses in VMEM_STATS, "
                  "got %s planned\n%s" % (what, gaps, planned, show(p)))
         if gaps == "1" and (not line or int(line.group(1)) == 0):
@@ -559,7 +559,7 @@ def t_gaps(args):
         if gaps == "0" and line:
             fail("%s, VMEM_GAPS=0: expected no 'policy: gaps:' line, got %s"
                  % (what, line.group(0)))
-        misses[gaps] = (int(m.group(1)), planned, line.group(0) if line else "")
+        misses[gaps] = (m, planned, line.group(0) if line else "")
     (m0, p0, _), (m1, p1, l1) = misses["0"], misses["1"]
     # per planned iteration: the two runs may plan a different number
     if m1 * p0 >= m0 * p1:
