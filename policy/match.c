@@ -288,6 +288,9 @@ int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint6
 	if (c->alloc_id == 0 || c->bytes != u->bytes || delta + bytes > c->bytes ||
 	    is_bad(m, c->alloc_id))
 		return -1;
+	if (c->iter == m->iter)
+		prev = false;   /* seen in this iteration already: its op came (a wrapped
+				   prefetch placed at its own offload's op resolves here) */
 	if (!prev && (c->iter != m->iter || is_bad(m, u->alloc_id)))
 		return -1;
 	if (prev) {

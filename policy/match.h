@@ -59,8 +59,10 @@ int policy_match_event(policy_match_t *m, const vmem_event_t *ev, uint64_t hash,
  * planned.  With `prev`, for a step placed before its use's op in the
  * next iteration (a wrapped interval's prefetch): through what the use
  * touched in the iteration just before, on a STABLE allocation that was
- * where the plan has it then and was not seen elsewhere since.  0 and
- * *out, or -1. */
+ * where the plan has it then and was not seen elsewhere since; a use
+ * already seen in this iteration (the step is at the use's own op: a
+ * momentum back right before its next step) resolves as without `prev`.
+ * 0 and *out, or -1. */
 int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
 			 bool prev, policy_cur_t *out);
 /* Plan allocation id for a current one (YOUNG translation, else itself). */
