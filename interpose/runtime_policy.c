@@ -559,6 +559,7 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 	timing_init();
 	c.dyn_trials = g_timing ? (uint32_t)vmem_cfg.dyn_trials : 0;
 	c.page_size = chunk;
+	c.small_threshold = pool_config(pool)->small_threshold;   /* the plan counts pages */
 	c.offload_min_bytes = chunk;   /* smaller tensors share pages: never worth a copy */
 	c.budget = budget;
 	/* the µ-cuDNN solver chooses each convolution's workspace within

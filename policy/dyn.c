@@ -73,6 +73,22 @@ static uint64_t union_bytes(ival_t *v, int n)
 	return total;
 }
 
+/* What the pool holds for use u: its pages when its allocation is paged. */
+static ival_t held_ival(const policy_graph_t *g, const policy_use_t *u)
+{
+	ival_t v = { u->alloc_id, u->offset, u->offset + u->bytes };
+
+	policy_held_span(g, u->alloc_id, &v.lo, &v.hi);
+	return v;
+}
+
+static uint64_t held_bytes(const policy_graph_t *g, const policy_use_t *u)
+{
+	ival_t v = held_ival(g, u);
+
+	return v.hi - v.lo;
+}
+
 static bool counted(const policy_graph_t *g, uint64_t alloc_id)
 {
 	const policy_alloc_t *a = policy_graph_alloc(g, alloc_id);
@@ -99,7 +115,7 @@ uint64_t policy_op_bytes(const policy_graph_t *g, int op)
 		const policy_use_t *u = &g->uses[o->use0 + i];
 
 		if (u->bytes && counted(g, u->alloc_id))
-			v[n++] = (ival_t){ u->alloc_id, u->offset, u->offset + u->bytes };
+			v[n++] = held_ival(g, u);
 	}
 	total = union_bytes(v, n);
 	if (v != small)
@@ -122,7 +138,7 @@ static int unstable_bytes(const policy_graph_t *g, uint64_t *out)
 		const policy_alloc_t *a = policy_graph_alloc(g, u->alloc_id);
 
 		if (u->bytes && u->alloc_id && a && a->cls == POLICY_ALLOC_UNSTABLE)
-			v[n++] = (ival_t){ u->alloc_id, u->offset, u->offset + u->bytes };
+			v[n++] = held_ival(g, u);
 	}
 	*out = union_bytes(v, n);
 	free(v);
@@ -142,13 +158,15 @@ static void away_add(int64_t *diff, const policy_offload_t *x, int p)
 		return;
 	if (b > p)
 		b = p;
+	int64_t h = (int64_t)policy_offload_held(x);
+
 	if (b > a) {
-		diff[a] += (int64_t)x->bytes;
-		diff[b] -= (int64_t)x->bytes;
+		diff[a] += h;
+		diff[b] -= h;
 	} else if (x->wrap) {
-		diff[a] += (int64_t)x->bytes;
-		diff[0] += (int64_t)x->bytes;
-		diff[b] -= (int64_t)x->bytes;
+		diff[a] += h;
+		diff[0] += h;
+		diff[b] -= h;
 	}
 }
 
@@ -204,7 +222,7 @@ static uint64_t op_written_whole(const policy_graph_t *g, int k)
 		const policy_use_t *u = &g->uses[op->use0 + i];
 
 		if ((u->access & VMEM_ACCESS_WHOLE) && !is_ws(u) && counted(g, u->alloc_id))
-			b += u->bytes;
+			b += held_bytes(g, u);
 	}
 	return b;
 }
@@ -216,7 +234,7 @@ static uint64_t op_workspace(const policy_graph_t *g, int k)
 
 	for (int i = 0; i < op->nuses; i++)
 		if (is_ws(&g->uses[op->use0 + i]))
-			b += g->uses[op->use0 + i].bytes;
+			b += held_bytes(g, &g->uses[op->use0 + i]);
 	return b;
 }
 
@@ -276,7 +294,8 @@ int policy_prefetch_fit(const policy_graph_t *g, const policy_live_t *l, bool wi
 			continue;
 		x->prefetch_op = last + 1 < u ? last + 1 : u;
 		for (int k = b; k < x->prefetch_op; k++)
-			curve[k] = curve[k] > x->bytes ? curve[k] - x->bytes : 0;
+			curve[k] = curve[k] > policy_offload_held(x) ?
+				   curve[k] - policy_offload_held(x) : 0;
 		moved++;
 	}
 	free(curve);
@@ -338,7 +357,7 @@ static int curves(const policy_graph_t *g, const policy_live_t *l, bool with_dea
 		int b = back_op(&o->v[i], p);
 
 		if (b >= 0)
-			need[b] += o->v[i].bytes;
+			need[b] += policy_offload_held(&o->v[i]);
 	}
 	return 0;
 }

@@ -24,9 +24,12 @@
  * the limit, the worst op's intervals (those away while it runs) are
  * ranked - first those whose round trip fits in the interval (the copy
  * hides behind compute), then the longest - and the best is added.  The
- * curve is updated over its interval and the worst op found again.
- * Ranges are cut to whole pages: a page shared with another tensor is not
- * this tensor's to move.
+ * curve is updated over its interval and the worst op found again.  An op
+ * that nothing moved can relieve (its own bytes are most of the budget) is
+ * left over the limit, and the ops ranked after it still get their
+ * intervals: one op that cannot fit does not leave the rest to the
+ * reactive layer.  Ranges are cut to the tensor's own pages (policy_own_pages): a page
+ * shared with another tensor is not this tensor's to move.
  */
 #include "policy/program.h"
 
@@ -42,7 +45,8 @@ typedef struct {
 	bool hidden;             /* the round trip fits */
 	bool taken;
 	bool late;               /* its copy back was moved after an op it crowded out */
-	uint64_t offset, bytes;  /* whole pages of the tensor */
+	uint64_t offset, bytes;  /* the tensor's own pages (policy_own_pages) */
+	uint64_t held;           /* device bytes away while it is */
 	uint64_t gap_ns;         /* from a's end to b's start */
 } cand_t;
 
@@ -114,19 +118,6 @@ static bool place(const policy_graph_t *g, const uint64_t *at, const policy_timi
 }
 
 /* Whole pages of [off, off + bytes): false when there are none. */
-static bool whole_pages(uint64_t off, uint64_t bytes, uint64_t page, uint64_t *lo,
-			uint64_t *n)
-{
-	uint64_t a = page ? (off + page - 1) / page * page : off;
-	uint64_t b = page ? (off + bytes) / page * page : off + bytes;
-
-	if (b <= a)
-		return false;
-	*lo = a;
-	*n = b - a;
-	return true;
-}
-
 /* The intervals of tensor t into c.  acc: scratch of g->nops entries. */
 static int tensor_cands(const policy_graph_t *g, int t, const policy_gaps_config_t *cfg,
 			const uint64_t *at, acc_t *acc, int e0, int e1, cvec_t *c)
@@ -134,11 +125,12 @@ static int tensor_cands(const policy_graph_t *g, int t, const policy_gaps_config
 	const policy_tensor_t *T = &g->tensors[t];
 	const policy_alloc_t *al = policy_graph_alloc(g, T->alloc_id);
 	int p = g->nops, n = 0, first = T->producer;
-	uint64_t lo, bytes;
+	uint64_t lo, bytes, held;
 	bool stable;
 
 	if (!al || (al->cls != POLICY_ALLOC_STABLE && al->cls != POLICY_ALLOC_YOUNG) ||
-	    !whole_pages(T->offset, T->bytes, cfg->page_size, &lo, &bytes) ||
+	    !policy_own_pages(g, cfg->page_size, T->alloc_id, T->offset, T->bytes, &lo, &bytes,
+			      &held) ||
 	    bytes < cfg->min_bytes)
 		return 0;
 	stable = al->cls == POLICY_ALLOC_STABLE;
@@ -178,6 +170,7 @@ static int tensor_cands(const policy_graph_t *g, int t, const policy_gaps_config
 			continue;   /* a YOUNG allocation is gone by then */
 		x.offset = lo;
 		x.bytes = bytes;
+		x.held = held;
 		if (x.use < 0 || !place(g, at, &cfg->timing, &x))
 			continue;
 		if (cpush(c, &x) < 0)
@@ -192,9 +185,14 @@ static bool within(int k, int lo, int hi)
 	return lo <= hi ? k >= lo && k < hi : k >= lo || k < hi;
 }
 
-/* Is op k away-time of x (after a, before its prefetch op), cyclically? */
+/* Is op k away-time of x (after a, before its prefetch op), cyclically?
+ * A wrapped interval back before its own op a (a momentum whose copy back
+ * does not hide: placed right before its next step) is away from every
+ * other op. */
 static bool covers(const cand_t *x, int k)
 {
+	if (x->wrap && x->pf == x->a)
+		return k != x->a;
 	return k != x->a && within(k, x->a, x->pf);
 }
 
@@ -210,17 +208,18 @@ static bool better(const cand_t *x, const cand_t *y)
 		return x->hidden;
 	if (x->gap_ns != y->gap_ns)
 		return x->gap_ns > y->gap_ns;
-	return x->bytes > y->bytes;
+	return x->held > y->held;
 }
 
-static int worst(const uint64_t *need, int p)
+/* The op that holds the most, among those not `stuck` (NULL: all). */
+static int worst(const uint64_t *need, const bool *stuck, int p)
 {
-	int w = 0;
+	int w = -1;
 
-	for (int k = 1; k < p; k++)
-		if (need[k] > need[w])
+	for (int k = 0; k < p; k++)
+		if (!(stuck && stuck[k]) && (w < 0 || need[k] > need[w]))
 			w = k;
-	return w;
+	return w < 0 ? 0 : w;
 }
 
 /* The set's tensors, as a flag per tensor (they are not moved twice). */
@@ -259,6 +258,7 @@ static int append(const cvec_t *c, policy_offloads_t *o, int taken)
 		y->wrap = x->wrap;
 		y->offset = x->offset;
 		y->bytes = x->bytes;
+		y->held = x->held;
 	}
 	if (o->n > 1)
 		qsort(o->v, (size_t)o->n, sizeof(*o->v), policy_offload_cmp);
@@ -270,7 +270,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 {
 	int p = g->nops, taken = 0, rc = -1;
 	uint64_t *need = NULL, *at = NULL;
-	bool *moved = NULL;
+	bool *moved = NULL, *stuck = NULL;
 	acc_t *acc = NULL;
 	cvec_t c = { 0 };
 	policy_gaps_t s = { 0 };
@@ -278,12 +278,13 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 	if (p == 0 || !l->live_after || cfg->limit == 0)
 		return 0;
 	need = malloc((size_t)p * sizeof(*need));
+	stuck = calloc((size_t)p, sizeof(*stuck));
 	at = policy_op_starts(g, &cfg->timing);
 	acc = malloc(((size_t)g->nedges + 2) * sizeof(*acc));
 	moved = moved_tensors(g, o);
-	if (!need || !at || !acc || !moved || policy_need_curve(g, l, cfg->with_dead, o, need) < 0)
+	if (!need || !stuck || !at || !acc || !moved || policy_need_curve(g, l, cfg->with_dead, o, need) < 0)
 		goto out;
-	s.need_before = need[worst(need, p)];
+	s.need_before = need[worst(need, NULL, p)];
 	s.tried = true;
 	if (s.need_before > cfg->limit) {
 		/* edges are sorted by tensor: each tensor's reads in one run */
@@ -297,9 +298,9 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 		}
 	}
 	for (;;) {
-		int w = worst(need, p), best = -1;
+		int w = worst(need, stuck, p), best = -1;
 
-		if (need[w] <= cfg->limit)
+		if (stuck[w] || need[w] <= cfg->limit)
 			break;
 		for (int i = 0; i < c.n; i++)
 			if (!c.v[i].taken && covers(&c.v[i], w) &&
@@ -311,14 +312,18 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 			 * after it instead (the device then waits on the copy) */
 			for (int i = 0; i < c.n; i++)
 				if (c.v[i].taken && back_early(&c.v[i], w) &&
-				    (best < 0 || c.v[i].bytes > c.v[best].bytes))
+				    (best < 0 || c.v[i].held > c.v[best].held))
 					best = i;
-			if (best < 0)
-				break;   /* the worst op's own bytes, or what cannot move */
+			if (best < 0) {
+				/* the op's own bytes, or what cannot move: the
+				 * ops after it in the ranking still get theirs */
+				stuck[w] = true;
+				continue;
+			}
 			cand_t *y = &c.v[best];
 
 			for (int k = y->pf; k != (w + 1) % p; k = (k + 1) % p)
-				need[k] = need[k] > y->bytes ? need[k] - y->bytes : 0;
+				need[k] = need[k] > y->held ? need[k] - y->held : 0;
 			y->pf = (w + 1) % p;
 			y->hidden = false;
 			y->late = true;
@@ -330,7 +335,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 		taken++;
 		for (int k = 0; k < p; k++)
 			if (covers(x, k))
-				need[k] = need[k] > x->bytes ? need[k] - x->bytes : 0;
+				need[k] = need[k] > x->held ? need[k] - x->held : 0;
 	}
 	for (int i = 0; i < c.n; i++)
 		if (c.v[i].taken) {
@@ -340,7 +345,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 			s.late += c.v[i].late;
 			s.bytes += c.v[i].bytes;
 		}
-	s.worst_op = worst(need, p);
+	s.worst_op = worst(need, NULL, p);
 	s.need_after = need[s.worst_op];
 	s.worst_own = policy_op_bytes(g, s.worst_op);
 	s.fits = s.need_after <= cfg->limit;
@@ -350,6 +355,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 	rc = 0;
 out:
 	free(need);
+	free(stuck);
 	free(at);
 	free(acc);
 	free(moved);

@@ -185,6 +185,61 @@ const policy_alloc_t *policy_graph_alloc(const policy_graph_t *g, uint64_t alloc
 	return NULL;
 }
 
+void policy_graph_set_pages(policy_graph_t *g, uint64_t page_size, uint64_t small_threshold)
+{
+	bool on = page_size && small_threshold;
+
+	g->page_size = on ? page_size : 0;
+	for (int i = 0; i < g->nallocs; i++) {
+		policy_alloc_t *a = &g->allocs[i];
+
+		a->paged = on && a->alloc_id != 0 && a->cls != POLICY_ALLOC_FOREIGN &&
+			   a->extent >= small_threshold;
+	}
+}
+
+uint64_t policy_graph_page(const policy_graph_t *g, uint64_t alloc_id)
+{
+	const policy_alloc_t *a;
+
+	if (!g->page_size || !(a = policy_graph_alloc(g, alloc_id)) || !a->paged)
+		return 0;
+	return g->page_size;
+}
+
+void policy_held_span(const policy_graph_t *g, uint64_t alloc_id, uint64_t *lo, uint64_t *hi)
+{
+	uint64_t page = policy_graph_page(g, alloc_id);
+
+	if (!page || *hi <= *lo)
+		return;
+	*lo = *lo / page * page;
+	*hi = (*hi + page - 1) / page * page;
+}
+
+bool policy_own_pages(const policy_graph_t *g, uint64_t page, uint64_t alloc_id, uint64_t off,
+		      uint64_t bytes, uint64_t *lo, uint64_t *n, uint64_t *held)
+{
+	const policy_alloc_t *al = policy_graph_alloc(g, alloc_id);
+	uint64_t own = policy_graph_page(g, alloc_id), a, b, end = off + bytes;
+
+	if (own)
+		page = own;
+	if (!page) {
+		*lo = off;
+		*n = *held = bytes;
+		return bytes > 0;
+	}
+	a = (off + page - 1) / page * page;
+	b = own && al && end >= al->extent ? end : end / page * page;
+	if (b <= a)
+		return false;
+	*lo = a;
+	*n = b - a;
+	*held = (b + page - 1) / page * page - a;
+	return true;
+}
+
 /* Where a use lives in the interval map: foreign ranges by address. */
 static void use_key(const policy_use_t *u, uint64_t *k, uint64_t *a, uint64_t *b)
 {

@@ -35,7 +35,9 @@
  * iteration from that op's actual arguments.  Only the pool can tell
  * whether a whole page is dead (a caching allocator packs several tensors
  * into a page, and bytes no op touches are never dead): the output is
- * byte ranges.
+ * byte ranges.  The curves (live_after, dead_after) are in the pool's
+ * units when the graph knows its pages (policy_graph_set_pages): a paged
+ * allocation's page counts whole while any byte on it is live.
  */
 #include "policy/program.h"
 
@@ -138,10 +140,176 @@ static int seg_index(const uint64_t *bd, int nb, uint64_t off)
 	return lo;
 }
 
-/* One allocation's uses: ids[0..n), all of alloc_id, in issue order. */
-static int one_alloc(const policy_graph_t *g, const int *ids, int n, bool wrap, dvec_t *out,
-		     dvec_t *idle, uint64_t *touched)
+/* ---- whole pages ----
+ *
+ * The pool holds a paged allocation's memory by the page: a page is on the
+ * device while any byte on it is live (or dead but not droppable: the pool
+ * drops a page only when every byte of it is dead).  A page whose touched
+ * bytes are all idle (a YOUNG allocation before its first or after its
+ * last access) is not mapped at all.  The difference to the byte count is
+ * added to the curves as a correction, per page, from the not-live ranges
+ * over it:
+ *
+ *   page [ t1 1.5 MiB ][ rest of the page: 0.5 MiB, untouched ]
+ *        live after #3 .. #9: 2 MiB held, 1.5 MiB live -> +0.5 MiB there
+ */
+
+typedef struct {
+	uint64_t page;
+	int pos;
+	int64_t dnot, didle;     /* not-live bytes and idle bytes entering at pos */
+} pev_t;
+
+typedef struct {
+	pev_t *v;
+	size_t n, cap;
+} pvec_t;
+
+static int ppush(pvec_t *e, pev_t x)
 {
+	if (e->n == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 256;
+		pev_t *nv = realloc(e->v, cap * sizeof(*nv));
+
+		if (!nv)
+			return -1;
+		e->v = nv;
+		e->cap = cap;
+	}
+	e->v[e->n++] = x;
+	return 0;
+}
+
+static int cmp_pev(const void *a, const void *b)
+{
+	const pev_t *x = a, *y = b;
+
+	if (x->page != y->page)
+		return x->page < y->page ? -1 : 1;
+	return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* The not-live range d over its pages, as events at its interval's ends. */
+static int range_events(const policy_dead_t *d, bool is_idle, uint64_t page, int p, pvec_t *e)
+{
+	int iv[2][2], ni = 0;
+
+	if (!d->wraps) {
+		iv[ni][0] = d->after_op;
+		iv[ni++][1] = d->until_op;
+	} else {
+		iv[ni][0] = d->after_op;
+		iv[ni++][1] = p;
+		iv[ni][0] = 0;
+		iv[ni++][1] = d->until_op;
+	}
+	for (uint64_t pg = d->offset / page; pg * page < d->offset + d->bytes; pg++) {
+		uint64_t lo = pg * page > d->offset ? pg * page : d->offset;
+		uint64_t hi = (pg + 1) * page < d->offset + d->bytes ? (pg + 1) * page :
+				d->offset + d->bytes;
+		int64_t ov = (int64_t)(hi - lo);
+
+		for (int i = 0; i < ni; i++) {
+			if (iv[i][1] <= iv[i][0])
+				continue;
+			if (ppush(e, (pev_t){ pg, iv[i][0], ov, is_idle ? ov : 0 }) < 0 ||
+			    ppush(e, (pev_t){ pg, iv[i][1], -ov, is_idle ? -ov : 0 }) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* Adds v over positions [a, b) of a difference array. */
+static void span_add(int64_t *df, int a, int b, int64_t v)
+{
+	if (b > a && v) {
+		df[a] += v;
+		df[b] -= v;
+	}
+}
+
+/* One page's correction from `tp` touched bytes (`full`: they are all of
+ * the page the allocation has) and its events ev[0..n), sorted by pos. */
+static void page_corr(const pev_t *ev, size_t n, uint64_t page, uint64_t tp, bool full, int p,
+		      int64_t *cl, int64_t *cw)
+{
+	int64_t nl = 0, id = 0;
+	int prev = 0;
+
+	for (size_t i = 0;; ) {
+		int pos = i < n ? ev[i].pos : p;
+		bool gone = (uint64_t)id >= tp;                         /* not mapped */
+		bool dropped = (uint64_t)nl >= tp && (full || gone);   /* dead, droppable */
+		int64_t held = dropped ? 0 : (int64_t)page;
+
+		span_add(cl, prev, pos, held - ((int64_t)tp - nl));
+		span_add(cw, prev, pos, (gone ? 0 : (int64_t)page) - ((int64_t)tp - id));
+		if (i >= n)
+			break;
+		for (; i < n && ev[i].pos == pos; i++) {
+			nl += ev[i].dnot;
+			id += ev[i].didle;
+		}
+		prev = pos;
+	}
+}
+
+/* The whole-page correction of one paged allocation: segments [bd[s],
+ * bd[s + 1]) touched when seg[s].last_op >= 0, its not-live ranges in
+ * out->v[d0..] (dead) and idle->v[i0..] (idle). */
+static int alloc_pages(const policy_graph_t *g, uint64_t page, const uint64_t *bd,
+		       const seg_t *seg, int nseg, const dvec_t *out, int d0, const dvec_t *idle,
+		       int i0, int64_t *cl, int64_t *cw)
+{
+	uint64_t extent = bd[nseg], npages = (extent + page - 1) / page;
+	uint64_t *tp = calloc((size_t)npages, sizeof(*tp));
+	pvec_t e = { 0 };
+	int p = g->nops, rc = -1;
+
+	if (!tp)
+		return -1;
+	for (int s = 0; s < nseg; s++)
+		for (uint64_t a = bd[s]; seg[s].last_op >= 0 && a < bd[s + 1];) {
+			uint64_t pg = a / page, b = (pg + 1) * page < bd[s + 1] ? (pg + 1) * page :
+						    bd[s + 1];
+
+			tp[pg] += b - a;
+			a = b;
+		}
+	for (int i = d0; i < out->n; i++)
+		if (range_events(&out->v[i], false, page, p, &e) < 0)
+			goto out;
+	for (int i = i0; i < idle->n; i++)
+		if (range_events(&idle->v[i], true, page, p, &e) < 0)
+			goto out;
+	if (e.n > 1)
+		qsort(e.v, e.n, sizeof(*e.v), cmp_pev);
+	for (uint64_t pg = 0, i = 0; pg < npages; pg++) {
+		uint64_t j = i, span = (pg + 1) * page < extent ? page : extent - pg * page;
+
+		while (j < e.n && e.v[j].page == pg)
+			j++;
+		if (tp[pg])
+			page_corr(e.v + i, j - i, page, tp[pg], tp[pg] >= span, p, cl, cw);
+		i = j;
+	}
+	rc = 0;
+out:
+	free(tp);
+	free(e.v);
+	return rc;
+}
+
+/* One allocation's uses: ids[0..n), all of alloc_id, in issue order.
+ * cl, cw: whole-page corrections (live, and live with the dead) when the
+ * allocation is paged. */
+static int one_alloc(const policy_graph_t *g, const int *ids, int n, bool wrap, dvec_t *out,
+		     dvec_t *idle, uint64_t *touched, int64_t *cl, int64_t *cw)
+{
+	const int d0 = out->n, i0 = idle->n;
+	const uint64_t page = n ? policy_graph_page(g, g->uses[ids[0]].alloc_id) : 0;
+
 	uint64_t *bd = malloc((size_t)(2 * n + 1) * sizeof(*bd));
 	seg_t *seg = NULL;
 	uint8_t *acc = NULL;
@@ -251,6 +419,8 @@ static int one_alloc(const policy_graph_t *g, const int *ids, int n, bool wrap, 
 			 * or after its last one (for the peak of live bytes only) */
 			policy_dead_t d = { 0 };
 
+			d.alloc_id = g->uses[ids[0]].alloc_id;
+			d.offset = bd[s];
 			d.bytes = bd[s + 1] - bd[s];
 			d.after_op = x->last_op;
 			d.until_op = x->first_op;
@@ -273,6 +443,8 @@ static int one_alloc(const policy_graph_t *g, const int *ids, int n, bool wrap, 
 				goto out;
 		}
 	}
+	if (page && cl && alloc_pages(g, page, bd, seg, nseg, out, d0, idle, i0, cl, cw) < 0)
+		goto out;
 	rc = 0;
 out:
 	free(bd);
@@ -285,8 +457,10 @@ out:
 
 /* Live bytes after each op (and the dead ranges' share of the rest):
  * touched bytes less the dead and idle intervals covering "after op k". */
-static int peak(const policy_graph_t *g, policy_live_t *l, const dvec_t *idle, uint64_t touched)
+static int peak(const policy_graph_t *g, policy_live_t *l, const dvec_t *idle, uint64_t touched,
+		const int64_t *cl, const int64_t *cw)
 {
+	int64_t corr_l = 0, corr_w = 0;
 	int p = g->nops;
 	int64_t *diff = calloc((size_t)p + 1, sizeof(*diff));
 	int64_t *ddiff = calloc((size_t)p + 1, sizeof(*ddiff));
@@ -331,6 +505,19 @@ static int peak(const policy_graph_t *g, policy_live_t *l, const dvec_t *idle, u
 		live = touched > (uint64_t)dead ? touched - (uint64_t)dead : 0;
 		l->live_after[k] = live;
 		l->dead_after[k] = (uint64_t)dl;
+		if (cl) {
+			/* whole pages: held = live + corr_l, held with the dead
+			 * = live + dead + corr_w */
+			int64_t h, hw;
+
+			corr_l += cl[k];
+			corr_w += cw[k];
+			h = (int64_t)live + corr_l;
+			hw = (int64_t)live + dl + corr_w;
+			live = h > 0 ? (uint64_t)h : 0;
+			l->live_after[k] = live;
+			l->dead_after[k] = hw > h ? (uint64_t)(hw - h) : 0;
+		}
 		if (live > l->peak_live) {
 			l->peak_live = live;
 			l->peak_op = k;
@@ -348,11 +535,16 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 	dvec_t d = { 0 }, idle = { 0 };
 	uint64_t touched = 0;
 	int m = 0;
+	/* whole-page corrections, when the graph knows the pool's pages */
+	int64_t *cl = g->page_size ? calloc((size_t)g->nops + 1, sizeof(*cl)) : NULL;
+	int64_t *cw = g->page_size ? calloc((size_t)g->nops + 1, sizeof(*cw)) : NULL;
 
 	memset(out, 0, sizeof(*out));
-	if (!ids || !keys) {
+	if (!ids || !keys || (g->page_size && (!cl || !cw))) {
 		free(ids);
 		free(keys);
+		free(cl);
+		free(cw);
 		return -1;
 	}
 	for (int i = 0; i < g->nuses; i++)
@@ -369,11 +561,13 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 			;
 		if (!a || (a->cls != POLICY_ALLOC_STABLE && a->cls != POLICY_ALLOC_YOUNG))
 			continue;
-		if (one_alloc(g, ids + i, m - i, a->cls == POLICY_ALLOC_STABLE, &d, &idle, &touched) <
-		    0) {
+		if (one_alloc(g, ids + i, m - i, a->cls == POLICY_ALLOC_STABLE, &d, &idle, &touched,
+			      cl, cw) < 0) {
 			free(ids);
 			free(d.v);
 			free(idle.v);
+			free(cl);
+			free(cw);
 			return -1;
 		}
 	}
@@ -406,12 +600,15 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 		qsort(d.v, (size_t)d.n, sizeof(*d.v), cmp_dead_out);
 	out->dead = d.v;
 	out->ndead = d.n;
-	if (peak(g, out, &idle, touched) < 0) {
-		free(idle.v);
+	int rc = peak(g, out, &idle, touched, cl, cw);
+
+	free(idle.v);
+	free(cl);
+	free(cw);
+	if (rc < 0) {
 		policy_live_free(out);
 		return -1;
 	}
-	free(idle.v);
 	return 0;
 }
 

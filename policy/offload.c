@@ -19,7 +19,9 @@
  *
  * Tensors of UNSTABLE or foreign allocations, and tensors shorter than
  * min_bytes (biases, norms, scalars: a copy costs more than it saves),
- * are never chosen.  Whether an offload actually moves bytes is the
+ * are never chosen.  On a paged allocation only the tensor's own pages
+ * move (policy_own_pages): a page it shares with a neighbour stays, since
+ * the pool moves whole pages and the neighbour may be read meanwhile.  Whether an offload actually moves bytes is the
  * runtime's call (SuperNeurons' tensor cache: not while the budget holds).
  */
 #include "policy/program.h"
@@ -70,6 +72,7 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 		const policy_tensor_t *T = &g->tensors[t];
 		const policy_alloc_t *a = policy_graph_alloc(g, T->alloc_id);
 		policy_offload_t *o;
+		uint64_t lo, n, held;
 		int after, use;
 
 		if (!(T->flags & POLICY_T_CROSS) || T->bytes < min_bytes || !a ||
@@ -79,7 +82,8 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 			continue;
 		after = T->last_fwd_read >= 0 ? T->last_fwd_read : T->producer;
 		use = after == T->producer && T->last_fwd_read < 0 ? T->use : read_use(g, t, after);
-		if (use < 0 || T->first_bwd_read <= after)
+		if (use < 0 || T->first_bwd_read <= after ||
+		    !policy_own_pages(g, 0, T->alloc_id, T->offset, T->bytes, &lo, &n, &held))
 			continue;
 		o = &out->v[out->n++];
 		o->tensor = t;
@@ -87,8 +91,9 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 		o->use = use;
 		o->need_op = T->first_bwd_read;
 		o->prefetch_op = -1;
-		o->offset = T->offset;
-		o->bytes = T->bytes;
+		o->offset = lo;
+		o->bytes = n;
+		o->held = held;
 	}
 	if (out->n > 1)
 		qsort(out->v, (size_t)out->n, sizeof(*out->v), policy_offload_cmp);

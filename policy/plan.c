@@ -234,6 +234,7 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 	plan->cfg = *cfg;
 	if (policy_graph_build(&plan->g, h, found->first, found->period, found->rot) < 0)
 		return -1;
+	policy_graph_set_pages(&plan->g, cfg->page_size, cfg->small_threshold);
 	if (cfg->liveness && policy_liveness(&plan->g, &plan->live) < 0)
 		goto fail;
 	if (!(l = live_curve(plan, &tmp)))

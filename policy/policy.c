@@ -283,6 +283,7 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 	pc.budget = p->cfg.budget;
 	pc.headroom = p->cfg.dyn_headroom;
 	pc.page_size = p->cfg.page_size;
+	pc.small_threshold = p->cfg.small_threshold;
 	pc.algo_steps = p->cfg.algo_steps;
 	pc.gaps = p->cfg.gaps;
 	policy_period_reset(&p->det);

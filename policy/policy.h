@@ -67,6 +67,8 @@ typedef struct {
 					      choice alone (dyn.c) */
 	policy_prefetch_mode_t prefetch;   /* VMEM_PREFETCH=vdnn|timed */
 	uint64_t page_size;                /* the pool's chunk size (eviction keys) */
+	uint64_t small_threshold;          /* the pool's: smaller allocations share pages; 0 =
+					      the plan counts bytes, not pages */
 	uint64_t h2d_bytes_per_s;          /* link bandwidth; 0 = measured (policy_link_sample) */
 	uint64_t prefetch_budget;          /* bytes of prefetched data held at once; 0 = no cap */
 	uint64_t offload_min_bytes;        /* smaller tensors are never offloaded */

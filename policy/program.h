@@ -274,6 +274,8 @@ typedef struct {
 	uint64_t alloc_id;
 	uint64_t extent;         /* highest offset + bytes touched */
 	uint8_t cls;             /* policy_alloc_class_t */
+	bool paged;              /* holds whole pages of its own from offset 0 (the pool's large
+				    allocations: policy_graph_set_pages) */
 } policy_alloc_t;
 
 typedef struct {
@@ -291,6 +293,7 @@ typedef struct {
 	policy_alloc_t *allocs;  /* sorted by alloc_id */
 	int boundary;            /* first backward op; nops when none was found */
 	uint64_t iter_ns;        /* sum of measured op durations (0 unknown) */
+	uint64_t page_size;      /* the pool's page, when allocations are `paged` (0: bytes) */
 } policy_graph_t;
 
 /* Builds the graph of the window [first, first + p) of `h`, starting the
@@ -302,6 +305,27 @@ int policy_graph_build(policy_graph_t *g, const policy_history_t *h, uint64_t fi
 void policy_graph_free(policy_graph_t *g);
 /* The allocation entry of `alloc_id`, or NULL. */
 const policy_alloc_t *policy_graph_alloc(const policy_graph_t *g, uint64_t alloc_id);
+/* The pool's units.  An allocation the pool gives pages of its own (at
+ * least `small_threshold` bytes: the plan sees its extent, never more than
+ * its size, so an extent that large proves it) is resident in whole pages:
+ * a page holds memory while any byte on it is live.  Smaller ones share
+ * slabs and count by the byte.  page_size or small_threshold 0: bytes
+ * everywhere (the plan's curves as the liveness computes them). */
+void policy_graph_set_pages(policy_graph_t *g, uint64_t page_size, uint64_t small_threshold);
+/* The page size of alloc_id's pages when it is paged, else 0. */
+uint64_t policy_graph_page(const policy_graph_t *g, uint64_t alloc_id);
+/* [*lo, *hi) widened to the pages it touches when alloc_id is paged (what
+ * the pool holds for it), unchanged otherwise. */
+void policy_held_span(const policy_graph_t *g, uint64_t alloc_id, uint64_t *lo, uint64_t *hi);
+/* The part of [off, off + bytes) of alloc_id that can leave the device
+ * without taking a neighbour's bytes with it: whole pages only (another
+ * tensor may share a page at either end), except that on a paged
+ * allocation a range reaching its extent takes its last page too (no op
+ * of the iteration touches the rest of it).  *held: the device bytes its
+ * absence frees.  `page`: the page size to cut to when the graph has
+ * none.  false when nothing is left. */
+bool policy_own_pages(const policy_graph_t *g, uint64_t page, uint64_t alloc_id, uint64_t off,
+		      uint64_t bytes, uint64_t *lo, uint64_t *n, uint64_t *held);
 /* Human name of an op for dumps and messages: "#12 conv_fwd (cudnnConvolutionForward)". */
 void policy_op_label(const policy_graph_t *g, int op, char *buf, size_t len);
 void policy_graph_dump(const policy_graph_t *g, policy_print_fn out, void *ctx);
@@ -327,7 +351,9 @@ typedef struct {
 				    ones, less a YOUNG allocation's bytes before its first
 				    and after its last access (for dumps and benchmarks) */
 	int peak_op;
-	uint64_t *live_after;    /* nops: the bytes live after op k (peak_live is the most) */
+	uint64_t *live_after;    /* nops: the bytes live after op k (peak_live is the most);
+				    with the graph's pages set, what the pool holds for them:
+				    whole pages of paged allocations */
 	uint64_t *dead_after;    /* nops: the bytes of `dead` ranges after op k: what the DEAD
 				    steps free (live_after + dead_after without them) */
 } policy_live_t;
@@ -411,9 +437,15 @@ typedef struct {
 	bool gap;                /* an idle interval chosen by gaps.c */
 	bool wrap;               /* need_op is in the next iteration */
 	uint64_t offset;         /* the range moved: [offset, offset + bytes) of the tensor's
-				    allocation (gaps.c: its whole pages only) */
+				    allocation (its own pages only: policy_own_pages) */
 	uint64_t bytes;
+	uint64_t held;           /* device bytes its absence frees (whole pages); 0: bytes */
 } policy_offload_t;
+
+static inline uint64_t policy_offload_held(const policy_offload_t *x)
+{
+	return x->held ? x->held : x->bytes;
+}
 
 /* What gaps.c added to a set, for the dumps and the trace. */
 typedef struct {
@@ -712,6 +744,8 @@ typedef struct {
 	uint64_t budget;         /* DYN: device bytes vmem may map (0 unknown) */
 	uint64_t headroom;       /* DYN: POLICY_HEADROOM_DEFAULT = budget / 16 */
 	uint64_t page_size;
+	uint64_t small_threshold;   /* the pool's: smaller allocations share pages (0: the
+				       curves count bytes, policy_graph_set_pages) */
 	bool algo_steps;         /* ALGO steps at every convolution: the workspace room
 				    the plan leaves there (the conv hooks' solver uses it) */
 	bool gaps;               /* a set that does not fit gets gaps.c's intervals */

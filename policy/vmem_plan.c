@@ -27,11 +27,14 @@ static void print_line(void *ctx, const char *line)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: vmem-plan [-a] [-d] [--offload none|all|conv|dyn] [--prefetch vdnn|timed]\n"
-		   "                 [--liveness off|lazy|eager] [--page BYTES] [--h2d BYTES_PER_S]\n"
+		   "                 [--liveness off|lazy|eager] [--page BYTES] [--small BYTES]\n"
+		   "                 [--h2d BYTES_PER_S]\n"
 		   "                 [--offload-min BYTES] [--reps N] [--budget BYTES] [--headroom BYTES]\n"
 		   "                 [FILE]\n"
 		   "Replays calls (vmem-trace events FILE) through the planner; FILE or stdin.\n"
-		   "  -a  print every action    -d  print the final plan (every pass)\n");
+		   "  -a  print every action    -d  print the final plan (every pass)\n"
+		   "  --small: the pool's small-allocation threshold (VMEM_SMALL_THRESHOLD): larger\n"
+		   "  allocations count in whole pages; 0 (default) counts bytes\n");
 }
 
 static int pick(const char *v, const char *const *names, int n, const char *opt)
@@ -106,6 +109,8 @@ int main(int argc, char **argv)
 			cfg.liveness = (policy_liveness_t)pick(argv[++i], live, 3, a);
 		} else if (i + 1 < argc && strcmp(a, "--page") == 0) {
 			cfg.page_size = strtoull(argv[++i], NULL, 0);
+		} else if (i + 1 < argc && strcmp(a, "--small") == 0) {
+			cfg.small_threshold = strtoull(argv[++i], NULL, 0);
 		} else if (i + 1 < argc && strcmp(a, "--reps") == 0) {
 			cfg.reps = (uint32_t)strtoul(argv[++i], NULL, 0);
 		} else if (i + 1 < argc && strcmp(a, "--offload-min") == 0) {

@@ -1,8 +1,10 @@
 /* tests/unit/policy/test_gaps.c - past vDNN (policy/gaps.c): when no
  * offload mode fits, idle intervals of weights, gradients and optimizer
  * state are planned too: the need curve checked by hand on a two-layer
- * iteration, whole pages only, YOUNG allocations never wrap, and the
- * wrapped interval's prefetch resolved through the iteration before. */
+ * iteration, whole pages only, YOUNG allocations never wrap, paged
+ * allocations counted and moved by the page, ops past one that cannot fit
+ * still relieved, and the wrapped interval's prefetch resolved through the
+ * iteration before. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,7 +48,16 @@ typedef struct {
 	policy_live_t l;
 } two_t;
 
+/* page, small: the pool's page size and small-allocation threshold the
+ * curves count whole pages by (0: bytes) */
+static void two_build_paged(two_t *x, uint64_t young_from, uint64_t page, uint64_t small);
+
 static void two_build(two_t *x, uint64_t young_from)
+{
+	two_build_paged(x, young_from, 0, 0);
+}
+
+static void two_build_paged(two_t *x, uint64_t young_from, uint64_t page, uint64_t small)
 {
 	const pop_t two[] = {
 		{ VMEM_OP_MEMCPY, 0, 2, { RG(0, 0x1000, S, ACC_R, "src"), RG(1, 0, S, ACC_WW, "dst") }, 1000 },
@@ -69,6 +80,7 @@ static void two_build(two_t *x, uint64_t young_from)
 	};
 
 	assert_int_equal(prog_graph(&x->h, &x->g, two, 10, 2, young_from), 0);
+	policy_graph_set_pages(&x->g, page, small);
 	assert_int_equal(policy_liveness(&x->g, &x->l), 0);
 }
 
@@ -226,6 +238,105 @@ static void test_gaps_never_wrap_a_young_allocation(void **state)
 	two_free(&x);
 }
 
+/* Pages of 256 bytes, allocations of 512 or more paged: the weights,
+ * momenta and gradients (1000 bytes: 4 pages, 1024 held), not the
+ * 100-byte activations (slab memory, by the byte). */
+static void test_paged_allocations_count_whole_pages(void **state)
+{
+	two_t b, x;
+	uint64_t lo, n, held;
+
+	(void)state;
+	two_build(&b, 0);
+	two_build_paged(&x, 0, 256, 512);
+	/* after #8 five 1000-byte tensors are live (w1, m1, w2, m2, dw1):
+	 * 24 bytes more each, their last pages */
+	if (x.l.live_after[8] != b.l.live_after[8] + 5 * 24)
+		fail_msg("expected %llu bytes held after #8 (live %llu + 5 last pages' 24), got %llu",
+			 (unsigned long long)(b.l.live_after[8] + 5 * 24),
+			 (unsigned long long)b.l.live_after[8], (unsigned long long)x.l.live_after[8]);
+	/* dw2 is dead after #8 (rewritten whole by #5 next time): its four
+	 * pages, every byte of them the allocation's, drop whole (the dead
+	 * activations beside it count by the byte in both) */
+	assert_true(b.l.dead_after[8] >= W);
+	if (x.l.dead_after[8] != b.l.dead_after[8] + 24)
+		fail_msg("expected %llu dead bytes after #8 (dw2's 4 pages whole), got %llu",
+			 (unsigned long long)(b.l.dead_after[8] + 24),
+			 (unsigned long long)x.l.dead_after[8]);
+	/* the tensor's own pages: all of it, its last page included (nothing
+	 * of the iteration is past its extent) */
+	assert_true(policy_own_pages(&x.g, 0, 9, 0, W, &lo, &n, &held));
+	assert_int_equal(lo, 0);
+	assert_int_equal(n, W);
+	assert_int_equal(held, 1024);
+	/* a part that starts inside a page leaves that page to its neighbour */
+	assert_true(policy_own_pages(&x.g, 0, 9, 100, 500, &lo, &n, &held));
+	assert_int_equal(lo, 256);
+	assert_int_equal(n, 256);
+	assert_int_equal(held, 256);
+	/* a slab allocation: cut to whole pages of the page given, or by the
+	 * byte with none */
+	assert_false(policy_own_pages(&x.g, 256, 1, 0, S, &lo, &n, &held));
+	assert_true(policy_own_pages(&x.g, 0, 1, 0, S, &lo, &n, &held));
+	assert_int_equal(n, S);
+	assert_int_equal(held, S);
+	two_free(&b);
+	two_free(&x);
+}
+
+static void test_gaps_move_the_last_page_of_a_paged_allocation(void **state)
+{
+	two_t x;
+	policy_offloads_t o = { 0 };
+	policy_gaps_config_t c = gcfg(3700, 256, 256);
+
+	(void)state;
+	two_build_paged(&x, 0, 256, 512);
+	assert_true(worst_need(&x, NULL) >= 6 * 1024);
+	assert_int_equal(policy_gaps_fill(&x.g, &x.l, &c, &o), 0);
+	assert_true(o.gaps.added > 0);
+	/* whole tensors move, and the curve counts their pages */
+	for (int i = 0; i < o.n; i++) {
+		assert_int_equal(o.v[i].offset, 0);
+		assert_int_equal(o.v[i].bytes, W);
+		assert_int_equal(o.v[i].held, 1024);
+	}
+	if (!o.gaps.fits)
+		fail_msg("expected the paged plan to fit 3700 bytes (#8 holds its own 3 x 1024 "
+			 "and the activations), got %llu at #%d", (unsigned long long)o.gaps.need_after,
+			 o.gaps.worst_op);
+	assert_true(worst_need(&x, &o) <= 3700);
+	policy_offloads_free(&o);
+	two_free(&x);
+}
+
+static void test_gaps_go_on_past_an_op_that_cannot_fit(void **state)
+{
+	two_t x;
+	policy_offloads_t o = { 0 };
+	policy_gaps_config_t c = gcfg(2000, 100, 100);
+	uint64_t need[10];
+	const int others[] = { 1, 6, 7 };
+
+	(void)state;
+	two_build(&x, 0);
+	/* the steps (#8, #9) read 3000 bytes each: over 2000 whatever moves.
+	 * Relieving the first of them reaches the ops between its intervals'
+	 * ends, not #1, #6 and #7 (1200 to 1300 of their own each, 2200 and
+	 * more held): they fit only if the pass goes on once a step is found
+	 * not to (it used to stop there) */
+	assert_int_equal(policy_gaps_fill(&x.g, &x.l, &c, &o), 0);
+	assert_false(o.gaps.fits);
+	assert_int_equal(policy_need_curve(&x.g, &x.l, false, &o, need), 0);
+	for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+		if (need[others[i]] > 2000)
+			fail_msg("expected #%d to fit 2000 bytes once the steps were found not to, "
+				 "got %llu", others[i], (unsigned long long)need[others[i]]);
+	assert_true(need[8] >= 3000 && need[9] >= 3000);
+	policy_offloads_free(&o);
+	two_free(&x);
+}
+
 /* ---- the running policy: wrapped prefetches come out ---- */
 
 static void test_wrapped_prefetch_resolves_through_the_iteration_before(void **state)
@@ -302,6 +413,9 @@ int main(void)
 		cmocka_unit_test(test_gaps_fit_weights_gradients_and_momentum),
 		cmocka_unit_test(test_gaps_move_whole_pages_and_nothing_small),
 		cmocka_unit_test(test_gaps_never_wrap_a_young_allocation),
+		cmocka_unit_test(test_paged_allocations_count_whole_pages),
+		cmocka_unit_test(test_gaps_move_the_last_page_of_a_paged_allocation),
+		cmocka_unit_test(test_gaps_go_on_past_an_op_that_cannot_fit),
 		cmocka_unit_test(test_wrapped_prefetch_resolves_through_the_iteration_before),
 	};
 
