@@ -268,7 +268,7 @@ static int append(const cvec_t *c, policy_offloads_t *o, int taken)
 int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 		     const policy_gaps_config_t *cfg, policy_offloads_t *o)
 {
-	int p = g->nops, taken = 0, rc = -1;
+	int p = g->nops, taken = 0, nstuck = 0, rc = -1;
 	uint64_t *need = NULL, *at = NULL;
 	bool *moved = NULL, *stuck = NULL;
 	acc_t *acc = NULL;
@@ -303,7 +303,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 		if (stuck[w] || need[w] <= cfg->limit)
 			break;
 		for (int i = 0; i < c.n; i++)
-			if (!c.v[i].taken && covers(&c.v[i], w) &&
+			if (!c.v[i].taken && covers(&c.v[i], w) && (!nstuck || c.v[i].hidden) &&
 			    (best < 0 || better(&c.v[i], &c.v[best])))
 				best = i;
 		if (best < 0) {
@@ -318,6 +318,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 				/* the op's own bytes, or what cannot move: the
 				 * ops after it in the ranking still get theirs */
 				stuck[w] = true;
+				nstuck++;
 				continue;
 			}
 			cand_t *y = &c.v[best];
