@@ -33,6 +33,7 @@
  */
 #include "policy/program.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -381,4 +382,100 @@ size_t policy_gaps_format(const policy_gaps_t *s, char *buf, size_t len)
 		     s->added, s->wraps, s->hidden, s->late, b, n0, n1, s->worst_op,
 		     s->fits ? "fits" : "does not fit");
 	return k < 0 ? 0 : (size_t)k;
+}
+
+/* ---- why an op does not fit ---- */
+
+/* Is version t live while op k runs (from its write to its last read,
+ * cyclically; a live-in version from the iteration's start, or from its
+ * first read on a fresh allocation: nothing was in it before)? */
+static bool live_at(const policy_graph_t *g, const policy_tensor_t *t, int k)
+{
+	const policy_alloc_t *al = policy_graph_alloc(g, t->alloc_id);
+	int a = t->producer >= 0 ? t->producer :
+		al && al->cls == POLICY_ALLOC_YOUNG && t->first_read >= 0 ? t->first_read : 0;
+	int b = t->last_read;
+
+	if (b < 0)
+		return k == a;
+	if (t->last_read_next)
+		return k >= a || k <= b;
+	return k >= a && k <= b;
+}
+
+/* Is t away while op k runs under o (out after a, back before b, the
+ * prefetch's op; cyclically when b is not after a)? */
+static bool away_at(const policy_offloads_t *o, int t, int k)
+{
+	for (int i = 0; o && i < o->n; i++) {
+		const policy_offload_t *x = &o->v[i];
+		int a = x->after_op, b = x->prefetch_op >= 0 ? x->prefetch_op : x->need_op;
+
+		if (x->tensor != t || a < 0 || b < 0)
+			continue;
+		if (b > a ? k > a && k < b : b == a ? x->wrap && k != a : k > a || k < b)
+			return true;
+	}
+	return false;
+}
+
+static bool used_by(const policy_graph_t *g, const policy_tensor_t *t, int k)
+{
+	const policy_op_t *op = &g->ops[k];
+
+	for (int i = 0; i < op->nuses; i++) {
+		const policy_use_t *u = &g->uses[op->use0 + i];
+
+		if (u->alloc_id == t->alloc_id && u->offset < t->offset + t->bytes &&
+		    t->offset < u->offset + u->bytes)
+			return true;
+	}
+	return false;
+}
+
+void policy_gaps_explain(const policy_graph_t *g, const policy_offloads_t *o, int op, int most,
+			 policy_print_fn out, void *ctx)
+{
+	int p = g->nops, *v, n = 0;
+
+	if (!out || op < 0 || op >= p || !(v = malloc((size_t)(g->ntensors + 1) * sizeof(*v))))
+		return;
+	for (int t = 0; t < g->ntensors; t++)
+		if (g->tensors[t].bytes && live_at(g, &g->tensors[t], op) && !away_at(o, t, op))
+			v[n++] = t;
+	/* largest first (a selection: `most` is small) */
+	for (int i = 0; i < n && i < most; i++) {
+		int best = i;
+
+		for (int j = i + 1; j < n; j++)
+			if (g->tensors[v[j]].bytes > g->tensors[v[best]].bytes)
+				best = j;
+		int tmp = v[i];
+
+		v[i] = v[best];
+		v[best] = tmp;
+	}
+	policy_printf(out, ctx, "held while #%d runs: %d tensor versions live and not away; the largest:",
+		      op, n);
+	for (int i = 0; i < n && i < most; i++) {
+		const policy_tensor_t *t = &g->tensors[v[i]];
+		const policy_alloc_t *a = policy_graph_alloc(g, t->alloc_id);
+		uint64_t lo, nb, held;
+		const char *why;
+
+		if (used_by(g, t, op))
+			why = "the op's own";
+		else if (!a || (a->cls != POLICY_ALLOC_STABLE && a->cls != POLICY_ALLOC_YOUNG))
+			why = "its allocation moves (unstable) or is not vmem's";
+		else if (!policy_own_pages(g, g->page_size, t->alloc_id, t->offset, t->bytes, &lo, &nb,
+					   &held))
+			why = "no page of its own";
+		else
+			why = "no interval away at this op";
+		policy_printf(out, ctx, "  t%d a%" PRIu64 "+0x%" PRIx64 "/%" PRIu64 " (%s, %s): %s",
+			      v[i], t->alloc_id, t->offset, t->bytes,
+			      a && a->paged ? "paged" : "by the byte",
+			      t->producer < 0 ? "live-in" : "written in the iteration", why);
+	}
+	free(v);
 }

@@ -131,6 +131,8 @@ void policy_offloads_dump(const policy_graph_t *g, const policy_offloads_t *o,
 
 		policy_gaps_format(&o->gaps, line, sizeof(line));
 		policy_printf(out, ctx, "%s (its own bytes %" PRIu64 ")", line, o->gaps.worst_own);
+		if (!o->gaps.fits)
+			policy_gaps_explain(g, o, o->gaps.worst_op, 8, out, ctx);
 	}
 	for (int i = 0; i < o->n; i++) {
 		const policy_offload_t *x = &o->v[i];

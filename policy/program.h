@@ -545,6 +545,13 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
  * 2 back late), 306.0 MiB each way; most held while an op runs 393.2 MiB
  * -> 208.8 MiB at #151 (fits)"; "" when the pass did not run. */
 size_t policy_gaps_format(const policy_gaps_t *s, char *buf, size_t len);
+/* Why op `op` holds what it holds under the set o: the largest tensor
+ * versions live while it runs and not away, each with the reason no
+ * interval took it (read by the op itself; an allocation whose place
+ * moves; no page of its own; no interval away at that op), at most
+ * `most` lines.  For dumps (vmem-plan -d, VMEM_LOG=debug). */
+void policy_gaps_explain(const policy_graph_t *g, const policy_offloads_t *o, int op, int most,
+			 policy_print_fn out, void *ctx);
 
 /* ====================================================================
  * dyn.c - vDNN-dyn's choice among none, conv and all (vDNN §III-C).

@@ -6,6 +6,7 @@
  * still relieved, and the wrapped interval's prefetch resolved through the
  * iteration before. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -337,6 +338,46 @@ static void test_gaps_go_on_past_an_op_that_cannot_fit(void **state)
 	two_free(&x);
 }
 
+typedef struct {
+	char text[4096];
+	size_t len;
+} lines_t;
+
+static void collect(void *ctx, const char *line)
+{
+	lines_t *l = ctx;
+	int k = snprintf(l->text + l->len, sizeof(l->text) - l->len, "%s\n", line);
+
+	if (k > 0 && l->len + (size_t)k < sizeof(l->text))
+		l->len += (size_t)k;
+}
+
+static void test_gaps_explain_what_an_op_holds(void **state)
+{
+	two_t x;
+	lines_t l = { .len = 0 };
+
+	(void)state;
+	two_build(&x, 0);
+	/* with nothing moved, #8 (layer 2's step) holds its own three and
+	 * layer 1's weight, momentum and gradient, which idle there */
+	policy_gaps_explain(&x.g, NULL, 8, 8, collect, &l);
+	if (!strstr(l.text, "held while #8 runs") || !strstr(l.text, "a19+0x0/1000") ||
+	    !strstr(l.text, "a10+0x0/1000") || !strstr(l.text, "the op's own") ||
+	    !strstr(l.text, "no interval away at this op"))
+		fail_msg("expected #8's own a19 and layer 1's idle a10 explained, got:\n%s", l.text);
+	/* the op's own tensors are marked so, the others are not */
+	for (char *line = strtok(l.text, "\n"); line; line = strtok(NULL, "\n")) {
+		bool own = strstr(line, "the op's own") != NULL;
+
+		if ((strstr(line, " a19+") || strstr(line, " a18+") || strstr(line, " a20+")) && !own)
+			fail_msg("expected #8's own tensor marked as such: %s", line);
+		if ((strstr(line, " a9+") || strstr(line, " a10+")) && own)
+			fail_msg("expected layer 1's tensor not marked as #8's own: %s", line);
+	}
+	two_free(&x);
+}
+
 /* ---- the running policy: wrapped prefetches come out ---- */
 
 static void test_wrapped_prefetch_resolves_through_the_iteration_before(void **state)
@@ -416,6 +457,7 @@ int main(void)
 		cmocka_unit_test(test_paged_allocations_count_whole_pages),
 		cmocka_unit_test(test_gaps_move_the_last_page_of_a_paged_allocation),
 		cmocka_unit_test(test_gaps_go_on_past_an_op_that_cannot_fit),
+		cmocka_unit_test(test_gaps_explain_what_an_op_holds),
 		cmocka_unit_test(test_wrapped_prefetch_resolves_through_the_iteration_before),
 	};
 
