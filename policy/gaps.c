@@ -24,7 +24,10 @@
  * the limit, the worst op's intervals (those away while it runs) are
  * ranked - first those whose round trip fits in the interval (the copy
  * hides behind compute), then the longest - and the best is added.  The
- * curve is updated over its interval and the worst op found again.  An op
+ * curve is updated over its interval and the worst op found again.  When
+ * no interval is away at the worst op, one whose copy back was placed
+ * before it (the ops between it and the next access run shorter than the
+ * copy) leaves anyway and comes back right after it, late.  An op
  * that nothing moved can relieve (its own bytes are most of the budget) is
  * left over the limit, and the ops ranked after it still get their
  * intervals: one op that cannot fit does not leave the rest to the
@@ -299,7 +302,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 		}
 	}
 	for (;;) {
-		int w = worst(need, stuck, p), best = -1;
+		int w = worst(need, stuck, p), best = -1, late = -1;
 
 		if (stuck[w] || need[w] <= cfg->limit)
 			break;
@@ -315,6 +318,26 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 				if (c.v[i].taken && back_early(&c.v[i], w) &&
 				    (best < 0 || c.v[i].held > c.v[best].held))
 					best = i;
+			/* or one not taken yet whose copy back was placed
+			 * before the worst op (the ops after it run too short
+			 * to hide the copy): it leaves, and comes back after */
+			for (int i = 0; best < 0 && i < c.n; i++)
+				if (!c.v[i].taken && back_early(&c.v[i], w) && w != c.v[i].a &&
+				    (late < 0 || c.v[i].held > c.v[late].held))
+					late = i;
+			if (best < 0 && late >= 0) {
+				cand_t *y = &c.v[late];
+
+				y->taken = true;
+				taken++;
+				y->pf = (w + 1) % p;
+				y->hidden = false;
+				y->late = true;
+				for (int k = 0; k < p; k++)
+					if (covers(y, k))
+						need[k] = need[k] > y->held ? need[k] - y->held : 0;
+				continue;
+			}
 			if (best < 0) {
 				/* the op's own bytes, or what cannot move: the
 				 * ops after it in the ranking still get theirs */

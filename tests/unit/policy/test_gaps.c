@@ -378,6 +378,34 @@ static void test_gaps_explain_what_an_op_holds(void **state)
 	two_free(&x);
 }
 
+static void test_gaps_bring_back_late_what_a_slow_link_fetched_early(void **state)
+{
+	two_t x;
+	policy_offloads_t o = { 0 };
+	policy_gaps_config_t c = gcfg(3500, 100, 100);
+
+	(void)state;
+	/* a link of 0.5 GB/s: a 1000-byte copy takes two ops' time, so the
+	 * copies back of layer 1's momentum and weight are placed to start
+	 * before #8 - beside the step that needs every byte.  They leave
+	 * anyway and come back after #8 (late: the device may wait for them
+	 * at #9), where they used to stay resident and #8 held 5000 bytes */
+	c.timing.h2d_bytes_per_s = 500000000ull;
+	two_build(&x, 0);
+	assert_int_equal(policy_gaps_fill(&x.g, &x.l, &c, &o), 0);
+	if (!o.gaps.fits || o.gaps.late == 0)
+		fail_msg("expected the plan to fit 3500 bytes with intervals back late, got %llu at "
+			 "#%d, %d late of %d", (unsigned long long)o.gaps.need_after, o.gaps.worst_op,
+			 o.gaps.late, o.gaps.added);
+	assert_true(worst_need(&x, &o) <= 3500);
+	for (int i = 0; i < o.n; i++)
+		if (o.v[i].prefetch_op == 8 && o.v[i].need_op != 8)
+			fail_msg("t%d comes back before #8, which it does not read (needed by #%d)",
+				 o.v[i].tensor, o.v[i].need_op);
+	policy_offloads_free(&o);
+	two_free(&x);
+}
+
 /* ---- the running policy: wrapped prefetches come out ---- */
 
 static void test_wrapped_prefetch_resolves_through_the_iteration_before(void **state)
@@ -458,6 +486,7 @@ int main(void)
 		cmocka_unit_test(test_gaps_move_the_last_page_of_a_paged_allocation),
 		cmocka_unit_test(test_gaps_go_on_past_an_op_that_cannot_fit),
 		cmocka_unit_test(test_gaps_explain_what_an_op_holds),
+		cmocka_unit_test(test_gaps_bring_back_late_what_a_slow_link_fetched_early),
 		cmocka_unit_test(test_wrapped_prefetch_resolves_through_the_iteration_before),
 	};
 
