@@ -1,6 +1,7 @@
 /* tests/unit/policy/synth.c - see synth.h. */
 #include "synth.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -532,4 +533,13 @@ int prog_graph(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, 
 		}
 	}
 	return policy_graph_build(g, h, first, (uint32_t)n, 0);
+}
+
+void sink(void *ctx, const char *line)
+{
+	sink_t *s = ctx;
+	int k = snprintf(s->text + s->len, sizeof(s->text) - s->len, "%s\n", line);
+
+	if (k > 0 && s->len + (size_t)k < sizeof(s->text))
+		s->len += (size_t)k;
 }

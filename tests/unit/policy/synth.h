@@ -133,4 +133,13 @@ int prog_graph(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, 
 #define ACC_WW (VMEM_ACCESS_W | VMEM_ACCESS_WHOLE)
 #define ACC_RW VMEM_ACCESS_RW
 
+/* A print callback (policy_print_fn) that gathers the lines, each ended
+ * by a newline, into s->text; what does not fit is left out. */
+typedef struct {
+	char text[1 << 16];
+	size_t len;
+} sink_t;
+
+void sink(void *ctx, const char *line);
+
 #endif

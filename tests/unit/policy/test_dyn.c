@@ -541,20 +541,6 @@ static void test_static_modes_are_not_decided(void **state)
 	done();
 }
 
-typedef struct {
-	char text[8192];
-	size_t len;
-} sink_t;
-
-static void sink(void *ctx, const char *line)
-{
-	sink_t *s = ctx;
-	int k = snprintf(s->text + s->len, sizeof(s->text) - s->len, "%s\n", line);
-
-	if (k > 0 && s->len + (size_t)k < sizeof(s->text))
-		s->len += (size_t)k;
-}
-
 static void test_decision_in_note_stats_and_dump(void **state)
 {
 	/* budgets in GiB so the line reads as the runtime's will */

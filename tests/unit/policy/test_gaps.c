@@ -338,30 +338,17 @@ static void test_gaps_go_on_past_an_op_that_cannot_fit(void **state)
 	two_free(&x);
 }
 
-typedef struct {
-	char text[4096];
-	size_t len;
-} lines_t;
-
-static void collect(void *ctx, const char *line)
-{
-	lines_t *l = ctx;
-	int k = snprintf(l->text + l->len, sizeof(l->text) - l->len, "%s\n", line);
-
-	if (k > 0 && l->len + (size_t)k < sizeof(l->text))
-		l->len += (size_t)k;
-}
-
 static void test_gaps_explain_what_an_op_holds(void **state)
 {
 	two_t x;
-	lines_t l = { .len = 0 };
+	static sink_t l;
 
 	(void)state;
 	two_build(&x, 0);
 	/* with nothing moved, #8 (layer 2's step) holds its own three and
 	 * layer 1's weight, momentum and gradient, which idle there */
-	policy_gaps_explain(&x.g, NULL, 8, 8, collect, &l);
+	l.len = 0;
+	policy_gaps_explain(&x.g, NULL, 8, 8, sink, &l);
 	if (!strstr(l.text, "held while #8 runs") || !strstr(l.text, "a19+0x0/1000") ||
 	    !strstr(l.text, "a10+0x0/1000") || !strstr(l.text, "the op's own") ||
 	    !strstr(l.text, "no interval away at this op"))

@@ -229,20 +229,6 @@ static void test_graph_young_and_unstable_allocations(void **state)
 	policy_history_free(&h);
 }
 
-typedef struct {
-	char text[1 << 15];
-	size_t len;
-} sink_t;
-
-static void sink(void *ctx, const char *line)
-{
-	sink_t *s = ctx;
-	int n = snprintf(s->text + s->len, sizeof(s->text) - s->len, "%s\n", line);
-
-	if (n > 0 && s->len + (size_t)n < sizeof(s->text))
-		s->len += (size_t)n;
-}
-
 static void test_graph_dump_names_ops_and_tensors(void **state)
 {
 	const pop_t ops[] = {

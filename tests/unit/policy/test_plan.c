@@ -468,20 +468,6 @@ static void test_algo_steps_before_each_convolution(void **state)
 	drv_free(&d);
 }
 
-typedef struct {
-	char text[1 << 16];
-	size_t len;
-} sink_t;
-
-static void sink(void *ctx, const char *line)
-{
-	sink_t *s = ctx;
-	int k = snprintf(s->text + s->len, sizeof(s->text) - s->len, "%s\n", line);
-
-	if (k > 0 && s->len + (size_t)k < sizeof(s->text))
-		s->len += (size_t)k;
-}
-
 static void test_debug_log_prints_every_pass_of_a_new_plan(void **state)
 {
 	policy_config_t c = cfg();
