@@ -292,10 +292,11 @@ int policy_prefetch_fit(const policy_graph_t *g, const policy_live_t *l, bool wi
 				last = k;
 		if (last < 0)
 			continue;
+		uint64_t h = policy_offload_held(x);
+
 		x->prefetch_op = last + 1 < u ? last + 1 : u;
 		for (int k = b; k < x->prefetch_op; k++)
-			curve[k] = curve[k] > policy_offload_held(x) ?
-				   curve[k] - policy_offload_held(x) : 0;
+			curve[k] = curve[k] > h ? curve[k] - h : 0;
 		moved++;
 	}
 	free(curve);

@@ -27,12 +27,13 @@
  * curve is updated over its interval and the worst op found again.  When
  * no interval is away at the worst op, one whose copy back was placed
  * before it (the ops between it and the next access run shorter than the
- * copy) leaves anyway and comes back right after it, late.  An op
- * that nothing moved can relieve (its own bytes are most of the budget) is
+ * copy) leaves anyway and comes back right after it, late.  An op that
+ * nothing moved can relieve (its own bytes are most of the budget) is
  * left over the limit, and the ops ranked after it still get their
  * intervals: one op that cannot fit does not leave the rest to the
- * reactive layer.  Ranges are cut to the tensor's own pages (policy_own_pages): a page
- * shared with another tensor is not this tensor's to move.
+ * reactive layer.  Ranges are cut to the tensor's own pages
+ * (policy_own_pages): a page shared with another tensor is not this
+ * tensor's to move.
  */
 #include "policy/program.h"
 
@@ -121,7 +122,6 @@ static bool place(const policy_graph_t *g, const uint64_t *at, const policy_timi
 	return true;
 }
 
-/* Whole pages of [off, off + bytes): false when there are none. */
 /* The intervals of tensor t into c.  acc: scratch of g->nops entries. */
 static int tensor_cands(const policy_graph_t *g, int t, const policy_gaps_config_t *cfg,
 			const uint64_t *at, acc_t *acc, int e0, int e1, cvec_t *c)
@@ -189,15 +189,29 @@ static bool within(int k, int lo, int hi)
 	return lo <= hi ? k >= lo && k < hi : k >= lo || k < hi;
 }
 
-/* Is op k away-time of x (after a, before its prefetch op), cyclically?
- * A wrapped interval back before its own op a (a momentum whose copy back
- * does not hide: placed right before its next step) is away from every
- * other op. */
+/* Is a tensor out after op a and back before op b away while op k runs,
+ * cyclically?  A wrapped interval back before its own op a (a momentum
+ * whose copy back does not hide: placed right before its next step) is
+ * away from every other op. */
+static bool away_while(int a, int b, bool wrap, int k)
+{
+	if (wrap && b == a)
+		return k != a;
+	return k != a && within(k, a, b);
+}
+
+/* Is op k away-time of x (after a, before its prefetch op)? */
 static bool covers(const cand_t *x, int k)
 {
-	if (x->wrap && x->pf == x->a)
-		return k != x->a;
-	return k != x->a && within(k, x->a, x->pf);
+	return away_while(x->a, x->pf, x->wrap, k);
+}
+
+/* The ops x is away from hold its pages less. */
+static void relieve(const cand_t *x, uint64_t *need, int p)
+{
+	for (int k = 0; k < p; k++)
+		if (covers(x, k))
+			need[k] = need[k] > x->held ? need[k] - x->held : 0;
 }
 
 /* Is x back early for op k: prefetched before k runs, needed after it? */
@@ -286,7 +300,8 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 	at = policy_op_starts(g, &cfg->timing);
 	acc = malloc(((size_t)g->nedges + 2) * sizeof(*acc));
 	moved = moved_tensors(g, o);
-	if (!need || !stuck || !at || !acc || !moved || policy_need_curve(g, l, cfg->with_dead, o, need) < 0)
+	if (!need || !stuck || !at || !acc || !moved ||
+	    policy_need_curve(g, l, cfg->with_dead, o, need) < 0)
 		goto out;
 	s.need_before = need[worst(need, NULL, p)];
 	s.tried = true;
@@ -333,9 +348,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 				y->pf = (w + 1) % p;
 				y->hidden = false;
 				y->late = true;
-				for (int k = 0; k < p; k++)
-					if (covers(y, k))
-						need[k] = need[k] > y->held ? need[k] - y->held : 0;
+				relieve(y, need, p);
 				continue;
 			}
 			if (best < 0) {
@@ -358,9 +371,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 
 		x->taken = true;
 		taken++;
-		for (int k = 0; k < p; k++)
-			if (covers(x, k))
-				need[k] = need[k] > x->held ? need[k] - x->held : 0;
+		relieve(x, need, p);
 	}
 	for (int i = 0; i < c.n; i++)
 		if (c.v[i].taken) {
@@ -434,9 +445,7 @@ static bool away_at(const policy_offloads_t *o, int t, int k)
 		const policy_offload_t *x = &o->v[i];
 		int a = x->after_op, b = x->prefetch_op >= 0 ? x->prefetch_op : x->need_op;
 
-		if (x->tensor != t || a < 0 || b < 0)
-			continue;
-		if (b > a ? k > a && k < b : b == a ? x->wrap && k != a : k > a || k < b)
+		if (x->tensor == t && a >= 0 && b >= 0 && away_while(a, b, x->wrap, k))
 			return true;
 	}
 	return false;

@@ -503,7 +503,6 @@ static int peak(const policy_graph_t *g, policy_live_t *l, const dvec_t *idle, u
 		dl += ddiff[k];
 		dead += diff[k] + ddiff[k];
 		live = touched > (uint64_t)dead ? touched - (uint64_t)dead : 0;
-		l->live_after[k] = live;
 		l->dead_after[k] = (uint64_t)dl;
 		if (cl) {
 			/* whole pages: held = live + corr_l, held with the dead
@@ -515,9 +514,9 @@ static int peak(const policy_graph_t *g, policy_live_t *l, const dvec_t *idle, u
 			h = (int64_t)live + corr_l;
 			hw = (int64_t)live + dl + corr_w;
 			live = h > 0 ? (uint64_t)h : 0;
-			l->live_after[k] = live;
 			l->dead_after[k] = hw > h ? (uint64_t)(hw - h) : 0;
 		}
+		l->live_after[k] = live;
 		if (live > l->peak_live) {
 			l->peak_live = live;
 			l->peak_op = k;

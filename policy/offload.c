@@ -21,8 +21,9 @@
  * min_bytes (biases, norms, scalars: a copy costs more than it saves),
  * are never chosen.  On a paged allocation only the tensor's own pages
  * move (policy_own_pages): a page it shares with a neighbour stays, since
- * the pool moves whole pages and the neighbour may be read meanwhile.  Whether an offload actually moves bytes is the
- * runtime's call (SuperNeurons' tensor cache: not while the budget holds).
+ * the pool moves whole pages and the neighbour may be read meanwhile.
+ * Whether an offload actually moves bytes is the runtime's call
+ * (SuperNeurons' tensor cache: not while the budget holds).
  */
 #include "policy/program.h"
 
