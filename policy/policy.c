@@ -710,9 +710,20 @@ uint64_t policy_evict_order(policy_t *p, uint64_t alloc_id, uint64_t offset, uin
 	uint64_t key = POLICY_KEY_UNKNOWN;
 
 	pthread_mutex_lock(&p->lock);
-	if (p->state == POLICY_PLANNED)
+	if (p->state == POLICY_PLANNED) {
+		/* between policy_before and policy_after of the op matched last
+		 * (its before-steps: a prefetch), that op has not run: its own
+		 * pages are needed next, not an iteration from now */
+		int now = p->m.last_op;
+
+		for (int l = 0; l < p->plan.g.nlanes; l++)
+			if (p->m.pend_op[l] == now) {
+				now--;
+				break;
+			}
 		key = policy_evict_key(&p->plan.evict, policy_match_translate(&p->m, alloc_id), offset,
-				       bytes, p->m.last_op);
+				       bytes, now);
+	}
 	pthread_mutex_unlock(&p->lock);
 	return key;
 }

@@ -142,6 +142,50 @@ static void test_policy_order_follows_the_plan_only_while_planned(void **state)
 	drv_free(&d);
 }
 
+/* Between policy_before and policy_after of a call (its before-steps run
+ * there: a prefetch that needs room), the call has not run: its pages are
+ * the ones needed next, not an iteration from now. */
+static void test_a_call_not_yet_issued_is_the_next_use(void **state)
+{
+	policy_config_t c;
+	policy_actions_t buf = { 0 };
+	drv_t d;
+	vmem_range_t r[5];
+
+	(void)state;
+	policy_config_default(&c);
+	c.page_size = PG;
+	drv_init(&d, &c);
+	for (int i = 0; i < 5; i++)
+		r[i] = R((uint64_t)i + 1, 0, PG, ACC_R, "x");
+	vmem_op_info_t in[5];
+	for (int k = 0; k < 5; k++)
+		in[k] = (vmem_op_info_t){ .type = VMEM_INFO_LAUNCH, .u.launch.func = 0x100 + (uintptr_t)k };
+	for (int it = 0; it < 6; it++) {
+		for (int k = 0; k < 5; k++)
+			drv_op(&d, VMEM_OP_LAUNCH, "k", &in[k], 1, &r[k]);
+		drv_sync(&d);
+	}
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	/* the next call reads A (alloc 1): matched, not issued */
+	vmem_event_t ev = { .kind = VMEM_OP_LAUNCH, .api = "k", .thread = d.thread, .info = in[0],
+			    .stream = d.stream, .seq = d.seq++, .nranges = 1, .ranges = &r[0] };
+	ev.t_ns = ev.seq * 1000;
+	policy_before(d.p, &ev, &buf);
+	uint64_t a = policy_evict_order(d.p, 1, 0, PG), b = policy_evict_order(d.p, 2, 0, PG);
+	if (!(a < b))
+		fail_msg("A's call matched and not issued, B's next: expected key A < B, got A %llu "
+			 "B %llu", (unsigned long long)a, (unsigned long long)b);
+	policy_after(d.p, &ev, &buf);
+	a = policy_evict_order(d.p, 1, 0, PG);
+	b = policy_evict_order(d.p, 2, 0, PG);
+	if (!(a > b))
+		fail_msg("after A's call: expected key A > B (A next in the next iteration), got A "
+			 "%llu B %llu", (unsigned long long)a, (unsigned long long)b);
+	policy_actions_free(&buf);
+	drv_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -149,6 +193,7 @@ int main(void)
 		cmocka_unit_test(test_untouched_page_and_unknown_memory),
 		cmocka_unit_test(test_measured_durations_weigh_distances),
 		cmocka_unit_test(test_policy_order_follows_the_plan_only_while_planned),
+		cmocka_unit_test(test_a_call_not_yet_issued_is_the_next_use),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
