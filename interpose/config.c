@@ -117,6 +117,10 @@ static const cfg_var_t cfg_vars[] = {
 	  "1: an offloading plan (all, conv, dyn) that does not fit the budget also moves idle "
 	  "intervals of other tensors (weights, gradients, optimizer state), planned; "
 	  "0: the reactive layer pages what does not fit" },
+	{ "VMEM_LOOKAHEAD", CFG_BOOL, "1", NULL, 0, 0, 0, false, false, F(lookahead), "",
+	  "1: under all, conv and dyn, what each call reads is prefetched before the call before "
+	  "it when it is away (evicted by the pool, not moved by the plan); 0: it faults in at "
+	  "the call" },
 	{ "VMEM_TRACE", CFG_PATH, "", NULL, 0, 0, 0, false, false, F(trace_path), "path",
 	  "write the JSON Lines trace to this file; empty: off" },
 	{ "VMEM_CACHE", CFG_PATH, "", NULL, 0, 0, 0, false, false, F(cache_path), "path",

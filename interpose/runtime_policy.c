@@ -555,6 +555,7 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 	c.prefetch = vmem_cfg.prefetch == VMEM_PREFETCH_TIMED ? POLICY_PREFETCH_TIMED :
 		     POLICY_PREFETCH_VDNN;
 	c.gaps = vmem_cfg.gaps;
+	c.lookahead = vmem_cfg.lookahead;
 	/* dyn's passes are judged by device time: none without events */
 	timing_init();
 	c.dyn_trials = g_timing ? (uint32_t)vmem_cfg.dyn_trials : 0;
@@ -690,7 +691,7 @@ static void retry_run(tl_policy_t *t)
 	int w = 0;
 
 	for (int i = 0; i < t->nretry; i++)
-		if (pool_prefetch(g_rp_pool, &t->retry[i]) == POOL_ENOMEM)
+		if (pool_prefetch(g_rp_pool, &t->retry[i], false) == POOL_ENOMEM)
 			t->retry[w++] = t->retry[i];
 	t->nretry = w;
 }
@@ -731,7 +732,10 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 		pool_offload(g_rp_pool, &r);
 		break;
 	case POLICY_ACT_PREFETCH:
-		if (pool_prefetch(g_rp_pool, &r) == POOL_ENOMEM)
+		/* a range for this call or the next is worth a host wait for
+		 * the copies out that make its room; one for a call further
+		 * ahead is tried again after each call meanwhile */
+		if (pool_prefetch(g_rp_pool, &r, a->soon) == POOL_ENOMEM)
 			retry_add(&r);
 		break;
 	case POLICY_ACT_SETTLE:

@@ -79,6 +79,105 @@ static void range_in_use(const policy_graph_t *g, uint64_t off, uint64_t bytes, 
 	*n = b > a ? b - a : 0;
 }
 
+/* The latest use at or before op j, cyclically (the ops after j belong
+ * to the iteration before), touching [off, off + bytes) of alloc_id: the
+ * one a step placed before op j resolves the range through.  *prev: it is
+ * in the iteration before (found past op 0).  -1 when none. */
+static int ref_use(const policy_graph_t *g, uint64_t alloc_id, uint64_t off, uint64_t bytes,
+		   int j, bool *prev)
+{
+	for (int n = 0, o = j; n < g->nops; n++, o = o ? o - 1 : g->nops - 1) {
+		const policy_op_t *op = &g->ops[o];
+
+		for (int i = op->use0; i < op->use0 + op->nuses; i++) {
+			const policy_use_t *u = &g->uses[i];
+
+			if (u->alloc_id == alloc_id && u->offset < off + bytes && off < u->offset + u->bytes) {
+				*prev = o > j;
+				return i;
+			}
+		}
+	}
+	return -1;
+}
+
+/* Lookahead: before each op, bring back what the next op on its lane
+ * reads, should it be away (a PREFETCH with `next`).  The offload passes
+ * plan what they move; this covers what they did not foresee - pages the
+ * pool evicted (the iteration before the plan took over, a call that
+ * found the device fuller than the plan counts it) - one call ahead
+ * instead of at the call, where it would be a miss with the copy in the
+ * call's way.  A range already resident costs the pool a lookup.  Ranges
+ * resolve through the latest use of the same allocation seen before the
+ * step (a STABLE allocation's use in the iteration before, too). */
+static int lookahead(const policy_graph_t *g, svec_t *s)
+{
+	for (int l = 0; l < g->nlanes; l++) {
+		const policy_lane_t *ln = &g->lanes[l];
+
+		for (int i = 1; i < ln->nops; i++) {
+			int j = ln->ops[i - 1], k = ln->ops[i];
+			const policy_op_t *op = &g->ops[k];
+
+			for (int x = op->use0; x < op->use0 + op->nuses; x++) {
+				const policy_use_t *u = &g->uses[x];
+				const policy_alloc_t *a = policy_graph_alloc(g, u->alloc_id);
+				policy_step_t st = { 0 };
+				bool prev;
+				int r;
+
+				if (!a || a->cls == POLICY_ALLOC_FOREIGN || !u->bytes ||
+				    (!(u->access & VMEM_ACCESS_R) && (u->access & VMEM_ACCESS_WHOLE)))
+					continue;
+				if ((r = ref_use(g, u->alloc_id, u->offset, u->bytes, j, &prev)) < 0 ||
+				    (prev && a->cls != POLICY_ALLOC_STABLE))
+					continue;
+				range_in_use(g, u->offset, u->bytes, r, &st.delta, &st.bytes);
+				st.kind = POLICY_STEP_PREFETCH;
+				st.when = POLICY_BEFORE;
+				st.op = j;
+				st.use = r;
+				st.until_op = k;
+				st.ref = u->tensor;
+				st.prev = prev;
+				st.next = true;
+				if (st.bytes && spush(s, &st) < 0)
+					return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* A PREFETCH is `soon` when it is for its own op or the lane's next one:
+ * it may hold the host up for the copies out that make its room
+ * (pool_prefetch's wait), which the call would wait for anyway.  Waiting
+ * at one whose use is further away keeps the host from queueing the calls
+ * that hide the copy; one that is placed earlier retries without waiting
+ * and the lookahead before its call waits if it must.  (Also marking soon
+ * the prefetches with less compute before their use than their copy
+ * takes was measured: slower on 17 of 80 benchmark rows, faster on 13.) */
+static int mark_soon(const policy_graph_t *g, svec_t *s)
+{
+	int *succ = malloc(((size_t)g->nops + 1) * sizeof(*succ));
+
+	if (!succ)
+		return -1;
+	for (int k = 0; k < g->nops; k++)
+		succ[k] = -1;
+	for (int l = 0; l < g->nlanes; l++)
+		for (int i = 0; i < g->lanes[l].nops; i++)
+			succ[g->lanes[l].ops[i]] = g->lanes[l].ops[(i + 1) % g->lanes[l].nops];
+	for (int i = 0; i < s->n; i++) {
+		policy_step_t *x = &s->v[i];
+
+		if (x->kind == POLICY_STEP_PREFETCH)
+			x->soon = x->until_op == x->op || x->until_op == succ[x->op];
+	}
+	free(succ);
+	return 0;
+}
+
 static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const uint64_t *room)
 {
 	const policy_graph_t *g = &plan->g;
@@ -127,6 +226,8 @@ static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const 
 				goto fail;
 		}
 	}
+	if (cfg->lookahead && cfg->offload != POLICY_OFFLOAD_NONE && lookahead(g, &s) < 0)
+		goto fail;
 	if (cfg->algo_steps)
 		for (int k = 0; k < g->nops; k++) {
 			const policy_op_t *o = &g->ops[k];
@@ -146,6 +247,8 @@ static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const 
 			if (spush(&s, &x) < 0)
 				goto fail;
 		}
+	if (mark_soon(g, &s) < 0)
+		goto fail;
 	if (s.n > 1)
 		qsort(s.v, (size_t)s.n, sizeof(*s.v), cmp_step);
 	plan->step_at = calloc(2 * (size_t)g->nops + 1, sizeof(int));
@@ -338,15 +441,18 @@ static const char *const step_name[] = { "DEAD", "OFFLOAD", "PREFETCH", "ALGO", 
 void policy_plan_dump(const policy_plan_t *plan, policy_print_fn out, void *ctx)
 {
 	const policy_graph_t *g = &plan->g;
-	int counts[5] = { 0 };
+	int counts[5] = { 0 }, next = 0;
 
-	for (int i = 0; i < plan->nsteps; i++)
+	for (int i = 0; i < plan->nsteps; i++) {
 		counts[plan->steps[i].kind]++;
+		next += plan->steps[i].next;
+	}
 	policy_printf(out, ctx,
 		      "plan %u: period %u ops, first steady op seq %" PRIu64
-		      ", %d steps (%d dead, %d offload, %d prefetch, %d algo), offload %s",
+		      ", %d steps (%d dead, %d offload, %d prefetch + %d lookahead, %d algo), offload %s",
 		      plan->id, plan->period, plan->steady_seq, plan->nsteps, counts[0], counts[1],
-		      counts[2], counts[3], policy_offload_name((policy_offload_mode_t)plan->offload));
+		      counts[2] - next, next, counts[3],
+		      policy_offload_name((policy_offload_mode_t)plan->offload));
 	policy_dyn_dump(&plan->dyn, out, ctx);
 	for (int i = 0; i < plan->nsteps; i++) {
 		const policy_step_t *x = &plan->steps[i];
@@ -361,7 +467,7 @@ void policy_plan_dump(const policy_plan_t *plan, policy_print_fn out, void *ctx)
 			policy_printf(out, ctx, "step %s %s: %s use %d (%s a%" PRIu64 ") +0x%" PRIx64
 				      "/%" PRIu64 " until #%d ref %d",
 				      lab, x->when == POLICY_BEFORE ? "before" : "after",
-				      step_name[x->kind], x->use,
+				      x->next ? "PREFETCH(next)" : step_name[x->kind], x->use,
 				      g->uses[x->use].role ? g->uses[x->use].role : "?",
 				      g->uses[x->use].alloc_id, x->delta, x->bytes, x->until_op, x->ref);
 	}

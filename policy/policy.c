@@ -56,6 +56,7 @@ void policy_config_default(policy_config_t *c)
 	c->page_size = (uint64_t)2 << 20;
 	c->offload_min_bytes = (uint64_t)1 << 20;
 	c->gaps = true;
+	c->lookahead = true;
 	c->min_period = 4;
 	c->max_period = 16384;
 	c->reps = 3;
@@ -286,6 +287,7 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 	pc.small_threshold = p->cfg.small_threshold;
 	pc.algo_steps = p->cfg.algo_steps;
 	pc.gaps = p->cfg.gaps;
+	pc.lookahead = p->cfg.lookahead;
 	policy_period_reset(&p->det);
 	if (policy_plan_build(&plan, &p->h, f, &pc) < 0)
 		return;   /* out of memory: stay as we are, try again on the next pattern */
@@ -440,6 +442,12 @@ static void steps(policy_t *p, int op, policy_when_t when, const vmem_event_t *e
 			break;
 		case POLICY_STEP_PREFETCH:
 			x->kind = POLICY_ACT_PREFETCH;
+			x->next = s->next;
+			x->soon = s->soon;
+			if (s->next) {
+				p->st.lookaheads++;
+				break;
+			}
 			p->st.prefetches++;
 			p->st.prefetch_bytes += c.bytes;
 			break;
@@ -821,8 +829,8 @@ void policy_stats_print(const policy_stats_t *s, policy_print_fn out, void *ctx)
 		      PRIu64 "  on suspension %6" PRIu64,
 		      s->dead_actions, s->dead_bytes, s->revives_read, s->revives_suspend);
 	policy_printf(out, ctx, "policy: offload %8" PRIu64 " (%14" PRIu64 " B)  prefetch %8" PRIu64
-		      " (%14" PRIu64 " B)", s->offloads, s->offload_bytes, s->prefetches,
-		      s->prefetch_bytes);
+		      " (%14" PRIu64 " B)  lookahead %8" PRIu64, s->offloads, s->offload_bytes,
+		      s->prefetches, s->prefetch_bytes, s->lookaheads);
 	policy_printf(out, ctx, "policy: misses in planned iterations %10" PRIu64 "  elsewhere %10"
 		      PRIu64, s->misses_planned, s->misses_other);
 	policy_printf(out, ctx, "policy: fresh maps in planned iterations %6" PRIu64 "  elsewhere %10"

@@ -77,6 +77,9 @@ typedef struct {
 	bool gaps;                         /* VMEM_GAPS: an offloading plan that does not fit
 					      also moves idle intervals of other tensors
 					      (gaps.c); default on */
+	bool lookahead;                    /* VMEM_LOOKAHEAD: under all, conv and dyn, each
+					      call's reads are prefetched before the call before
+					      it, should they be away (plan.c); default on */
 	/* iteration detection (period.c) */
 	uint32_t min_period, max_period, reps, max_candidates, soft_permille;
 	uint64_t history_events, history_ranges;   /* 0: (reps + 1) * max_period + 64, 8 per event */
@@ -173,6 +176,10 @@ typedef struct {
 				  that pass's mode's, not to be taken as the plan's lasting
 				  room (a solver that keeps the least room seen would keep the
 				  tightest pass's) */
+	uint8_t next;          /* PREFETCH: the lookahead's (what the lane's next call reads;
+				  mostly resident already), not one of the plan's moves */
+	uint8_t soon;          /* PREFETCH: for this call or the lane's next one (the
+				  lookahead's always): a host wait for copies out is worth it */
 	uint32_t plan_id;      /* NOTE */
 	uint32_t period;       /* NOTE */
 	int expected_op;       /* NOTE SUSPENDED: the op the call was compared with (-1: its
@@ -216,6 +223,8 @@ typedef struct {
 	uint64_t dead_actions, dead_bytes;
 	uint64_t revives_read, revives_suspend;
 	uint64_t offloads, offload_bytes, prefetches, prefetch_bytes;
+	uint64_t lookaheads;             /* PREFETCH actions of the lookahead (plan.c): ranges the
+					    next call reads, brought if away (most are resident) */
 	uint64_t misses_planned, misses_other;   /* reported by the runtime: fault-ins that
 						    brought bytes back */
 	uint64_t maps_planned, maps_other;       /* fault-ins that only mapped fresh pages

@@ -740,6 +740,9 @@ typedef struct {
 	bool prev;               /* PREFETCH of a wrapped interval, placed at or before its
 				    offload's op: resolved through what that use touched in
 				    the iteration before (a STABLE allocation's place) */
+	bool next;               /* PREFETCH: the lookahead's, for the lane's next op (plan.c) */
+	bool soon;               /* PREFETCH for this op or the lane's next one: worth a host
+				    wait for copies out (pool_prefetch, plan.c) */
 } policy_step_t;
 
 typedef struct {
@@ -756,6 +759,9 @@ typedef struct {
 	bool algo_steps;         /* ALGO steps at every convolution: the workspace room
 				    the plan leaves there (the conv hooks' solver uses it) */
 	bool gaps;               /* a set that does not fit gets gaps.c's intervals */
+	bool lookahead;          /* under all, conv and dyn (whatever mode dyn runs, none
+				    too): PREFETCH steps of each op's reads before the op
+				    before it (plan.c) */
 } policy_plan_config_t;
 
 typedef struct {

@@ -164,7 +164,8 @@ typedef struct {
 	uint64_t bytes_evicted;       /* bytes copied out by evictions */
 	uint64_t offloads, bytes_offloaded;     /* explicit offloads (pages) */
 	uint64_t prefetches, bytes_prefetched;  /* explicit prefetches (pages) */
-	uint64_t prefetch_skipped;    /* pages a prefetch could not bring without a wait */
+	uint64_t prefetch_skipped;    /* pages a prefetch could not bring */
+	uint64_t prefetch_waits;      /* host waits of prefetches for copies out under way */
 	uint64_t held_evicted;        /* prefetched pages evicted before their first use */
 	uint64_t discards;            /* pool_discard calls */
 	uint64_t pages_dropped;       /* pages dropped as dead (no copy) */
@@ -302,15 +303,20 @@ pool_status_t pool_discard(pool_t *p, const pool_range_t *r, bool eager);
  * POOL_ELOST when any of them was already dropped (they stay marked: a
  * read of them keeps failing); POOL_OK otherwise. */
 pool_status_t pool_undead(pool_t *p, const pool_range_t *r);
-/* Brings the range's pages back without a host wait: maps them and
- * copies their bytes on the H2D stream; the first call that uses them
- * waits on the copy on the device.  The range's pages are then held - not
- * evicted before a call uses them (the call they were fetched for), except
- * as the very last resort.  Only chunks available without a wait are used
- * (the cache, the budget, completed frees and offloads, dead pages and
- * clean pages whose last use completed): POOL_ENOMEM when some pages could
- * not be brought (those that could were), POOL_EHOST never. */
-pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r);
+/* Brings the range's pages back: maps them and copies their bytes on the
+ * H2D stream; the first call that uses them waits on the copy on the
+ * device.  The range's pages are then held - not evicted before a call
+ * uses them (the call they were fetched for), except as the very last
+ * resort.  Chunks come, in this order, from what needs neither a wait nor
+ * a copy (the cache, the budget, completed frees and offloads, dead
+ * pages); then, with `wait` (the range is for the next call), from the
+ * frees and offloads still under way, the host waiting for them
+ * (prefetch_waits: memory the plan freed, still being copied out); last
+ * from clean pages whose last use completed - with an eviction order set
+ * (pool_set_order), only those needed later than the range itself.
+ * Nothing is copied out for it.  POOL_ENOMEM when some pages could not be
+ * brought (those that could were), POOL_EHOST never. */
+pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, bool wait);
 /* Releases held pages of the range that no call used (a plan suspended):
  * they are ordinary resident pages again. */
 pool_status_t pool_unhold(pool_t *p, const pool_range_t *r);

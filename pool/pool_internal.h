@@ -481,9 +481,11 @@ static inline uint64_t slab_slack(const struct alloc *s)
 bool pool_offl_reap(pool_t *p, bool wait_oldest);
 uint32_t pool_evict_lru(pool_t *p, uint32_t need);
 /* Frees chunks into the cache without any host wait (for the policies'
- * prefetch): dead pages and clean pages whose last use completed.
- * Returns how many it freed. */
-uint32_t pool_evict_nowait(pool_t *p, uint32_t need, bool clean);
+ * prefetch): dead pages and (`clean`) clean pages whose last use
+ * completed, never a held one; with a plan's order, only pages it needs
+ * later than `floor` (0: any) or does not know.  Returns how many it
+ * freed. */
+uint32_t pool_evict_nowait(pool_t *p, uint32_t need, bool clean, uint64_t floor);
 /* Fills the chunk cache towards `want` with what needs neither a host wait
  * nor a copy: the budget's room, completed frees and offloads, empty
  * slabs, dead pages (never a live page, not even a clean one).  Returns

@@ -450,7 +450,7 @@ static void test_wrapped_prefetch_resolves_through_the_iteration_before(void **s
 	for (int i = 0; i < d.nacts; i++) {
 		const policy_action_t *a = &d.acts[i].a;
 
-		if (d.acts[i].kind == POLICY_ACT_PREFETCH && a->alloc_id == t->alloc_id &&
+		if (d.acts[i].kind == POLICY_ACT_PREFETCH && !a->next && a->alloc_id == t->alloc_id &&
 		    a->offset == x->offset && a->plan_op == x->prefetch_op)
 			seen++;
 	}

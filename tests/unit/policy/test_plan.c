@@ -468,6 +468,101 @@ static void test_algo_steps_before_each_convolution(void **state)
 	drv_free(&d);
 }
 
+/* The lookahead (VMEM_LOOKAHEAD): under an offload mode, every read of a
+ * call that is not its lane's first has a PREFETCH step before the call
+ * before it, and in a planned iteration each resolves to the range the
+ * call reads in that iteration (a per-tensor allocator's new tensors
+ * included); without an offload mode, or switched off, there are none. */
+static int lookahead_steps(const policy_plan_t *pl)
+{
+	int n = 0;
+
+	for (int i = 0; i < pl->nsteps; i++)
+		n += pl->steps[i].next;
+	return n;
+}
+
+static void test_lookahead_prefetches_the_next_calls_reads(void **state)
+{
+	net_cfg_t nc = { .layers = 3, .batch = 4, .style = NET_PER_TENSOR };
+	policy_config_t c = cfg();
+	policy_stats_t st0, st1;
+	drv_t d;
+	net_t n;
+
+	(void)state;
+	c.offload = POLICY_OFFLOAD_ALL;
+	planned_iteration(&d, &n, &c, &nc);
+	const policy_plan_t *pl = policy_plan(d.p);
+	const policy_graph_t *g = &pl->g;
+	int want = 0;
+
+	for (int l = 0; l < g->nlanes; l++)
+		for (int i = 1; i < g->lanes[l].nops; i++) {
+			int j = g->lanes[l].ops[i - 1], k = g->lanes[l].ops[i];
+			const policy_op_t *op = &g->ops[k];
+
+			for (int u = op->use0; u < op->use0 + op->nuses; u++) {
+				const policy_use_t *U = &g->uses[u];
+				bool found = false;
+
+				if (!(U->access & VMEM_ACCESS_R) || !U->alloc_id)
+					continue;
+				want++;
+				for (int x = 0; x < pl->nsteps && !found; x++) {
+					const policy_step_t *s = &pl->steps[x];
+					const policy_use_t *R0 = &g->uses[s->use];
+
+					found = s->next && s->soon && s->op == j && s->until_op == k &&
+						s->when == POLICY_BEFORE && R0->alloc_id == U->alloc_id &&
+						R0->offset + s->delta <= U->offset &&
+						U->offset + U->bytes <= R0->offset + s->delta + s->bytes;
+				}
+				if (!found) {
+					char lab[96];
+
+					policy_op_label(g, k, lab, sizeof(lab));
+					fail_msg("expected a PREFETCH(next) before #%d for use %d (a%llu) of %s, "
+						 "found none", j, u, (unsigned long long)U->alloc_id, lab);
+				}
+			}
+		}
+	assert_true(want > 0);
+	/* a planned iteration resolves every one of them: the stats count the
+	 * actions, the plan its steps */
+	policy_get_stats(d.p, &st0);
+	uint64_t seq = d.seq;
+	net_train(&n, &d);
+	policy_get_stats(d.p, &st1);
+	int nstep = lookahead_steps(policy_plan(d.p));
+	if (st1.lookaheads - st0.lookaheads != (uint64_t)nstep)
+		fail_msg("one planned iteration: expected %d lookahead prefetches (one per step), got %llu",
+			 nstep, (unsigned long long)(st1.lookaheads - st0.lookaheads));
+	/* each names a range of this iteration: per-tensor, the activations are
+	 * allocations made in it (ids above every id of the iteration before) */
+	uint64_t young = 0;
+
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].seq >= seq && d.acts[i].kind == POLICY_ACT_PREFETCH &&
+		    d.acts[i].a.alloc_id >= n.next_id - 64)
+			young++;
+	assert_true(young > 0);
+	net_free(&n);
+	drv_free(&d);
+
+	c.lookahead = false;
+	planned_iteration(&d, &n, &c, &nc);
+	assert_int_equal(lookahead_steps(policy_plan(d.p)), 0);
+	net_free(&n);
+	drv_free(&d);
+	c.lookahead = true;
+	c.offload = POLICY_OFFLOAD_NONE;
+	planned_iteration(&d, &n, &c, &nc);
+	assert_int_equal(lookahead_steps(policy_plan(d.p)), 0);
+	net_free(&n);
+	drv_free(&d);
+}
+
 static void test_debug_log_prints_every_pass_of_a_new_plan(void **state)
 {
 	policy_config_t c = cfg();
@@ -508,6 +603,7 @@ int main(void)
 		cmocka_unit_test(test_liveness_switches),
 		cmocka_unit_test(test_misses_counted_by_state),
 		cmocka_unit_test(test_algo_steps_before_each_convolution),
+		cmocka_unit_test(test_lookahead_prefetches_the_next_calls_reads),
 		cmocka_unit_test(test_debug_log_prints_every_pass_of_a_new_plan),
 	};
 

@@ -250,7 +250,7 @@ static void test_offload_and_prefetch_actions_in_planned_iterations(void **state
 					 "range before that call, found none", (unsigned long long)a->alloc_id,
 					 (unsigned long long)d.acts[i].seq);
 		}
-		if (a->kind == POLICY_ACT_PREFETCH) {
+		if (a->kind == POLICY_ACT_PREFETCH && !a->next) {   /* the plan's, not the lookahead's */
 			pre++;
 			assert_true(a->until_op > a->plan_op);
 		}

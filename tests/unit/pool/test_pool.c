@@ -98,7 +98,7 @@ static pool_status_t offload(env_t *e, uintptr_t a, uint64_t n)
 static pool_status_t prefetch(env_t *e, uintptr_t a, uint64_t n)
 {
 	pool_range_t r = range_of(e, a, n);
-	return pool_prefetch(e->p, &r);
+	return pool_prefetch(e->p, &r, false);   /* for a later call: no host wait */
 }
 
 static pool_status_t use(env_t *e, uintptr_t a, uint64_t n, bool write, pool_span_t *span)
@@ -1510,7 +1510,7 @@ static void test_eager_discard_never_waits(void **state)
 
 /* issue 11: a prefetch never waits on the host, and the page it brings is
  * held - not evicted before the call it was fetched for uses it. */
-static void test_prefetch_never_waits_and_holds_until_first_use(void **state)
+static void test_prefetch_holds_until_first_use(void **state)
 {
 	(void)state;
 	env_t e;
@@ -1683,6 +1683,157 @@ static void test_prefetch_after_reclaiming_an_empty_freed_range(void **state)
 	env_close(&e);
 }
 
+/* Makes the page at a clean and resident: its bytes on the host and on the
+ * device, unwritten since (offloaded, then read back). */
+static void make_clean(env_t *e, uintptr_t a, uint32_t seed)
+{
+	assert_int_equal(offload(e, a, CH), POOL_OK);
+	pool_sync(e->p);
+	pool_poll(e->p);
+	assert_int_equal(pool_page_state(e->p, a), POOL_PAGE_HOST);
+	assert_true(check(e, a, CH, seed));
+}
+
+/* A prefetch for the next call that finds the device full while an
+ * offload's copy is still under way waits for that copy on the host (the
+ * memory the plan freed for it) rather than give up and leave the call to
+ * fault; it takes no clean page while it can wait instead.  One for a
+ * later call does not wait: it is tried again after each call. */
+static void test_prefetch_waits_for_copies_out_under_way(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 3, 0, 64);
+	uintptr_t z = must_malloc(&e, CH), x = must_malloc(&e, CH), y = must_malloc(&e, CH);
+	put(&e, z, CH, 70);
+	put(&e, x, CH, 71);
+	put(&e, y, CH, 72);
+	make_clean(&e, y, 72);                   /* y could go without a copy */
+	assert_int_equal(offload(&e, z, CH), POOL_OK);
+	pool_sync(e.p);
+	pool_poll(e.p);
+	uintptr_t c = must_malloc(&e, CH);
+	put(&e, c, CH, 73);                      /* the device is full: x c dirty, y clean */
+	e.f.hold = true;
+	assert_int_equal(offload(&e, x, CH), POOL_OK);
+	assert_int_equal(pool_page_state(e.p, x), POOL_PAGE_OFFLOADING);
+	uint64_t waits = e.f.waits;
+	pool_stats_t before = stats(&e);
+	pool_range_t rz = range_of(&e, z, CH);
+	pool_status_t st = pool_prefetch(e.p, &rz, true);
+	if (st != POOL_OK || pool_page_state(e.p, z) != POOL_PAGE_RESIDENT)
+		fail_msg("prefetch with x's offload under way: expected POOL_OK and z resident, got %s, "
+			 "state %d", pool_strerror(st), pool_page_state(e.p, z));
+	if (e.f.waits == waits || stats(&e).prefetch_waits != before.prefetch_waits + 1)
+		fail_msg("expected one host wait for x's copy, got %lu fence waits, %lu counted",
+			 (unsigned long)(e.f.waits - waits),
+			 (unsigned long)(stats(&e).prefetch_waits - before.prefetch_waits));
+	if (pool_page_state(e.p, y) != POOL_PAGE_RESIDENT)
+		fail_msg("expected the clean page y kept while a copy out could be waited for, got "
+			 "state %d", pool_page_state(e.p, y));
+	assert_int_equal(pool_page_state(e.p, x), POOL_PAGE_HOST);
+	e.f.hold = false;
+	fake_drain(&e.f);
+	assert_true(check(&e, z, CH, 70));
+	assert_true(check(&e, x, CH, 71));
+	assert_true(check(&e, y, CH, 72));
+	assert_true(check(&e, c, CH, 73));
+	check_clean(&e);
+	env_close(&e);
+
+	env_open(&e, 2, 0, 64);
+	z = must_malloc(&e, CH);
+	x = must_malloc(&e, CH);
+	put(&e, z, CH, 74);
+	put(&e, x, CH, 75);
+	assert_int_equal(offload(&e, z, CH), POOL_OK);
+	pool_sync(e.p);
+	pool_poll(e.p);
+	c = must_malloc(&e, CH);
+	put(&e, c, CH, 76);
+	e.f.hold = true;
+	assert_int_equal(offload(&e, x, CH), POOL_OK);
+	waits = e.f.waits;
+	rz = range_of(&e, z, CH);
+	st = pool_prefetch(e.p, &rz, false);
+	if (st != POOL_ENOMEM || e.f.waits != waits)
+		fail_msg("prefetch without wait, x's copy under way: expected POOL_ENOMEM and no fence "
+			 "wait, got %s and %lu waits", pool_strerror(st),
+			 (unsigned long)(e.f.waits - waits));
+	e.f.hold = false;
+	fake_drain(&e.f);
+	assert_int_equal(pool_prefetch(e.p, &rz, false), POOL_OK);   /* the copy completed */
+	assert_true(check(&e, z, CH, 74));
+	assert_true(check(&e, x, CH, 75));
+	assert_true(check(&e, c, CH, 76));
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* With a plan's order, a prefetch frees chunks only from pages needed
+ * later than the range it brings (Belady for prefetching: bringing z
+ * must not push out what an earlier call reads), and without an order
+ * from the least recently used clean page. */
+static void test_prefetch_evicts_only_pages_needed_later(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 3, 0, 64);
+	uintptr_t z = must_malloc(&e, CH), s = must_malloc(&e, CH), l = must_malloc(&e, CH);
+	put(&e, z, CH, 60);
+	put(&e, s, CH, 61);
+	put(&e, l, CH, 62);
+	make_clean(&e, s, 61);
+	make_clean(&e, l, 62);
+	assert_int_equal(offload(&e, z, CH), POOL_OK);
+	pool_sync(e.p);
+	pool_poll(e.p);
+	uintptr_t c = must_malloc(&e, CH);
+	put(&e, c, CH, 63);                      /* full: s l clean, c dirty */
+	uint64_t zid = range_of(&e, z, CH).alloc_id, sid = range_of(&e, s, CH).alloc_id;
+	uint64_t lid = range_of(&e, l, CH).alloc_id;
+	/* z is needed in 50; s in 5, l in 500: only l may make room */
+	order_t o = { { zid, sid, lid }, { 50, 5, 500 }, 3, 0 };
+	pool_set_order(e.p, order_fn, &o, 0);
+	assert_int_equal(prefetch(&e, z, CH), POOL_OK);
+	if (pool_page_state(e.p, s) != POOL_PAGE_RESIDENT || pool_page_state(e.p, l) == POOL_PAGE_RESIDENT)
+		fail_msg("z next used in 50, s in 5, l in 500: expected l evicted and s kept, got s "
+			 "state %d, l state %d", pool_page_state(e.p, s), pool_page_state(e.p, l));
+	/* l is back (faulted by a call) and written; now only s is clean, and
+	 * it is needed sooner than z: nothing is taken, the prefetch gives up
+	 * (for a later call or for the next: dirty pages are the call's to
+	 * copy out) */
+	assert_true(check(&e, z, CH, 60));
+	assert_int_equal(offload(&e, z, CH), POOL_OK);
+	pool_sync(e.p);
+	pool_poll(e.p);
+	put(&e, l, CH, 64);
+	put(&e, c, CH, 65);
+	uint64_t waits = e.f.waits;
+	pool_range_t rz = range_of(&e, z, CH);
+	pool_status_t st = pool_prefetch(e.p, &rz, false);
+	if (st != POOL_ENOMEM || pool_page_state(e.p, s) != POOL_PAGE_RESIDENT)
+		fail_msg("only s (needed sooner than z) is clean: expected POOL_ENOMEM with s kept, got "
+			 "%s, s state %d", pool_strerror(st), pool_page_state(e.p, s));
+	assert_int_equal(e.f.waits, waits);
+	st = pool_prefetch(e.p, &rz, true);
+	if (st != POOL_ENOMEM || pool_page_state(e.p, s) != POOL_PAGE_RESIDENT ||
+	    pool_page_state(e.p, l) != POOL_PAGE_RESIDENT)
+		fail_msg("for the next call, only s clean (needed sooner): expected POOL_ENOMEM with s "
+			 "and l kept, got %s, s state %d, l state %d", pool_strerror(st),
+			 pool_page_state(e.p, s), pool_page_state(e.p, l));
+	/* without a plan the clean page goes, whatever comes next */
+	pool_set_order(e.p, NULL, NULL, 0);
+	assert_int_equal(prefetch(&e, z, CH), POOL_OK);
+	assert_int_equal(pool_page_state(e.p, s), POOL_PAGE_HOST);
+	assert_true(check(&e, z, CH, 60));
+	assert_true(check(&e, s, CH, 61));
+	assert_true(check(&e, l, CH, 64));
+	assert_true(check(&e, c, CH, 65));
+	check_clean(&e);
+	env_close(&e);
+}
+
 /* A page evicted with its bytes on the host comes back for a call that
  * rewrites it whole without its old bytes; an in-place call (the same
  * bytes read through another ref) gets them back. */
@@ -1786,7 +1937,7 @@ static void test_range_of_a_freed_allocation_is_left_alone(void **state)
 	put(&e, b, CH, 95);
 	assert_int_equal(pool_discard(e.p, &old, true), POOL_EINVAL);
 	assert_int_equal(pool_offload(e.p, &old), POOL_EINVAL);
-	assert_int_equal(pool_prefetch(e.p, &old), POOL_EINVAL);
+	assert_int_equal(pool_prefetch(e.p, &old, true), POOL_EINVAL);
 	pool_poll(e.p);
 	assert_int_equal(pool_page_state(e.p, b), POOL_PAGE_RESIDENT);
 	assert_true(check(&e, b, CH, 95));
@@ -2543,12 +2694,14 @@ int main(void)
 		cmocka_unit_test(test_read_of_dropped_bytes_is_refused_until_they_are_written),
 		cmocka_unit_test(test_write_makes_dead_bytes_live_and_undead_reports_lost_ones),
 		cmocka_unit_test(test_eager_discard_never_waits),
-		cmocka_unit_test(test_prefetch_never_waits_and_holds_until_first_use),
+		cmocka_unit_test(test_prefetch_holds_until_first_use),
 		cmocka_unit_test(test_offload_never_waits),
 		cmocka_unit_test(test_plan_order_evicts_the_furthest_next_use),
 		cmocka_unit_test(test_unseen_write_after_a_discard_keeps_the_page),
 		cmocka_unit_test(test_whole_overwrite_skips_the_copy_unless_also_read),
 		cmocka_unit_test(test_prefetch_after_reclaiming_an_empty_freed_range),
+		cmocka_unit_test(test_prefetch_waits_for_copies_out_under_way),
+		cmocka_unit_test(test_prefetch_evicts_only_pages_needed_later),
 		cmocka_unit_test(test_range_of_a_freed_allocation_is_left_alone),
 		cmocka_unit_test(test_fixed_mappings_grow_shrink_and_move_under_the_budget),
 		cmocka_unit_test(test_fixed_reservation_is_aligned_as_asked),
