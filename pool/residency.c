@@ -226,6 +226,30 @@ static uint32_t evict_candidates(pool_t *p, struct page **cand, uint32_t max, ui
 	return n;
 }
 
+/* An evicted page whose chunk is free now (its copy out, if it had one,
+ * and its last use completed): unmapped; dropped when dead, on the host
+ * when its bytes matter (written: the host copy is valid), else released
+ * with its host slot. */
+static void page_left(pool_t *p, struct page *pg, bool dead)
+{
+	pool_page_unmap(p, pg);
+	stat_sub(&p->st.resident, chunk_sz(p));
+	if (dead || !(pg->flags & PF_WRITTEN)) {
+		if (pg->host) {
+			pool_slot_release(p, pg->host, (struct mark){ 0 });
+			pg->host = NULL;
+			pg->flags &= ~PF_HOST_VALID;
+		}
+		pg->state = PG_RELEASED;
+		if (dead)
+			pool_page_dropped(p, pg);
+	} else {
+		pg->state = PG_HOST;
+	}
+	pg->busy.tl = NULL;
+	p->st.evictions++;
+}
+
 /* SuperNeurons Alg. 2, LRU.out: evicts unlocked pages in the order of
  * evict_candidates until `need` chunks were returned to the cache (at most
  * EVICT_BATCH per call).  Dirty pages are copied to host on the D2H
@@ -319,27 +343,7 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 			p->st.evictions_clean++;
 		if (planned[i])
 			p->st.evictions_planned++;
-		pool_page_unmap(p, pg);
-		stat_sub(&p->st.resident, chunk_sz(p));
-		if (dead[i] && pool_page_all_dead(p, pg)) {
-			if (pg->host) {
-				pool_slot_release(p, pg->host, (struct mark){ 0 });
-				pg->host = NULL;
-			}
-			pg->state = PG_RELEASED;
-			pool_page_dropped(p, pg);
-		} else if (pg->flags & PF_WRITTEN) {
-			pg->state = PG_HOST;
-		} else {
-			pg->state = PG_RELEASED;
-			if (pg->host) {
-				pool_slot_release(p, pg->host, (struct mark){ 0 });
-				pg->host = NULL;
-				pg->flags &= ~PF_HOST_VALID;
-			}
-		}
-		pg->busy.tl = NULL;
-		p->st.evictions++;
+		page_left(p, pg, dead[i] && pool_page_all_dead(p, pg));
 		pool_emit(p, POOL_EV_EVICT, pg->a, (uint64_t)pg->idx * chunk_sz(p),
 			  page_bytes(p, pg->a, pg->idx), copied[i] ? page_bytes(p, pg->a, pg->idx) : 0,
 			  p->ops.d2h_stream);
@@ -352,22 +356,7 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 static void drop_nowait(pool_t *p, struct page *pg, bool dead, bool planned)
 {
 	list_del(&p->lru, pg);
-	pool_page_unmap(p, pg);
-	stat_sub(&p->st.resident, chunk_sz(p));
-	if (dead || !(pg->flags & PF_WRITTEN)) {
-		if (pg->host) {
-			pool_slot_release(p, pg->host, (struct mark){ 0 });
-			pg->host = NULL;
-			pg->flags &= ~PF_HOST_VALID;
-		}
-		pg->state = PG_RELEASED;
-		if (dead)
-			pool_page_dropped(p, pg);
-	} else {
-		pg->state = PG_HOST;
-	}
-	pg->busy.tl = NULL;
-	p->st.evictions++;
+	page_left(p, pg, dead);
 	p->st.evictions_clean++;
 	if (planned)
 		p->st.evictions_planned++;
