@@ -451,20 +451,6 @@ static bool away_at(const policy_offloads_t *o, int t, int k)
 	return false;
 }
 
-static bool used_by(const policy_graph_t *g, const policy_tensor_t *t, int k)
-{
-	const policy_op_t *op = &g->ops[k];
-
-	for (int i = 0; i < op->nuses; i++) {
-		const policy_use_t *u = &g->uses[op->use0 + i];
-
-		if (u->alloc_id == t->alloc_id && u->offset < t->offset + t->bytes &&
-		    t->offset < u->offset + u->bytes)
-			return true;
-	}
-	return false;
-}
-
 void policy_gaps_explain(const policy_graph_t *g, const policy_offloads_t *o, int op, int most,
 			 policy_print_fn out, void *ctx)
 {
@@ -495,7 +481,7 @@ void policy_gaps_explain(const policy_graph_t *g, const policy_offloads_t *o, in
 		uint64_t lo, nb, held;
 		const char *why;
 
-		if (used_by(g, t, op))
+		if (policy_op_use_at(g, op, t->alloc_id, t->offset, t->bytes) >= 0)
 			why = "the op's own";
 		else if (!a || (a->cls != POLICY_ALLOC_STABLE && a->cls != POLICY_ALLOC_YOUNG))
 			why = "its allocation moves (unstable) or is not vmem's";

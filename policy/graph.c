@@ -185,6 +185,20 @@ const policy_alloc_t *policy_graph_alloc(const policy_graph_t *g, uint64_t alloc
 	return NULL;
 }
 
+int policy_op_use_at(const policy_graph_t *g, int op, uint64_t alloc_id, uint64_t off,
+		     uint64_t bytes)
+{
+	const policy_op_t *o = &g->ops[op];
+
+	for (int i = o->use0; i < o->use0 + o->nuses; i++) {
+		const policy_use_t *u = &g->uses[i];
+
+		if (u->alloc_id == alloc_id && u->offset < off + bytes && off < u->offset + u->bytes)
+			return i;
+	}
+	return -1;
+}
+
 void policy_graph_set_pages(policy_graph_t *g, uint64_t page_size, uint64_t small_threshold)
 {
 	bool on = page_size && small_threshold;

@@ -87,15 +87,11 @@ static int ref_use(const policy_graph_t *g, uint64_t alloc_id, uint64_t off, uin
 		   int j, bool *prev)
 {
 	for (int n = 0, o = j; n < g->nops; n++, o = o ? o - 1 : g->nops - 1) {
-		const policy_op_t *op = &g->ops[o];
+		int i = policy_op_use_at(g, o, alloc_id, off, bytes);
 
-		for (int i = op->use0; i < op->use0 + op->nuses; i++) {
-			const policy_use_t *u = &g->uses[i];
-
-			if (u->alloc_id == alloc_id && u->offset < off + bytes && off < u->offset + u->bytes) {
-				*prev = o > j;
-				return i;
-			}
+		if (i >= 0) {
+			*prev = o > j;
+			return i;
 		}
 	}
 	return -1;

@@ -305,6 +305,9 @@ int policy_graph_build(policy_graph_t *g, const policy_history_t *h, uint64_t fi
 void policy_graph_free(policy_graph_t *g);
 /* The allocation entry of `alloc_id`, or NULL. */
 const policy_alloc_t *policy_graph_alloc(const policy_graph_t *g, uint64_t alloc_id);
+/* The first use of op `op` touching [off, off + bytes) of alloc_id, or -1. */
+int policy_op_use_at(const policy_graph_t *g, int op, uint64_t alloc_id, uint64_t off,
+		     uint64_t bytes);
 /* The pool's units.  An allocation the pool gives pages of its own (at
  * least `small_threshold` bytes: the plan sees its extent, never more than
  * its size, so an extent that large proves it) is resident in whole pages:

@@ -95,6 +95,15 @@ static pool_status_t offload(env_t *e, uintptr_t a, uint64_t n)
 	return pool_offload(e->p, &r);
 }
 
+/* Offloads [a, a+n) and lets it complete: its copy done, its chunks
+ * released (the pages on the host). */
+static void offload_done(env_t *e, uintptr_t a, uint64_t n)
+{
+	assert_int_equal(offload(e, a, n), POOL_OK);
+	pool_sync(e->p);
+	pool_poll(e->p);
+}
+
 static pool_status_t prefetch(env_t *e, uintptr_t a, uint64_t n)
 {
 	pool_range_t r = range_of(e, a, n);
@@ -1521,9 +1530,7 @@ static void test_prefetch_holds_until_first_use(void **state)
 	put(&e, z, CH, 80);
 	put(&e, x, CH, 81);
 	put(&e, y, CH, 82);
-	assert_int_equal(offload(&e, z, CH), POOL_OK);
-	pool_sync(e.p);
-	pool_poll(e.p);
+	offload_done(&e, z, CH);
 	assert_int_equal(pool_page_state(e.p, z), POOL_PAGE_HOST);
 	e.f.hold = true;
 	uint64_t waits = e.f.waits;
@@ -1553,9 +1560,7 @@ static void test_prefetch_holds_until_first_use(void **state)
 	pool_ref_t r[2] = { { .ptr = c, .bytes = CH }, { .ptr = y, .bytes = CH } };
 	pool_span_t sp[2];
 	assert_int_equal(pool_acquire(e.p, r, 2, NULL, sp), POOL_OK);
-	assert_int_equal(offload(&e, z, CH), POOL_OK);
-	pool_sync(e.p);
-	pool_poll(e.p);
+	offload_done(&e, z, CH);
 	assert_int_equal(prefetch(&e, z, CH), POOL_OK);
 	assert_int_equal(pool_malloc(e.p, CH, &x, &id), POOL_OK);
 	assert_int_equal(stats(&e).held_evicted, 1);
@@ -1687,9 +1692,7 @@ static void test_prefetch_after_reclaiming_an_empty_freed_range(void **state)
  * device, unwritten since (offloaded, then read back). */
 static void make_clean(env_t *e, uintptr_t a, uint32_t seed)
 {
-	assert_int_equal(offload(e, a, CH), POOL_OK);
-	pool_sync(e->p);
-	pool_poll(e->p);
+	offload_done(e, a, CH);
 	assert_int_equal(pool_page_state(e->p, a), POOL_PAGE_HOST);
 	assert_true(check(e, a, CH, seed));
 }
@@ -1709,9 +1712,7 @@ static void test_prefetch_waits_for_copies_out_under_way(void **state)
 	put(&e, x, CH, 71);
 	put(&e, y, CH, 72);
 	make_clean(&e, y, 72);                   /* y could go without a copy */
-	assert_int_equal(offload(&e, z, CH), POOL_OK);
-	pool_sync(e.p);
-	pool_poll(e.p);
+	offload_done(&e, z, CH);
 	uintptr_t c = must_malloc(&e, CH);
 	put(&e, c, CH, 73);                      /* the device is full: x c dirty, y clean */
 	e.f.hold = true;
@@ -1746,9 +1747,7 @@ static void test_prefetch_waits_for_copies_out_under_way(void **state)
 	x = must_malloc(&e, CH);
 	put(&e, z, CH, 74);
 	put(&e, x, CH, 75);
-	assert_int_equal(offload(&e, z, CH), POOL_OK);
-	pool_sync(e.p);
-	pool_poll(e.p);
+	offload_done(&e, z, CH);
 	c = must_malloc(&e, CH);
 	put(&e, c, CH, 76);
 	e.f.hold = true;
@@ -1785,9 +1784,7 @@ static void test_prefetch_evicts_only_pages_needed_later(void **state)
 	put(&e, l, CH, 62);
 	make_clean(&e, s, 61);
 	make_clean(&e, l, 62);
-	assert_int_equal(offload(&e, z, CH), POOL_OK);
-	pool_sync(e.p);
-	pool_poll(e.p);
+	offload_done(&e, z, CH);
 	uintptr_t c = must_malloc(&e, CH);
 	put(&e, c, CH, 63);                      /* full: s l clean, c dirty */
 	uint64_t zid = range_of(&e, z, CH).alloc_id, sid = range_of(&e, s, CH).alloc_id;
@@ -1804,9 +1801,7 @@ static void test_prefetch_evicts_only_pages_needed_later(void **state)
 	 * (for a later call or for the next: dirty pages are the call's to
 	 * copy out) */
 	assert_true(check(&e, z, CH, 60));
-	assert_int_equal(offload(&e, z, CH), POOL_OK);
-	pool_sync(e.p);
-	pool_poll(e.p);
+	offload_done(&e, z, CH);
 	put(&e, l, CH, 64);
 	put(&e, c, CH, 65);
 	uint64_t waits = e.f.waits;
