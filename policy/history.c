@@ -249,11 +249,21 @@ static uint64_t mix_info(uint64_t h, const vmem_op_info_t *in)
 
 /* A kernel argument found by scanning has no extent of its own: the
  * runtime gives it the rest of its allocation, which changes with where a
- * caching allocator placed it.  So a launch's ranges enter the signature
- * without their bytes (its kernel and launch shape say what it computes). */
+ * caching allocator placed it.  Nor is the number of them fixed: a scan
+ * takes every argument word that falls inside the pool's addresses, and
+ * a word that is a pointer in one iteration (a reduction's scratch buffer
+ * from a caching allocator) may be one outside the pool, or null, in the
+ * next (PyTorch's reduce_kernel on an H200).  So a launch's signature is
+ * its kernel and launch shape alone -- what it computes -- and its ranges
+ * are compared only where both calls have as many. */
 static bool extent_known(vmem_op_kind_t kind)
 {
 	return kind != VMEM_OP_LAUNCH;
+}
+
+bool policy_ranges_vary(vmem_op_kind_t kind)
+{
+	return kind == VMEM_OP_LAUNCH;
 }
 
 static uint64_t mix_range(uint64_t h, const vmem_range_t *r, bool bytes)
@@ -272,6 +282,8 @@ uint64_t policy_event_hash(const vmem_event_t *ev)
 	h = mix(h, (uint64_t)ev->kind);
 	h = mix_str(h, ev->api);
 	h = mix_info(h, &ev->info);
+	if (policy_ranges_vary(ev->kind))
+		return h;
 	h = mix(h, (uint64_t)ev->nranges);
 	for (int j = 0; j < ev->nranges; j++)
 		h = mix_range(h, &ev->ranges[j], extent_known(ev->kind));
@@ -324,9 +336,11 @@ static bool info_eq(const vmem_op_info_t *a, const vmem_op_info_t *b)
 bool policy_hev_weak_equal(const policy_history_t *h, const policy_hev_t *a,
 			   const policy_hev_t *b)
 {
-	if (a->hash != b->hash || a->kind != b->kind || a->nranges != b->nranges ||
-	    !str_eq(a->api, b->api) || !info_eq(&a->info, &b->info))
+	if (a->hash != b->hash || a->kind != b->kind || !str_eq(a->api, b->api) ||
+	    !info_eq(&a->info, &b->info))
 		return false;
+	if (a->nranges != b->nranges)
+		return policy_ranges_vary(a->kind);
 	for (uint32_t j = 0; j < a->nranges; j++) {
 		const vmem_range_t *x = policy_history_range(h, a, j);
 		const vmem_range_t *y = policy_history_range(h, b, j);

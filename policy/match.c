@@ -43,9 +43,10 @@ bool policy_match_same(const policy_plan_t *plan, int op, const vmem_event_t *ev
 	if (op < 0 || op >= g->nops)
 		return false;
 	o = &g->ops[op];
-	if (o->kind != ev->kind || o->nuses != ev->nranges || !str_eq(o->api, ev->api) ||
-	    o->hash != hash)
+	if (o->kind != ev->kind || !str_eq(o->api, ev->api) || o->hash != hash)
 		return false;
+	if (o->nuses != ev->nranges)
+		return policy_ranges_vary(o->kind);   /* record() pairs them by place */
 	for (int j = 0; j < o->nuses; j++) {
 		const policy_use_t *u = &g->uses[o->use0 + j];
 		const vmem_range_t *r = &ev->ranges[j];
@@ -121,19 +122,43 @@ static void new_iteration(policy_match_t *m, bool from_start)
 	m->all_bad = false;
 }
 
+/* A launch whose scan found another number of words than the plan's: each
+ * plan use takes the call's range at the same place (its allocation, or
+ * the one it stands for this iteration, and offset), or none.  A use left
+ * without one is unseen this iteration: the steps on it do not resolve and
+ * the reactive layer serves it; the call's other ranges are made resident
+ * at the call like any (and checked against the dead set before it). */
+static const vmem_range_t *same_place(const policy_match_t *m, const policy_use_t *u,
+				      const vmem_event_t *ev)
+{
+	for (int k = 0; k < ev->nranges; k++) {
+		const vmem_range_t *r = &ev->ranges[k];
+
+		if (r->alloc_id && r->offset == u->offset && str_eq(r->role, u->role) &&
+		    policy_match_translate(m, r->alloc_id) == u->alloc_id)
+			return r;
+	}
+	return NULL;
+}
+
 /* Records the call's ranges for plan op `op` and checks their places. */
 static void record(policy_match_t *m, int op, const vmem_event_t *ev)
 {
 	const policy_graph_t *g = &m->plan->g;
 	const policy_op_t *o = &g->ops[op];
+	bool paired = o->nuses == ev->nranges;
 
 	m->op_seq[op] = ev->seq;
 	for (int j = 0; j < o->nuses; j++) {
 		const policy_use_t *u = &g->uses[o->use0 + j];
-		const vmem_range_t *r = &ev->ranges[j];
+		const vmem_range_t *r = paired ? &ev->ranges[j] : same_place(m, u, ev);
 		const policy_alloc_t *a = policy_graph_alloc(g, u->alloc_id);
 		policy_cur_t *c = &m->cur[o->use0 + j];
 
+		if (!r) {
+			c->alloc_id = 0;   /* unseen this iteration: resolves to nothing */
+			continue;
+		}
 		c->alloc_id = r->alloc_id;
 		c->offset = r->offset;
 		c->bytes = r->bytes;

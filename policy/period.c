@@ -134,6 +134,8 @@ static int compare(const policy_period_t *d, const policy_history_t *h, uint64_t
 
 	if (!a || !b || !policy_hev_weak_equal(h, a, b))
 		return 0;
+	if (a->nranges != b->nranges)
+		return 2;   /* a launch whose scan found other words: moved ranges */
 	wm_a = b->watermark;
 	wm_b = wm_at(h, (int64_t)i - 2 * (int64_t)p);
 	for (uint32_t j = 0; j < a->nranges; j++) {

@@ -42,6 +42,9 @@ struct policy {
 	/* the history position of each thread's call between before and after
 	 * (the runtime may know the call's seq only after issuing it) */
 	struct { uint64_t thread; uint64_t pos; bool live; } inflight[64];
+	/* a call's ranges without its stray words (planned_view) */
+	vmem_range_t *view;
+	int cap_view;
 };
 
 void policy_config_default(policy_config_t *c)
@@ -187,6 +190,7 @@ void policy_destroy(policy_t *p)
 	policy_period_free(&p->det);
 	policy_deadset_free(&p->dead);
 	pthread_mutex_destroy(&p->lock);
+	free(p->view);
 	free(p);
 }
 
@@ -344,6 +348,47 @@ static void suspend(policy_t *p, int expected, uint64_t pos, policy_actions_t *o
 }
 
 /* ---- per call ---- */
+
+/* A range with no allocation and no extent is a word of a kernel's
+ * arguments that fell inside the pool's address range without naming any
+ * allocation: two packed 32-bit integers (a reduction's sizes, 0x200 and
+ * 0x200, read as 0x20000000200), an end pointer.  It holds nothing to plan,
+ * and its value changes from call to call, so in the weak signature it
+ * would make one iteration differ from the next (PyTorch's VGG-16 on an
+ * H200: a plan suspended in every iteration).  The policy sees the call
+ * without such words, in before and after alike.  Returns `ev` itself when
+ * there are none, else `tmp` over p->view; NULL when host memory ran out
+ * (the call is then seen with them). */
+static bool stray(const vmem_range_t *r)
+{
+	return r->alloc_id == 0 && r->bytes == 0;
+}
+
+static const vmem_event_t *planned_view(policy_t *p, const vmem_event_t *ev, vmem_event_t *tmp)
+{
+	int n = 0, k = 0;
+
+	for (int j = 0; j < ev->nranges; j++)
+		n += !stray(&ev->ranges[j]);
+	if (n == ev->nranges)
+		return ev;
+	if (n > p->cap_view) {
+		int cap = n < 16 ? 16 : n;
+		vmem_range_t *v = realloc(p->view, (size_t)cap * sizeof(*v));
+
+		if (!v)
+			return ev;
+		p->view = v;
+		p->cap_view = cap;
+	}
+	for (int j = 0; j < ev->nranges; j++)
+		if (!stray(&ev->ranges[j]))
+			p->view[k++] = ev->ranges[j];
+	*tmp = *ev;
+	tmp->ranges = p->view;
+	tmp->nranges = n;
+	return tmp;
+}
 
 static void dead_checks(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
 {
@@ -515,14 +560,17 @@ static void planned_call(policy_t *p, const vmem_event_t *ev, uint64_t pos,
 	steps(p, op, POLICY_BEFORE, ev, out);
 }
 
-int policy_before(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
+int policy_before(policy_t *p, const vmem_event_t *call, policy_actions_t *out)
 {
 	int n0 = out->n;
 	uint64_t pos, wm;
 	policy_period_found_t f;
+	vmem_event_t tmp;
+	const vmem_event_t *ev;
 	int found;
 
 	pthread_mutex_lock(&p->lock);
+	ev = planned_view(p, call, &tmp);
 	p->st.events++;
 	if (ev->kind == VMEM_OP_SYNC) {
 		p->pending_flags |= POLICY_HEV_SYNC_BEFORE;
@@ -610,11 +658,14 @@ static void set_duration(policy_t *p, uint64_t seq, uint64_t dur_ns)
 			}
 }
 
-int policy_after(policy_t *p, const vmem_event_t *ev, policy_actions_t *out)
+int policy_after(policy_t *p, const vmem_event_t *call, policy_actions_t *out)
 {
 	int n0 = out->n;
+	vmem_event_t tmp;
+	const vmem_event_t *ev;
 
 	pthread_mutex_lock(&p->lock);
+	ev = planned_view(p, call, &tmp);
 	if (policy_event_significant(ev->kind)) {
 		unsigned slot = (unsigned)(ev->thread * 0x9e3779b97f4a7c15ull >> 58);
 		policy_hev_t *e = NULL;

@@ -106,11 +106,16 @@ const vmem_range_t *policy_history_range(const policy_history_t *h, const policy
  * VMM calls ("other") are not matched against a plan. */
 int policy_event_significant(vmem_op_kind_t kind);
 /* The weak signature: kind, api, the typed record and, per range, role,
- * bytes (not for a launch: a scanned argument's extent is the rest of its
- * allocation), access and whether it is foreign -- not the allocation or
- * the offset, which a caching allocator, a per-tensor allocator or double
- * buffering may change between iterations. */
+ * bytes, access and whether it is foreign -- not the allocation or the
+ * offset, which a caching allocator, a per-tensor allocator or double
+ * buffering may change between iterations.  A launch's is its kernel and
+ * launch shape alone (policy_ranges_vary). */
 uint64_t policy_event_hash(const vmem_event_t *ev);
+/* True for calls whose ranges are found by scanning their arguments (a
+ * launch): how many there are may change from one iteration to the next,
+ * so two such calls are the same call whatever their ranges, which are
+ * compared one by one only where both have as many. */
+bool policy_ranges_vary(vmem_op_kind_t kind);
 /* Same weak signature, field by field (no hash collision). */
 bool policy_hev_weak_equal(const policy_history_t *h, const policy_hev_t *a,
 			   const policy_hev_t *b);

@@ -396,6 +396,79 @@ static void test_detector_alone_reports_window_and_rotation(void **state)
 	policy_history_free(&h);
 }
 
+/* One iteration of a framework's loop whose kernels are scanned the way
+ * libvmem scans them on a real GPU: every argument word inside the pool's
+ * addresses is a range.  PyTorch's reduce_kernel (H200, VGG-16) carries
+ * packed 32-bit integers that fall there without naming an allocation
+ * (alloc 0, no extent), and a scratch pointer from the caching allocator
+ * that is inside the pool in one iteration and not in the next.  The
+ * iteration is the same program every time: the plan is made on the third
+ * repetition and never suspended. */
+static void scanned_iteration(drv_t *d, int it)
+{
+	vmem_op_info_t conv = { .type = VMEM_INFO_CONV };
+	vmem_op_info_t red = { .type = VMEM_INFO_LAUNCH }, sgd = { .type = VMEM_INFO_LAUNCH };
+	vmem_op_info_t cp = { .type = VMEM_INFO_COPY };
+	vmem_range_t r[8];
+	int n = 0;
+
+	conv.u.conv.n = 8, conv.u.conv.c = 16, conv.u.conv.h = conv.u.conv.w = 32;
+	conv.u.conv.k = 16, conv.u.conv.r = conv.u.conv.s = 3, conv.u.conv.groups = 1;
+	conv.u.conv.dir = VMEM_CONV_DIR_FWD;
+	r[0] = RG(1, 0, 1 << 20, ACC_R, "x");
+	r[1] = RG(2, 0, 1 << 16, ACC_R, "w");
+	r[2] = RG(3, 0, 1 << 20, ACC_WW, "y");
+	drv_op(d, VMEM_OP_CONV_FWD, "cudnnConvolutionForward", &conv, 3, r);
+	red.u.launch.func = 0x61920763d8c;
+	red.u.launch.grid[0] = 512, red.u.launch.block[0] = 32;
+	/* the stray words: how many there are, and their values, vary */
+	for (int k = 0; k < 2 + it % 3; k++) {
+		r[n] = RG(0, 0, 0, ACC_RW, "arg0");
+		r[n++].ptr = 0x20000000000ull + ((uint64_t)(it + k) << 4);
+	}
+	r[n++] = RG(3, 0, 0, ACC_RW, "arg0");
+	if (it % 2)
+		r[n++] = RG(4, 0x100, 0, ACC_RW, "arg0");   /* scratch, this time in the pool */
+	r[n++] = RG(5, 0, 0, ACC_RW, "arg0");
+	drv_op(d, VMEM_OP_LAUNCH, "__cudaLaunchKernel", &red, n, r);
+	sgd.u.launch.func = 0x5a9329e47098;
+	sgd.u.launch.grid[0] = 64, sgd.u.launch.block[0] = 128;
+	r[0] = RG(2, 0, 0, ACC_RW, "arg0");
+	r[1] = RG(5, 0, 0, ACC_RW, "arg0");
+	drv_op(d, VMEM_OP_LAUNCH, "__cudaLaunchKernel", &sgd, 2, r);
+	cp.u.copy.bytes = 4, cp.u.copy.kind = 2;
+	r[0] = RG(5, 0, 4, ACC_R, "src");
+	r[1] = RG(0, 0x7f0000000000, 4, ACC_W | VMEM_ACCESS_WHOLE, "dst");
+	drv_op(d, VMEM_OP_MEMCPY, "cudaMemcpyAsync", &cp, 2, r);
+	drv_sync(d);
+}
+
+static void test_scanned_words_that_vary_do_not_leave_the_plan(void **state)
+{
+	policy_config_t c = cfg();
+	span_t sp[8];
+	drv_t d;
+	int made;
+
+	(void)state;
+	drv_init(&d, &c);
+	for (int it = 0; it < 8; it++) {
+		sp[it].first = d.seq;
+		scanned_iteration(&d, it);
+		sp[it].last = d.seq - 1;
+	}
+	made = iteration_of(sp, 8, note_seq(&d, POLICY_NOTE_MADE, 0));
+	if (made < 0 || made > 3)
+		fail_msg("plan made in iteration %d, expected by iteration 3 (the third repetition)", made);
+	if (policy_plan(d.p)->period != 4)
+		fail_msg("period: expected 4 significant calls, got %u", policy_plan(d.p)->period);
+	if (drv_count(&d, POLICY_ACT_NOTE, POLICY_NOTE_SUSPENDED) != 0)
+		fail_msg("plan suspended %d times (first at seq %llu), expected never",
+			 drv_count(&d, POLICY_ACT_NOTE, POLICY_NOTE_SUSPENDED),
+			 (unsigned long long)note_seq(&d, POLICY_NOTE_SUSPENDED, 0));
+	drv_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -410,6 +483,7 @@ int main(void)
 		cmocka_unit_test(test_batch_change_replans),
 		cmocka_unit_test(test_a_kernel_decided_again_replans_without_waiting),
 		cmocka_unit_test(test_detector_alone_reports_window_and_rotation),
+		cmocka_unit_test(test_scanned_words_that_vary_do_not_leave_the_plan),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,6 +10,15 @@
  * on the autograd thread, a first iteration that differs (cuDNN's
  * heuristics, lazily created gradients), and calls after training (the
  * checksum) that match no plan.
+ *
+ * fixtures/h200-vgg16-caching.ev: iterations 0-6 of torchvision VGG-16
+ * (batch 32, fp32, caching allocator) under libvmem on an H200 on
+ * 2026-11-26 (results/gpu/2026-11-26-policies), kernel launches included.
+ * Its reduce_kernel launches carry argument words that fall inside the
+ * pool's addresses without naming an allocation, and a scratch pointer
+ * that is in the pool in some iterations only: the plan must be made on
+ * the third steady repetition and never suspended (before the fix, no plan
+ * at all in these seven iterations; on the GPU, a plan of 9 calls).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,6 +45,7 @@ typedef struct {
 	uint64_t steady_seq;       /* seq of the first op of iteration 1 (its first conv) */
 	uint64_t made_seq;         /* the call that confirms: iteration 3, the third steady one */
 	int lanes;
+	bool never_suspended;      /* the fixture ends with training */
 } expect_t;
 
 static void replay_expect(const expect_t *x)
@@ -71,12 +81,17 @@ static void replay_expect(const expect_t *x)
 	assert_int_equal(pl->g.ops[0].kind, VMEM_OP_CONV_FWD);
 	assert_int_equal(pl->g.ops[0].info.u.conv.c, 3);
 	/* backward runs on the autograd thread: its own lane; the boundary is
-	 * the first op on it */
+	 * the first op on it (with launches seen: the kernel that seeds the
+	 * loss gradient) */
 	assert_int_equal(pl->g.nlanes, x->lanes);
 	assert_true(vmem_op_is_backward(pl->g.ops[pl->g.boundary].kind) ||
-		    pl->g.ops[pl->g.boundary].kind == VMEM_OP_GEMM);
+		    pl->g.ops[pl->g.boundary].kind == VMEM_OP_GEMM ||
+		    pl->g.ops[pl->g.boundary].lane != pl->g.ops[0].lane);
 	policy_get_stats(d.p, &st);
 	assert_int_equal(st.plans_made, 1);
+	if (x->never_suspended && st.suspensions)
+		fail_msg("%s: plan suspended %llu times, expected never", x->file,
+			 (unsigned long long)st.suspensions);
 	drv_free(&d);
 }
 
@@ -104,12 +119,21 @@ static void test_resnet50_caching_allocator(void **state)
 	replay_expect(&x);
 }
 
+static void test_h200_vgg16_scanned_launches(void **state)
+{
+	static const expect_t x = { "h200-vgg16-caching.ev", 183, 6443, 37364, 2, true };
+
+	(void)state;
+	replay_expect(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_vgg16_caching_allocator),
 		cmocka_unit_test(test_vgg16_no_caching),
 		cmocka_unit_test(test_resnet50_caching_allocator),
+		cmocka_unit_test(test_h200_vgg16_scanned_launches),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
