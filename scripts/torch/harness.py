@@ -30,6 +30,12 @@ POLICY_VARIANTS = [
 	('dyn', ['--policy', 'dyn']),
 	('dyn-wd', ['--policy', 'dyn', '--workspace', 'wd']),
 ]
+# Asked for by name only (scripts/gpu-minitrain --policies): dyn without
+# µ-cuDNN's micro-batches, which give other bits than the whole
+# convolution; with VMEM_CONV_ALGO=app it must give the oracle's weights.
+EXTRA_VARIANTS = [
+	('dyn-nows', ['--policy', 'dyn', '--workspace', 'off']),
+]
 
 # What libvmem.so or vmem-run says about a setting it does not have: an
 # option vmem-run rejects, or libvmem.so's start-up warning that the
@@ -143,7 +149,7 @@ def policy_env(name):
 
 
 def policy_options(name):
-	for n, opts in POLICY_VARIANTS:
+	for n, opts in POLICY_VARIANTS + EXTRA_VARIANTS:
 		if n == name:
 			return list(opts)
 	raise KeyError(name)
