@@ -8,7 +8,9 @@
 # cuMemUnmap sit on its hot path.  This measures, per chunk size: create,
 # map, set access, unmap, release, and a steady remap cycle
 # (map + access + unmap of chunks that already exist, as vmem's chunk
-# cache does).  Times are host wall time per call.
+# cache does), and the same with one cuMemSetAccess (and, where the driver
+# takes it, one cuMemUnmap) over 4 and 16 adjacent chunks, per chunk: what
+# batching a fault's pages would save.  Times are host wall time per call.
 #
 #   python3 vmm_cost.py [--chunks 256] [--sizes 2M,32M] [--lib libcuda.so.1] [--json]
 """cuMemCreate / cuMemMap / cuMemSetAccess / cuMemUnmap / cuMemRelease cost per chunk."""
@@ -80,6 +82,15 @@ class Driver:
 			f.restype = ci
 			self.fn[name] = f
 
+	def rc(self, name, *args):
+		"""The call's status, 0 or the driver's error name; never exits."""
+		rc = self.fn[name](*args)
+		if rc == 0:
+			return 0
+		s = ctypes.c_char_p()
+		self.fn['cuGetErrorName'](rc, ctypes.byref(s))
+		return '%s (%d)' % (s.value.decode() if s.value else '?', rc)
+
 	def __call__(self, name, *args):
 		rc = self.fn[name](*args)
 		if rc != 0:
@@ -146,12 +157,49 @@ def measure(cu, dev, chunk, count):
 			t0 = clock()
 			cu('cuMemUnmap', base.value + i * chunk, chunk)
 			t['remap_unmap'].append(clock() - t0)
+	batched = {}
+	for k in (4, 16):
+		if count % k:
+			continue
+		batched[str(k)] = measure_batched(cu, base.value, chunk, handles, desc, k)
 	for h in handles:
 		t0 = clock()
 		cu('cuMemRelease', h)
 		t['release'].append(clock() - t0)
 	cu('cuMemAddressFree', base.value, chunk * count)
-	return {k: stats(v) for k, v in t.items()}
+	out = {k: stats(v) for k, v in t.items()}
+	out['batched'] = batched
+	return out
+
+
+def measure_batched(cu, base, chunk, handles, desc, k):
+	"""Chunks mapped one by one (cuMemMap each) but given access in one
+	cuMemSetAccess over k adjacent chunks, then unmapped in one cuMemUnmap
+	over the k (if the driver takes a range spanning k mappings; else one by
+	one, and the error is reported).  Per chunk, as the other rows."""
+	clock = time.perf_counter_ns
+	res = {'map_access_per_chunk': [], 'unmap_per_chunk': [], 'unmap_spanning': 'ok'}
+	for g in range(0, len(handles), k):
+		va = base + g * chunk
+		t0 = clock()
+		for i in range(k):
+			cu('cuMemMap', va + i * chunk, chunk, 0, handles[g + i], 0)
+		cu('cuMemSetAccess', va, chunk * k, ctypes.byref(desc), 1)
+		res['map_access_per_chunk'].append((clock() - t0) / k)
+	cu('cuCtxSynchronize')
+	for g in range(0, len(handles), k):
+		va = base + g * chunk
+		t0 = clock()
+		rc = cu.rc('cuMemUnmap', va, chunk * k) if res['unmap_spanning'] == 'ok' else 'skipped'
+		if rc != 0:
+			if res['unmap_spanning'] == 'ok':
+				res['unmap_spanning'] = 'refused: %s' % rc
+			t0 = clock()
+			for i in range(k):
+				cu('cuMemUnmap', va + i * chunk, chunk)
+		res['unmap_per_chunk'].append((clock() - t0) / k)
+	return {'map_access_per_chunk': stats(res['map_access_per_chunk']),
+		'unmap_per_chunk': stats(res['unmap_per_chunk']), 'unmap_spanning': res['unmap_spanning']}
 
 
 def main():
@@ -192,8 +240,17 @@ def main():
 		print('\nchunk %.1f MiB, %d chunks: per call, microseconds' % (size / 2**20, a.chunks))
 		print('  %-18s %10s %10s %10s %10s' % ('call', 'median', 'p90', 'p99', 'mean'))
 		for k, s in r.items():
+			if k == 'batched':
+				continue
 			print('  %-18s %10.2f %10.2f %10.2f %10.2f' % (k, s['median_us'], s['p90_us'],
 								    s['p99_us'], s['mean_us']))
+		for k, b in r['batched'].items():
+			for row in ('map_access_per_chunk', 'unmap_per_chunk'):
+				s = b[row]
+				print('  %-18s %10.2f %10.2f %10.2f %10.2f' % (
+					'%s x%s' % (row.split('_per')[0], k), s['median_us'], s['p90_us'],
+					s['p99_us'], s['mean_us']))
+			print('  unmap over %s chunks in one call: %s' % (k, b['unmap_spanning']))
 	if a.json:
 		print(json.dumps(res, sort_keys=True))
 	return 0

@@ -18,7 +18,7 @@ LIBCUDA = os.environ.get('VMEM_SIMGPU_LIBCUDA')
 class VmmCostSimTest(unittest.TestCase):
 	def test_every_call_is_measured_per_chunk(self):
 		p = subprocess.run([sys.executable, os.path.join(SCRIPTS, 'torch', 'vmm_cost.py'),
-				    '--lib', LIBCUDA, '--chunks', '6', '--sizes', '2M,3M', '--json'],
+				    '--lib', LIBCUDA, '--chunks', '8', '--sizes', '2M,3M', '--json'],
 				   stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
 				   timeout=120, env=dict(os.environ, SIMGPU_MEM='1G'))
 		self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
@@ -29,11 +29,18 @@ class VmmCostSimTest(unittest.TestCase):
 		self.assertEqual(sorted(int(k) for k in res['sizes']), [2 << 20, 4 << 20])
 		for size, calls in res['sizes'].items():
 			self.assertEqual(set(calls), {'create', 'map', 'set_access', 'unmap', 'release',
-						      'remap_map_access', 'remap_unmap'})
-			self.assertEqual(calls['map']['n'], 6)
-			self.assertEqual(calls['remap_unmap']['n'], 12)
+						      'remap_map_access', 'remap_unmap', 'batched'})
+			batched = calls.pop('batched')
+			self.assertEqual(calls['map']['n'], 8)
+			self.assertEqual(calls['remap_unmap']['n'], 16)
 			for c in calls.values():
 				self.assertGreater(c['median_us'], 0)
+			# 8 chunks: two groups of 4 given access in one call each; 16
+			# does not divide 8 and is left out
+			self.assertEqual(sorted(batched), ['4'])
+			self.assertEqual(batched['4']['map_access_per_chunk']['n'], 2)
+			self.assertEqual(batched['4']['unmap_per_chunk']['n'], 2)
+			self.assertEqual(batched['4']['unmap_spanning'], 'ok')   # the simulator takes it
 
 	def test_missing_library_is_a_clear_error(self):
 		p = subprocess.run([sys.executable, os.path.join(SCRIPTS, 'torch', 'vmm_cost.py'),
