@@ -220,6 +220,25 @@ class SteadyTest(TraceCase):
 		self.assertIsNotNone(st)
 		self.assertEqual(st['period'], 4)
 
+	def test_steady_iteration_when_a_launch_scans_other_words(self):
+		# PyTorch's reduce_kernel on an H200: how many of its argument words
+		# fall inside vmem's memory changes from one iteration to the next
+		def build(tb):
+			seg = tb.alloc(1 << 20)
+			scratch = tb.alloc(1 << 20)
+			for it in range(4):
+				args = [(seg, 'rw', 'arg0', 1 << 20, 0)]
+				if it % 2:
+					args.append((scratch, 'rw', 'arg0', 1 << 20, 0))
+				tb.op('conv_fwd', 'cudnnConvolutionForward', [(seg, 'w', 'y', 1024, 0)])
+				tb.op('launch', '__cudaLaunchKernel', args, {'kernel': 'reduce_kernel'})
+				tb.op('gemm', 'cublasSgemm_v2', [(seg, 'r', 'B', 1024, 0)])
+				tb.op('sync', 'cudaStreamSynchronize')
+		p = self.small_trace('sc.jsonl', build)
+		st = self.summary(p)['steady']
+		self.assertIsNotNone(st, 'no steady iteration found when a launch scans 1 or 2 words')
+		self.assertEqual(st['period'], 4)
+
 	def test_no_steady_iteration_in_a_single_iteration(self):
 		p = self.path('one.jsonl')
 		tracegen.vgg16_trace(p, iters=1)
