@@ -247,6 +247,48 @@ class SteadyTest(TraceCase):
 		self.assertIn('none found', out)
 
 
+class ResidentTest(TraceCase):
+	def build(self, tb):
+		MiB = 1 << 20
+		a = tb.alloc(8 * MiB)          # mapped at once: 4 pages of 2 MiB
+		b = tb.alloc(4 * MiB)
+		tb.op('conv_fwd', 'cudnnConvolutionForward', [(a, 'r', 'x', 2 * MiB, 0), (b, 'w', 'y')])
+		tb.op('launch', '__cudaLaunchKernel', [(a, 'rw', 'arg0', 6 * MiB, 2 * MiB)],
+		      {'kernel': 'relu'})
+		tb.plan('made')
+		tb.evict(b)
+		self.seq_fault = tb.fault_in(b)
+		tb.op('gemm', 'cublasSgemm_v2', [(b, 'r', 'A')])
+		tb.evict(a)
+
+	def test_pages_and_who_touched_them_before_the_first_eviction_after_the_plan(self):
+		p = self.small_trace('r.jsonl', self.build)
+		out, _ = self.ok('resident', p)
+		self.assertIn('evict of alloc 2', out)
+		self.assertIn(': 6 pages of 2.0 MiB, 12.0 MiB', out)
+		# pages 1-3 of alloc 1 were last touched by the launch, page 0 by the conv
+		self.assertIn('last touched by a kernel launch (scanned argument: its extent is the '
+			      'rest of the allocation): 3 pages, 6.0 MiB', out)
+		self.assertIn('launch arg0 @+2.0 MiB 6.0 MiB (scanned) x3', out)
+		self.assertIn('conv_fwd y @+0 B 4.0 MiB x2', out)
+
+	def test_the_nth_eviction_and_a_given_seq(self):
+		p = self.small_trace('r2.jsonl', self.build)
+		out, _ = self.ok('resident', p, '--evict', '1')
+		self.assertIn('evict of alloc 1', out)
+		self.assertIn(': 6 pages of 2.0 MiB', out)   # b faulted back in
+		self.assertIn('gemm A @+0 B 4.0 MiB x2', out)
+		out, _ = self.ok('resident', p, '--seq', str(self.seq_fault))
+		self.assertIn(': 4 pages of 2.0 MiB', out)   # b evicted, not back yet
+
+	def test_a_moment_not_in_the_trace_is_a_clear_error(self):
+		p = self.small_trace('r3.jsonl', self.build)
+		rc, out, err = run('resident', p, '--evict', '5')
+		self.assertEqual(rc, 2, out + err)
+		self.assertIn('eviction 5 after the first plan (2 evictions there)', err)
+		self.assertNotIn('Traceback', err)
+
+
 class GraphTest(TraceCase):
 	def graph(self, path, *extra):
 		out, err = self.ok('graph', path, *extra)
