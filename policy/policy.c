@@ -357,8 +357,8 @@ static void suspend(policy_t *p, int expected, uint64_t pos, policy_actions_t *o
  * would make one iteration differ from the next (PyTorch's VGG-16 on an
  * H200: a plan suspended in every iteration).  The policy sees the call
  * without such words, in before and after alike.  Returns `ev` itself when
- * there are none, else `tmp` over p->view; NULL when host memory ran out
- * (the call is then seen with them). */
+ * there are none (or when host memory ran out: the call is then seen with
+ * them, as before this filter), else `tmp` over p->view. */
 static bool stray(const vmem_range_t *r)
 {
 	return r->alloc_id == 0 && r->bytes == 0;
