@@ -119,6 +119,13 @@ class CompareTest(unittest.TestCase):
 		a = {'loss_hex': ['0x1.8p+1', '0x1.4p+1'], 'checksum_hex': '0x1p+0', 'error': None}
 		self.assertEqual(self.gv.compare_losses(a, dict(a)), ('same', ''))
 
+	def test_plan_stats_from_the_policy_lines(self):
+		err = ('vmem: stats ---\n'
+		       'policy: iterations planned       10  suspended     25  resumed     23  ops matched 7000\n'
+		       'policy: misses in planned iterations        705  elsewhere       5531\n')
+		self.assertEqual(self.gv.plan_stats(err), {'planned': 10, 'suspended': 25, 'misses': 705})
+		self.assertIsNone(self.gv.plan_stats('vmem: stats ---\n'))   # VMEM_POLICY unset
+
 	def test_one_ulp_differs(self):
 		a = {'loss_hex': ['0x1.8p+1', '0x1.4p+1'], 'checksum_hex': '0x1p+0', 'error': None}
 		b = dict(a, loss_hex=['0x1.8p+1', '0x1.4000000000001p+1'])
