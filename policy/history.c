@@ -255,22 +255,16 @@ static uint64_t mix_info(uint64_t h, const vmem_op_info_t *in)
  * from a caching allocator) may be one outside the pool, or null, in the
  * next (PyTorch's reduce_kernel on an H200).  So a launch's signature is
  * its kernel and launch shape alone -- what it computes -- and its ranges
- * are compared only where both calls have as many. */
-static bool extent_known(vmem_op_kind_t kind)
-{
-	return kind != VMEM_OP_LAUNCH;
-}
-
+ * are compared only where both calls have as many, without their bytes. */
 bool policy_ranges_vary(vmem_op_kind_t kind)
 {
 	return kind == VMEM_OP_LAUNCH;
 }
 
-static uint64_t mix_range(uint64_t h, const vmem_range_t *r, bool bytes)
+static uint64_t mix_range(uint64_t h, const vmem_range_t *r)
 {
 	h = mix_str(h, r->role);
-	if (bytes)
-		h = mix(h, r->bytes);
+	h = mix(h, r->bytes);
 	h = mix(h, r->access | (uint64_t)(r->alloc_id == 0) << 8);
 	return h;
 }
@@ -286,7 +280,7 @@ uint64_t policy_event_hash(const vmem_event_t *ev)
 		return h;
 	h = mix(h, (uint64_t)ev->nranges);
 	for (int j = 0; j < ev->nranges; j++)
-		h = mix_range(h, &ev->ranges[j], extent_known(ev->kind));
+		h = mix_range(h, &ev->ranges[j]);
 	return h;
 }
 
@@ -345,7 +339,7 @@ bool policy_hev_weak_equal(const policy_history_t *h, const policy_hev_t *a,
 		const vmem_range_t *x = policy_history_range(h, a, j);
 		const vmem_range_t *y = policy_history_range(h, b, j);
 
-		if ((x->bytes != y->bytes && extent_known(a->kind)) || x->access != y->access ||
+		if ((x->bytes != y->bytes && !policy_ranges_vary(a->kind)) || x->access != y->access ||
 		    (x->alloc_id == 0) != (y->alloc_id == 0) || !str_eq(x->role, y->role))
 			return false;
 	}

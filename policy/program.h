@@ -113,8 +113,9 @@ int policy_event_significant(vmem_op_kind_t kind);
 uint64_t policy_event_hash(const vmem_event_t *ev);
 /* True for calls whose ranges are found by scanning their arguments (a
  * launch): how many there are may change from one iteration to the next,
- * so two such calls are the same call whatever their ranges, which are
- * compared one by one only where both have as many. */
+ * and their extents are the rest of an allocation, so two such calls are
+ * the same call whatever their ranges, which are compared one by one (not
+ * their bytes) only where both have as many. */
 bool policy_ranges_vary(vmem_op_kind_t kind);
 /* Same weak signature, field by field (no hash collision). */
 bool policy_hev_weak_equal(const policy_history_t *h, const policy_hev_t *a,
