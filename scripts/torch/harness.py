@@ -275,6 +275,24 @@ def parse_vmem_stats(text):
 		'host_peak': gauges.get('host', {}).get('peak')}
 
 
+_PLAN_RX = re.compile(r'^policy: iterations planned\s+(\d+)\s+suspended\s+(\d+)', re.M)
+_PLAN_MISSES_RX = re.compile(r'^policy: misses in planned iterations\s+(\d+)', re.M)
+
+
+def parse_plan_stats(text):
+	"""The proactive layer's lines of the VMEM_STATS table: {planned,
+	suspended, misses} (iterations planned, suspensions, misses in planned
+	iterations; None for a line not printed), or None when it printed
+	neither (no policy, or killed)."""
+	m = _PLAN_RX.search(text)
+	k = _PLAN_MISSES_RX.search(text)
+	if not m and not k:
+		return None
+	return {'planned': int(m.group(1)) if m else None,
+		'suspended': int(m.group(2)) if m else None,
+		'misses': int(k.group(1)) if k else None}
+
+
 def parse_um_stats(text):
 	"""The line libvmemum.so prints at exit, as a dict, or None."""
 	for line in reversed(text.splitlines()):
