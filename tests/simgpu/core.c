@@ -136,6 +136,11 @@ bool sg_dryrun;
  * negative: the host waits until the work ends (the model before
  * SIMGPU_POLL_COST existed). */
 double sg_poll_cost = 2e-6;
+/* What each VMM call costs the host per 2 MiB chunk, in seconds
+ * (SIMGPU_VMM_COST; set at init), and what was spent. */
+static double sg_vmm_cost[SIMGPU_VMM_N];
+static uint64_t sg_vmm_calls[SIMGPU_VMM_N];
+static double sg_vmm_host_s;
 bool sg_poison;
 int sg_race_mode = 2;
 size_t sg_page;
@@ -280,6 +285,13 @@ static void write_report(void)
 	fprintf(f, "bytes_d2h: %llu\n", (unsigned long long)sg_bytes_d2h);
 	fprintf(f, "bytes_d2d: %llu\n", (unsigned long long)sg_bytes_d2d);
 	fprintf(f, "kernels: %llu\n", (unsigned long long)sg_n_compute);
+	fprintf(f, "vmm_calls: map %llu access %llu unmap %llu create %llu release %llu\n",
+		(unsigned long long)sg_vmm_calls[SIMGPU_VMM_MAP],
+		(unsigned long long)sg_vmm_calls[SIMGPU_VMM_ACCESS],
+		(unsigned long long)sg_vmm_calls[SIMGPU_VMM_UNMAP],
+		(unsigned long long)sg_vmm_calls[SIMGPU_VMM_CREATE],
+		(unsigned long long)sg_vmm_calls[SIMGPU_VMM_RELEASE]);
+	fprintf(f, "vmm_host_s: %.9f\n", sg_vmm_host_s);
 	pthread_mutex_unlock(&simgpu_lock);
 	fclose(f);
 }
@@ -328,6 +340,11 @@ static void init_once(void)
 		else
 			sg_poll_cost = us * 1e-6;
 	}
+
+	v = getenv("SIMGPU_VMM_COST");
+	if (simgpu_parse_vmm_cost(v ? v : "", sg_vmm_cost))
+		bad_env("SIMGPU_VMM_COST", v, "not VMM costs; use h100, off, or five "
+			"microsecond figures per 2 MiB MAP,ACCESS,UNMAP,CREATE,RELEASE (e.g. 4,37,24,17,17)");
 
 	v = getenv("SIMGPU_RACECHECK");
 	if (v) {
@@ -740,6 +757,20 @@ static bool granular(size_t v)
 	return v % SIMGPU_GRANULARITY == 0;
 }
 
+/* A VMM call that succeeded costs the host its time (SIMGPU_VMM_COST,
+ * per 2 MiB chunk of the call): the driver updates the page tables on the
+ * calling thread, so work submitted after it starts no earlier.  A host
+ * that is ahead of the device hides it.  (lock held) */
+static void vmm_spend(simgpu_vmm_op_t op, size_t size)
+{
+	double s = sg_vmm_cost[op] *
+		   (double)((size + SIMGPU_GRANULARITY - 1) / SIMGPU_GRANULARITY);
+
+	sg_vmm_calls[op]++;
+	sg_vmm_host_s += s;
+	simgpu_clock_wait(&sg_clk, sg_clk.host + s);
+}
+
 simgpu_status_t simgpu_vmm_reserve(void **p, size_t size, size_t align,
 				   void *hint)
 {
@@ -836,6 +867,7 @@ simgpu_status_t simgpu_vmm_create(uint64_t *handle, size_t size)
 	}
 	ph->magic = PHYS_MAGIC;
 	ph->size = size;
+	vmm_spend(SIMGPU_VMM_CREATE, size);
 	pthread_mutex_unlock(&simgpu_lock);
 	phys_poison(ph->off, size);
 	*handle = (uint64_t)(uintptr_t)ph;
@@ -867,6 +899,7 @@ simgpu_status_t simgpu_vmm_release(uint64_t handle)
 		return SIMGPU_OK;
 	}
 	ph->released = true;
+	vmm_spend(SIMGPU_VMM_RELEASE, ph->size);
 	if (ph->maps == 0)
 		phys_destroy(ph);
 	pthread_mutex_unlock(&simgpu_lock);
@@ -943,6 +976,7 @@ simgpu_status_t simgpu_vmm_map(void *p, size_t size, size_t offset,
 		goto inval;
 	}
 	ph->maps++;
+	vmm_spend(SIMGPU_VMM_MAP, size);
 	pthread_mutex_unlock(&simgpu_lock);
 	return SIMGPU_OK;
 inval:
@@ -1025,6 +1059,7 @@ simgpu_status_t simgpu_vmm_unmap(void *p, size_t size)
 		if (--ph->maps == 0 && ph->released)
 			phys_destroy(ph);
 	}
+	vmm_spend(SIMGPU_VMM_UNMAP, size);
 	pthread_mutex_unlock(&simgpu_lock);
 	return SIMGPU_OK;
 }
@@ -1059,6 +1094,7 @@ simgpu_status_t simgpu_vmm_set_access(void *p, size_t size, int prot)
 	}
 	for (k = first; k < sg_regions.n && sa_head(&sg_regions, k)->base < end; k++)
 		((struct region *)sa_at(&sg_regions, k))->prot = prot;
+	vmm_spend(SIMGPU_VMM_ACCESS, size);
 	pthread_mutex_unlock(&simgpu_lock);
 	return SIMGPU_OK;
 }

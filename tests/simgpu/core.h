@@ -49,6 +49,15 @@ typedef enum {
 SIMGPU_API int simgpu_parse_size(const char *s, uint64_t *out);
 /* Parses 0/1/yes/no/true/false/on/off (and "" as false). 0 or -1. */
 SIMGPU_API int simgpu_parse_bool(const char *s, bool *out);
+/* The driver's VMM calls the simulator charges host time for. */
+typedef enum {
+	SIMGPU_VMM_MAP, SIMGPU_VMM_ACCESS, SIMGPU_VMM_UNMAP,
+	SIMGPU_VMM_CREATE, SIMGPU_VMM_RELEASE, SIMGPU_VMM_N
+} simgpu_vmm_op_t;
+/* Parses SIMGPU_VMM_COST into seconds per 2 MiB chunk for each op:
+ * "" or "h100" (the costs measured on an H100), "off" or "0" (free), or
+ * five microsecond figures "MAP,ACCESS,UNMAP,CREATE,RELEASE".  0 or -1. */
+SIMGPU_API int simgpu_parse_vmm_cost(const char *s, double out_s[SIMGPU_VMM_N]);
 /* The device model of that name, or NULL. */
 SIMGPU_API const simgpu_model_t *simgpu_model_lookup(const char *name);
 /* Streaming multiprocessors of a model (for the device properties). */

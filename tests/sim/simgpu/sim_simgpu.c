@@ -256,7 +256,7 @@ static void case_badenv(void)
 	int n = 0;
 
 	cudaGetDeviceCount(&n);
-	fprintf(stderr, "FAIL: a bad SIMGPU_MEM was accepted\n");
+	fprintf(stderr, "FAIL: a bad SIMGPU_* setting was accepted\n");
 	exit(1);
 }
 
@@ -512,6 +512,78 @@ static void case_report(void)
 	_exit(failures ? 1 : 0);
 }
 
+/* SIMGPU_VMM_COST=1,2,3,4,5 (us per 2 MiB of map, access, unmap, create,
+ * release): each call costs the host its time, and a kernel launched
+ * after them starts no earlier. */
+static void case_vmm_cost(void)
+{
+	const char *path = getenv("SIMGPU_REPORT");
+	unsigned long long map = 0, access = 0, unmap = 0, create = 0, release = 0;
+	double t = 0, host = 0;
+	int status = 0;
+	char line[256];
+	pid_t pid;
+	FILE *f;
+
+	if (!path) {
+		fprintf(stderr, "FAIL: SIMGPU_REPORT not set\n");
+		exit(1);
+	}
+	unlink(path);
+	pid = fork();
+	if (pid == 0) {
+		CUmemAllocationProp prop = dev_prop();
+		CUmemGenericAllocationHandle h;
+		CUdeviceptr va;
+		cudaKernel_t fill;
+		void *dev;
+		float v = 1.0f;
+		unsigned long long nf = 1;
+		void *args[] = { &dev, &v, &nf };
+
+		cuInit(0);
+		cuMemAddressReserve(&va, 8 * MIB, 0, 0, 0);
+		cuMemCreate(&h, 4 * MIB, &prop, 0);     /* 2 chunks:  8 us */
+		cuMemMap(va, 4 * MIB, 0, h, 0);         /*            2 us */
+		set_rw(va, 4 * MIB);                    /*            4 us */
+		cuMemUnmap(va, 2 * MIB);                /* 1 chunk:   3 us */
+		cuMemUnmap(va + 2 * MIB, 2 * MIB);      /*            3 us */
+		cuMemRelease(h);                        /* 2 chunks: 10 us */
+		dev = NULL;
+		cudaMalloc(&dev, GRAN);
+		get_kernel("mt_fill", &fill);
+		cudaLaunchKernel((const void *)fill, dim3_1(), dim3_1(), args, 0, NULL);
+		cudaDeviceSynchronize();
+		exit(0);
+	}
+	waitpid(pid, &status, 0);
+	EXPECT_EQ("child exit", 0, status);
+	f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "FAIL: no report at %s\n", path);
+		exit(1);
+	}
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "vmm_calls: map %llu access %llu unmap %llu create %llu release %llu",
+		       &map, &access, &unmap, &create, &release);
+		sscanf(line, "vmm_host_s: %lf", &host);
+		sscanf(line, "virtual_time_s: %lf", &t);
+	}
+	fclose(f);
+	EXPECT_EQ("vmm_calls map", 1, map);
+	EXPECT_EQ("vmm_calls access", 1, access);
+	EXPECT_EQ("vmm_calls unmap", 2, unmap);
+	EXPECT_EQ("vmm_calls create", 1, create);
+	EXPECT_EQ("vmm_calls release", 1, release);
+	EXPECT_NEAR("vmm_host_s", 30e-6, host, 1e-6);
+	/* the kernel starts after the host's 30 us */
+	EXPECT_NEAR("virtual_time_s", 30e-6 + TX_LAUNCH + 4.0 / TX_MEMBW, t, 1e-3);
+	printf("vmm-cost: %.1f us of host time in VMM calls, kernel ends at %.1f us\n",
+	       host * 1e6, t * 1e6);
+	fflush(NULL);
+	_exit(failures ? 1 : 0);
+}
+
 /* Kernels by name: launch, parameter layout, bad handles; the same
  * kernels through the driver API. */
 static void case_kernel(void)
@@ -670,9 +742,11 @@ static const struct {
 	{ "fault-kernel", case_fault_kernel },
 	{ "fault-dryrun", case_fault_dryrun },
 	{ "badenv", case_badenv },
+	{ "badenv-vmm-cost", case_badenv },
 	{ "streams", case_streams },
 	{ "dryrun", case_dryrun },
 	{ "report", case_report },
+	{ "vmm-cost", case_vmm_cost },
 	{ "kernel", case_kernel },
 	{ "preload", case_preload },
 	{ "threads", case_threads },

@@ -1,5 +1,6 @@
 /* tests/unit/simgpu/test_simgpu_core.c - size/boolean parsing, the device
  * model table, the roofline op time and the virtual-clock rules. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -63,6 +64,37 @@ static void test_parse_bool_words(void **state)
 	assert_false(b);
 	assert_int_equal(simgpu_parse_bool("2", &b), -1);
 	assert_int_equal(simgpu_parse_bool("maybe", &b), -1);
+}
+
+static void test_parse_vmm_cost(void **state)
+{
+	static const char *const bad[] = {
+		"1,2,3,4", "1,2,3,4,5,6", "1,2,,4,5", "-1,2,3,4,5", "1,2,3,4,5x",
+		" 1,2,3,4,5", "nan,1,1,1,1", "fast", "1e7,1,1,1,1",
+	};
+	double c[SIMGPU_VMM_N];
+	size_t i;
+
+	(void)state;
+	assert_int_equal(simgpu_parse_vmm_cost("", c), 0);
+	/* the default is the H100's measured remap: map + access ~41 us */
+	assert_true(c[SIMGPU_VMM_MAP] + c[SIMGPU_VMM_ACCESS] > 40e-6 &&
+		    c[SIMGPU_VMM_MAP] + c[SIMGPU_VMM_ACCESS] < 42e-6);
+	assert_true(c[SIMGPU_VMM_UNMAP] > 23e-6 && c[SIMGPU_VMM_UNMAP] < 25e-6);
+	assert_int_equal(simgpu_parse_vmm_cost("H100", c), 0);
+	assert_true(c[SIMGPU_VMM_CREATE] > 16e-6);
+	assert_int_equal(simgpu_parse_vmm_cost("off", c), 0);
+	for (i = 0; i < SIMGPU_VMM_N; i++)
+		assert_true(c[i] == 0.0);
+	assert_int_equal(simgpu_parse_vmm_cost("1,2.5,3,0,5", c), 0);
+	if (fabs(c[SIMGPU_VMM_ACCESS] - 2.5e-6) > 1e-12 || c[SIMGPU_VMM_CREATE] != 0.0 ||
+	    fabs(c[SIMGPU_VMM_RELEASE] - 5e-6) > 1e-12)
+		fail_msg("expected 1,2.5,3,0,5 us, got %g,%g,%g,%g,%g s", c[0], c[1],
+			 c[2], c[3], c[4]);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (simgpu_parse_vmm_cost(bad[i], c) != -1)
+			fail_msg("expected \"%s\" to be rejected", bad[i]);
+	assert_int_equal(simgpu_parse_vmm_cost(NULL, c), -1);
 }
 
 static void test_model_table_has_published_figures(void **state)
@@ -190,6 +222,7 @@ int main(void)
 		cmocka_unit_test(test_parse_size_accepts_bytes_and_suffixes),
 		cmocka_unit_test(test_parse_size_rejects_garbage_and_overflow),
 		cmocka_unit_test(test_parse_bool_words),
+		cmocka_unit_test(test_parse_vmm_cost),
 		cmocka_unit_test(test_model_table_has_published_figures),
 		cmocka_unit_test(test_op_seconds_is_launch_plus_roofline),
 		cmocka_unit_test(test_clock_work_starts_after_stream_engine_and_host),
