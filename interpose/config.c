@@ -92,6 +92,9 @@ static const cfg_var_t cfg_vars[] = {
 	{ "VMEM_MAP", CFG_ENUM, "lazy", map_names, 0, 0, 0, false, false, F(map), "",
 	  "when the budget is full, a new allocation maps what is free and the rest at first touch "
 	  "(lazy), or evicts live memory to map all of it at once (eager)" },
+	{ "VMEM_GRANT_RUNS", CFG_BOOL, "1", NULL, 0, 0, 0, false, false, F(grant_runs), "",
+	  "1: adjacent chunks mapped together (an allocation, a fault-in, a prefetch) get their "
+	  "access in one cuMemSetAccess; 0: one call per chunk" },
 	{ "VMEM_CHUNK_SIZE", CFG_SIZE, "0", NULL, 2 * MiB, 1 * GiB, 2 * MiB, true, false, F(chunk_size), "bytes",
 	  "physical chunk size, a multiple of 2 MiB; 0: the device's allocation granularity" },
 	{ "VMEM_SMALL_THRESHOLD", CFG_SIZE, "1M", NULL, 0, 1 * GiB, 0, true, false, F(small_threshold), "bytes",

@@ -47,6 +47,7 @@ typedef struct {
 				      VMEM_SIZE_AUTO = vmem_default_reserve(device total) */
 	uint64_t host_limit;       /* VMEM_HOST_LIMIT bytes of pinned host memory; 0 = unlimited */
 	vmem_map_t map;            /* VMEM_MAP */
+	bool grant_runs;           /* VMEM_GRANT_RUNS: one access grant per run of adjacent chunks */
 	uint64_t chunk_size;       /* VMEM_CHUNK_SIZE: physical chunk, multiple of the granularity; 0 = granularity */
 	uint64_t small_threshold;  /* VMEM_SMALL_THRESHOLD: below it, allocations share chunks and stay resident */
 	uint64_t va_size;          /* VMEM_VA_SIZE: virtual range reserved at start-up */

@@ -470,23 +470,51 @@ static void op_chunk_release(void *ctx, uint64_t h)
 	R.release((CUmemGenericAllocationHandle)h);
 }
 
-static int op_map(void *ctx, uintptr_t va, uint64_t size, uint64_t h)
+static CUresult set_rw(uintptr_t va, uint64_t size)
 {
 	CUmemAccessDesc d;
+	memset(&d, 0, sizeof(d));
+	d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	d.location.id = g_device;
+	d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	return R.set_access((CUdeviceptr)va, size, &d, 1);
+}
+
+static int map_fail(uintptr_t va, uint64_t size, CUresult r)
+{
+	vmem_error("mapping %" PRIu64 " bytes at 0x%" PRIxPTR " failed with CUDA error %d",
+		   size, va, (int)r);
+	return cu_status(r);
+}
+
+static int op_map_only(void *ctx, uintptr_t va, uint64_t size, uint64_t h)
+{
 	(void)ctx;
 	CUresult r = R.map((CUdeviceptr)va, size, 0, (CUmemGenericAllocationHandle)h, 0);
-	if (r == CUDA_SUCCESS) {
-		memset(&d, 0, sizeof(d));
-		d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-		d.location.id = g_device;
-		d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-		r = R.set_access((CUdeviceptr)va, size, &d, 1);
-		if (r != CUDA_SUCCESS)
-			R.unmap((CUdeviceptr)va, size);
-	}
-	if (r != CUDA_SUCCESS)
-		vmem_error("mapping %" PRIu64 " bytes at 0x%" PRIxPTR " failed with CUDA error %d",
-			   size, va, (int)r);
+	return r == CUDA_SUCCESS ? 0 : map_fail(va, size, r);
+}
+
+static int op_map(void *ctx, uintptr_t va, uint64_t size, uint64_t h)
+{
+	int rc = op_map_only(ctx, va, size, h);
+	if (rc)
+		return rc;
+	CUresult r = set_rw(va, size);
+	if (r == CUDA_SUCCESS)
+		return 0;
+	R.unmap((CUdeviceptr)va, size);
+	return map_fail(va, size, r);
+}
+
+/* Access over a run of chunks mapped with op_map_only. */
+static int op_grant(void *ctx, uintptr_t va, uint64_t size)
+{
+	(void)ctx;
+	CUresult r = set_rw(va, size);
+	if (r == CUDA_SUCCESS)
+		return 0;
+	vmem_error("granting access to %" PRIu64 " bytes at 0x%" PRIxPTR " failed with CUDA error "
+		   "%d; VMEM_GRANT_RUNS=0 grants each chunk on its own", size, va, (int)r);
 	return cu_status(r);
 }
 
@@ -716,6 +744,7 @@ int runtime_init(void)
 	}
 	c.budget = budget;
 	c.lazy_map = vmem_cfg.map == VMEM_MAP_LAZY;
+	c.grant_runs = vmem_cfg.grant_runs;
 	c.host_limit = vmem_cfg.host_limit;
 	c.small_threshold = vmem_cfg.small_threshold < c.chunk_size / 2 ?
 		vmem_cfg.small_threshold : c.chunk_size / 2;
@@ -743,6 +772,7 @@ int runtime_init(void)
 		.va_reserve = op_va_reserve, .va_release = op_va_release,
 		.chunk_create = op_chunk_create, .chunk_release = op_chunk_release,
 		.map = op_map, .unmap = op_unmap,
+		.map_only = op_map_only, .grant = op_grant,
 		.host_alloc = op_host_alloc, .host_free = op_host_free,
 		.copy_d2h = op_copy_d2h, .copy_h2d = op_copy_h2d,
 		.fence_record = op_fence_record, .fence_query = op_fence_query,

@@ -22,11 +22,16 @@ pool_status_t pool_page_unmap(pool_t *p, struct page *pg)
 	return dev_status(rc);
 }
 
-pool_status_t pool_page_map(pool_t *p, struct page *pg)
+/* Maps a chunk from the cache at the page, with access (`grant`) or
+ * without it (granted later with the page's run). */
+static pool_status_t page_map(pool_t *p, struct page *pg, bool grant)
 {
 	uint64_t h = p->cache[--p->ncache];
-	int rc = p->ops.map(p->ops.ctx, page_va(p, pg), chunk_sz(p), h);
+	int rc = grant ? p->ops.map(p->ops.ctx, page_va(p, pg), chunk_sz(p), h)
+		       : p->ops.map_only(p->ops.ctx, page_va(p, pg), chunk_sz(p), h);
 	p->st.maps++;
+	if (grant)
+		p->st.grants++;
 	if (rc) {
 		pool_cache_push(p, h);
 		return dev_status(rc);
@@ -35,6 +40,56 @@ pool_status_t pool_page_map(pool_t *p, struct page *pg)
 	pg->state = PG_RESIDENT;
 	if (pg->a->kind == A_SLAB)
 		slack_add(&p->st.small_slack, slab_slack(pg->a));
+	return POOL_OK;
+}
+
+pool_status_t pool_page_map(pool_t *p, struct page *pg)
+{
+	return page_map(p, pg, true);
+}
+
+static bool runs_on(const pool_t *p)
+{
+	return p->cfg.grant_runs && p->ops.map_only && p->ops.grant;
+}
+
+pool_status_t pool_run_grant(pool_t *p, struct grant_run *g)
+{
+	if (!g->n)
+		return POOL_OK;
+	struct alloc *a = g->a;
+	uint32_t first = g->first, n = g->n;
+	g->n = 0;
+	int rc = p->ops.grant(p->ops.ctx, page_va(p, &a->pages[first]), (uint64_t)n * chunk_sz(p));
+	p->st.grants++;
+	if (!rc)
+		return POOL_OK;
+	/* nothing is queued on them yet: unmapped, they are as before */
+	for (uint32_t k = first; k < first + n; k++) {
+		struct page *pg = &a->pages[k];
+		pool_page_unmap(p, pg);
+		pg->state = (pg->flags & PF_HOST_VALID) ? PG_HOST : PG_RELEASED;
+	}
+	return dev_status(rc);
+}
+
+pool_status_t pool_page_map_run(pool_t *p, struct page *pg, struct grant_run *g)
+{
+	if (!runs_on(p))
+		return pool_page_map(p, pg);
+	if (g->n && (g->a != pg->a || pg->idx != g->first + g->n)) {
+		pool_status_t st = pool_run_grant(p, g);
+		if (st)
+			return st;
+	}
+	pool_status_t st = page_map(p, pg, false);
+	if (st)
+		return st;
+	if (!g->n) {
+		g->a = pg->a;
+		g->first = pg->idx;
+	}
+	g->n++;
 	return POOL_OK;
 }
 

@@ -177,8 +177,12 @@ pool_status_t pool_map_fixed(pool_t *p, uintptr_t addr, uint64_t size, uint64_t 
 	r->nallocs++;
 	a->freed = true;   /* not live until fully mapped: never evicted meanwhile */
 	st = pool_ensure_chunks(p, a->npages);
+	struct grant_run g = { 0 };
 	for (uint32_t i = 0; st == POOL_OK && i < a->npages; i++)
-		st = pool_page_map(p, &a->pages[i]);
+		st = pool_page_map_run(p, &a->pages[i], &g);
+	pool_status_t gst = pool_run_grant(p, &g);
+	if (st == POOL_OK)
+		st = gst;
 	if (st) {
 		pool_freed_push(p, a);   /* reclaimable, nothing leaks */
 		goto out;

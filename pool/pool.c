@@ -194,22 +194,30 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 		/* map what is free now, first pages first; the rest is mapped
 		 * by the first call that touches it (a fresh map, no copy) */
 		uint32_t got = pool_chunks_free(p, need), left = need;
+		struct grant_run g = { 0 };
 		st = POOL_OK;
 		for (uint32_t i = 0; st == POOL_OK && got && i < a->npages; i++)
 			if (a->pages[i].state != PG_RESIDENT) {
-				st = pool_page_map(p, &a->pages[i]);
+				st = pool_page_map_run(p, &a->pages[i], &g);
 				got--;
 				left--;
 			}
+		pool_status_t gst = pool_run_grant(p, &g);
+		if (st == POOL_OK)
+			st = gst;
 		if (st == POOL_OK && left) {
 			p->st.lazy_allocs++;
 			p->st.lazy_pages += left;
 		}
 	} else {
+		struct grant_run g = { 0 };
 		st = pool_ensure_chunks(p, need);
 		for (uint32_t i = 0; st == POOL_OK && i < a->npages; i++)
 			if (a->pages[i].state != PG_RESIDENT)
-				st = pool_page_map(p, &a->pages[i]);
+				st = pool_page_map_run(p, &a->pages[i], &g);
+		pool_status_t gst = pool_run_grant(p, &g);
+		if (st == POOL_OK)
+			st = gst;
 	}
 	if (st) {
 		/* keep it as a ready freed range: reclaimable, nothing leaks */

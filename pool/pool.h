@@ -78,6 +78,8 @@ typedef struct {
 	uint64_t host_block;      /* pinned host memory is allocated in blocks of this; 0 = 32 chunks */
 	uint64_t offload_fence;   /* an offload records a fence after each this many bytes of
 				     copies, so its pages free up group by group; 0 = 64 MiB */
+	bool grant_runs;          /* one access grant per run of adjacent pages mapped
+				     together (needs ops.map_only and ops.grant) */
 	bool lazy_map;            /* a large allocation maps only what is free without a wait
 				     or a copy (first pages first); the rest is mapped by the
 				     first call that touches it, instead of evicting live
@@ -102,6 +104,13 @@ typedef struct {
 	void (*chunk_release)(void *ctx, uint64_t handle);
 	/* map the chunk at va and make it readable and writable */
 	int (*map)(void *ctx, uintptr_t va, uint64_t size, uint64_t handle);
+	/* Optional, both or neither (used when cfg.grant_runs): map the chunk
+	 * at va with no access yet, and make [va, va+size) readable and
+	 * writable, a range that may span several chunks map_only mapped.
+	 * The pool then grants the adjacent pages it maps together in one
+	 * call (cuMemSetAccess is most of a remap's cost on an H100). */
+	int (*map_only)(void *ctx, uintptr_t va, uint64_t size, uint64_t handle);
+	int (*grant)(void *ctx, uintptr_t va, uint64_t size);
 	int (*unmap)(void *ctx, uintptr_t va, uint64_t size);
 	int (*host_alloc)(void *ctx, uint64_t size, void **p);
 	void (*host_free)(void *ctx, void *p);
@@ -176,6 +185,7 @@ typedef struct {
 	uint64_t stalls, stall_ns;    /* host waits on fences */
 	uint64_t oom;                 /* requests refused for lack of device memory */
 	uint64_t chunks_created, chunks_released, maps, unmaps;
+	uint64_t grants;              /* access grants (cuMemSetAccess calls) */
 	uint64_t ranges_reused;       /* allocations served from a freed range without mapping */
 	uint64_t lazy_allocs;         /* allocations left partly unmapped (lazy_map) */
 	uint64_t lazy_pages;          /* their pages mapped later, at first touch */

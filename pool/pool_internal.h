@@ -458,6 +458,21 @@ pool_status_t pool_slot_get(pool_t *p, void **out);
 void pool_cache_push(pool_t *p, uint64_t h);
 pool_status_t pool_page_unmap(pool_t *p, struct page *pg);
 pool_status_t pool_page_map(pool_t *p, struct page *pg);
+
+/* Pages mapped together whose access is granted in one call: a run of
+ * adjacent pages of one allocation (chunks.c).  pool_page_map_run maps a
+ * page into the run (granting the run before when the page does not
+ * extend it); pool_run_grant grants what is pending, and must be called
+ * before the pages are used or the lock is released.  When the grant
+ * fails the run's pages are unmapped again (back to PG_HOST when their
+ * host copy is valid, else PG_RELEASED) and the device's error returned.
+ * Without cfg.grant_runs both behave as pool_page_map. */
+struct grant_run {
+	struct alloc *a;
+	uint32_t first, n;
+};
+pool_status_t pool_page_map_run(pool_t *p, struct page *pg, struct grant_run *g);
+pool_status_t pool_run_grant(pool_t *p, struct grant_run *g);
 pool_status_t pool_ensure_chunks(pool_t *p, uint32_t need);
 
 /* small.c */

@@ -80,6 +80,7 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line1(out, ctx, "chunks created", s->chunks_created, NULL);
 	line1(out, ctx, "maps / unmaps", s->maps, NULL);
 	line1(out, ctx, "  unmaps", s->unmaps, NULL);
+	line1(out, ctx, "  access grants", s->grants, NULL);
 	line1(out, ctx, "ranges reused", s->ranges_reused, NULL);
 	line1(out, ctx, "allocations mapped lazily", s->lazy_allocs, NULL);
 	line1(out, ctx, "  pages left to first touch", s->lazy_pages, NULL);

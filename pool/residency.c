@@ -618,6 +618,23 @@ static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rr
 			if (rr[i].a->freed && st == POOL_OK)
 				st = POOL_EINVAL;   /* freed by another thread while in use */
 		}
+	/* map every page first (adjacent ones granted access in one call),
+	 * then copy back those that hold bytes */
+	struct grant_run g = { 0 };
+	for (int i = 0; i < n; i++) {
+		if (!rr[i].a)
+			continue;
+		for (uint32_t k = rr[i].first; k <= rr[i].last; k++) {
+			struct page *pg = &rr[i].a->pages[k];
+			if (st || pg->state == PG_RESIDENT)
+				continue;
+			if (!(st = pool_page_map_run(p, pg, &g)))
+				pg->flags |= PF_MARK;
+		}
+	}
+	pool_status_t gst = pool_run_grant(p, &g);
+	if (!st)
+		st = gst;
 	for (int i = 0; i < n; i++) {
 		uint32_t f, l;
 		if (!rr[i].a)
@@ -626,10 +643,11 @@ static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rr
 		l = rr[i].last;
 		for (uint32_t k = f; k <= l; k++) {
 			struct page *pg = &rr[i].a->pages[k];
-			if (st || pg->state == PG_RESIDENT)
+			if (!(pg->flags & PF_MARK))
 				continue;
-			if ((st = pool_page_map(p, pg)))
-				continue;
+			pg->flags &= ~PF_MARK;
+			if (pg->state != PG_RESIDENT)
+				continue;   /* its run's grant failed: unmapped again */
 			if ((pg->flags & PF_HOST_VALID) && page_overwritten(p, refs, rr, n, pg)) {
 				/* the call rewrites it all: its old bytes are not needed */
 				pool_slot_release(p, pg->host, pg->busy);
@@ -1102,11 +1120,25 @@ pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, bool wait)
 		pthread_mutex_unlock(&p->lock);
 		return POOL_EINVAL;
 	}
+	/* map what the cache holds (adjacent pages granted in one call),
+	 * then copy back the pages that hold bytes */
+	struct grant_run g = { 0 };
 	for (uint32_t k = rr.first; k <= rr.last; k++) {
 		struct page *pg = &a->pages[k];
 		if (pg->state == PG_RESIDENT)
 			continue;
-		if (!p->ncache || pool_page_map(p, pg)) {
+		if (!p->ncache || pool_page_map_run(p, pg, &g))
+			skipped++;
+		else
+			pg->flags |= PF_MARK;
+	}
+	pool_run_grant(p, &g);   /* failed: its pages are unmapped again, skipped below */
+	for (uint32_t k = rr.first; k <= rr.last; k++) {
+		struct page *pg = &a->pages[k];
+		if (!(pg->flags & PF_MARK))
+			continue;
+		pg->flags &= ~PF_MARK;
+		if (pg->state != PG_RESIDENT) {
 			skipped++;
 			continue;
 		}

@@ -139,6 +139,7 @@ double sg_poll_cost = 2e-6;
 /* What each VMM call costs the host per 2 MiB chunk, in seconds
  * (SIMGPU_VMM_COST; set at init), and what was spent. */
 static double sg_vmm_cost[SIMGPU_VMM_N];
+static bool sg_vmm_per_call;
 static uint64_t sg_vmm_calls[SIMGPU_VMM_N];
 static double sg_vmm_host_s;
 bool sg_poison;
@@ -342,9 +343,10 @@ static void init_once(void)
 	}
 
 	v = getenv("SIMGPU_VMM_COST");
-	if (simgpu_parse_vmm_cost(v ? v : "", sg_vmm_cost))
+	if (simgpu_parse_vmm_cost(v ? v : "", sg_vmm_cost, &sg_vmm_per_call))
 		bad_env("SIMGPU_VMM_COST", v, "not VMM costs; use h100, off, or five "
-			"microsecond figures per 2 MiB MAP,ACCESS,UNMAP,CREATE,RELEASE (e.g. 4,37,24,17,17)");
+			"microsecond figures per 2 MiB MAP,ACCESS,UNMAP,CREATE,RELEASE (e.g. 4,37,24,17,17), "
+			"optionally followed by /call");
 
 	v = getenv("SIMGPU_RACECHECK");
 	if (v) {
@@ -758,13 +760,14 @@ static bool granular(size_t v)
 }
 
 /* A VMM call that succeeded costs the host its time (SIMGPU_VMM_COST,
- * per 2 MiB chunk of the call): the driver updates the page tables on the
- * calling thread, so work submitted after it starts no earlier.  A host
- * that is ahead of the device hides it.  (lock held) */
+ * per 2 MiB chunk of the call, or once with /call): the driver updates
+ * the page tables on the calling thread, so work submitted after it
+ * starts no earlier.  A host that is ahead of the device hides it.
+ * (lock held) */
 static void vmm_spend(simgpu_vmm_op_t op, size_t size)
 {
-	double s = sg_vmm_cost[op] *
-		   (double)((size + SIMGPU_GRANULARITY - 1) / SIMGPU_GRANULARITY);
+	double s = sg_vmm_cost[op] * (sg_vmm_per_call ? 1.0 :
+		   (double)((size + SIMGPU_GRANULARITY - 1) / SIMGPU_GRANULARITY));
 
 	sg_vmm_calls[op]++;
 	sg_vmm_host_s += s;

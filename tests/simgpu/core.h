@@ -56,8 +56,10 @@ typedef enum {
 } simgpu_vmm_op_t;
 /* Parses SIMGPU_VMM_COST into seconds per 2 MiB chunk for each op:
  * "" or "h100" (the costs measured on an H100), "off" or "0" (free), or
- * five microsecond figures "MAP,ACCESS,UNMAP,CREATE,RELEASE".  0 or -1. */
-SIMGPU_API int simgpu_parse_vmm_cost(const char *s, double out_s[SIMGPU_VMM_N]);
+ * five microsecond figures "MAP,ACCESS,UNMAP,CREATE,RELEASE"; a "/call"
+ * suffix (*per_call) charges each call once whatever its size (a what-if:
+ * only one-chunk calls were measured).  0 or -1. */
+SIMGPU_API int simgpu_parse_vmm_cost(const char *s, double out_s[SIMGPU_VMM_N], bool *per_call);
 /* The device model of that name, or NULL. */
 SIMGPU_API const simgpu_model_t *simgpu_model_lookup(const char *name);
 /* Streaming multiprocessors of a model (for the device properties). */

@@ -99,12 +99,21 @@ int simgpu_parse_bool(const char *s, bool *out)
  * one-chunk calls, docs/real-gpu.md "Link and virtual memory"). */
 static const double vmm_cost_h100_us[SIMGPU_VMM_N] = { 4.2, 36.7, 23.9, 16.5, 16.9 };
 
-int simgpu_parse_vmm_cost(const char *s, double out_s[SIMGPU_VMM_N])
+int simgpu_parse_vmm_cost(const char *s, double out_s[SIMGPU_VMM_N], bool *per_call)
 {
-	const char *p = s;
+	char buf[128];
+	const char *p = buf;
+	size_t n;
 	int i;
 
-	if (!s)
+	if (!s || (n = strlen(s)) >= sizeof(buf))
+		return -1;
+	memcpy(buf, s, n + 1);
+	*per_call = n >= 5 && !strcasecmp(buf + n - 5, "/call");
+	if (*per_call)
+		buf[n - 5] = '\0';
+	s = buf;
+	if (!*s && *per_call)
 		return -1;
 	if (!*s || !strcasecmp(s, "h100")) {
 		for (i = 0; i < SIMGPU_VMM_N; i++)

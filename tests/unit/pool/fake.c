@@ -32,6 +32,11 @@ static bool access_range(fake_t *f, uintptr_t va, void *buf, uint64_t n, bool wr
 				  (unsigned long)va);
 			return false;
 		}
+		if (f->noaccess[s - f->map]) {
+			violation(f, "%s of device address 0x%lx mapped without access granted",
+				  write ? "write" : "read", (unsigned long)va);
+			return false;
+		}
 		uint64_t in = (va - f->va_base) % f->chunk, k = f->chunk - in;
 		if (k > n)
 			k = n;
@@ -309,9 +314,8 @@ static void f_chunk_release(void *ctx, uint64_t h)
 	pthread_mutex_unlock(&f->lock);
 }
 
-static int f_map(void *ctx, uintptr_t va, uint64_t size, uint64_t h)
+static int map_chunk(fake_t *f, uintptr_t va, uint64_t size, uint64_t h, bool access)
 {
-	fake_t *f = ctx;
 	int rc = 0;
 	pthread_mutex_lock(&f->lock);
 	uint8_t **s = page_slot(f, va);
@@ -328,9 +332,47 @@ static int f_map(void *ctx, uintptr_t va, uint64_t size, uint64_t h)
 				violation(f, "chunk mapped twice (at 0x%lx too)",
 					  (unsigned long)(f->va_base + i * f->chunk));
 		*s = (uint8_t *)(uintptr_t)h;
+		f->noaccess[s - f->map] = !access;
 		f->mapped += size;
 		if (f->mapped > f->peak_mapped)
 			f->peak_mapped = f->mapped;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+static int f_map(void *ctx, uintptr_t va, uint64_t size, uint64_t h)
+{
+	return map_chunk(ctx, va, size, h, true);
+}
+
+static int f_map_only(void *ctx, uintptr_t va, uint64_t size, uint64_t h)
+{
+	return map_chunk(ctx, va, size, h, false);
+}
+
+/* Access over [va, va+size): every page of it must be mapped. */
+static int f_grant(void *ctx, uintptr_t va, uint64_t size)
+{
+	fake_t *f = ctx;
+	int rc = 0;
+	pthread_mutex_lock(&f->lock);
+	if ((va - f->va_base) % f->chunk || !size || size % f->chunk) {
+		violation(f, "grant of a bad range 0x%lx+%lu", (unsigned long)va, (unsigned long)size);
+		rc = POOL_EDEVICE;
+	} else if (++f->grants == f->grant_fail_at) {
+		rc = POOL_EDEVICE;
+	} else {
+		for (uint64_t o = 0; o < size; o += f->chunk) {
+			uint8_t **s = page_slot(f, va + o);
+			if (!s || !*s) {
+				violation(f, "grant over an unmapped page 0x%lx", (unsigned long)(va + o));
+				rc = POOL_EDEVICE;
+				break;
+			}
+		}
+		for (uint64_t o = 0; !rc && o < size; o += f->chunk)
+			f->noaccess[page_slot(f, va + o) - f->map] = 0;
 	}
 	pthread_mutex_unlock(&f->lock);
 	return rc;
@@ -353,6 +395,7 @@ static int f_unmap(void *ctx, uintptr_t va, uint64_t size)
 					violation(f, "unmap of 0x%lx while %s on it is still queued",
 						  (unsigned long)va, op->kind == FAKE_KERNEL ? "a kernel" : "a copy");
 		*s = NULL;
+		f->noaccess[s - f->map] = 0;
 		f->mapped -= size;
 		f->unmaps++;
 	}
@@ -534,6 +577,7 @@ void fake_init(fake_t *f, uint64_t chunk, uint64_t budget, uint64_t va_size)
 	f->va_base = 0x200000000000ull;
 	f->va_size = va_size;
 	f->map = calloc(va_size / chunk, sizeof(*f->map));
+	f->noaccess = calloc(va_size / chunk, 1);
 	f->rng = 0x9e3779b97f4a7c15ull;
 }
 
@@ -546,6 +590,7 @@ void fake_fini(fake_t *f)
 		free(ff);
 	}
 	free(f->map);
+	free(f->noaccess);
 	pthread_mutex_destroy(&f->lock);
 }
 
@@ -559,6 +604,7 @@ pool_ops_t fake_ops(fake_t *f)
 		.va_reserve = f_va_reserve, .va_release = f_va_release,
 		.chunk_create = f_chunk_create, .chunk_release = f_chunk_release,
 		.map = f_map, .unmap = f_unmap,
+		.map_only = f_map_only, .grant = f_grant,
 		.host_alloc = f_host_alloc, .host_free = f_host_free,
 		.copy_d2h = f_copy_d2h, .copy_h2d = f_copy_h2d,
 		.fence_record = f_fence_record, .fence_query = f_fence_query,

@@ -19,7 +19,10 @@
  * between two streams is caught.  Every violation is counted with a
  * message; tests assert there are none.
  *
- * Faults can be injected: a map, a copy or a fence record that fails on
+ * A page mapped with map_only has no access until a grant covers it: a
+ * read, write or copy of it before is a violation, as on a GPU.
+ *
+ * Faults can be injected: a map, a grant, a copy or a fence record that fails on
  * its n-th call, fence waits and queries that fail, and a hook called at
  * the start of every fence wait (outside the fake's lock) with which a
  * test stalls one thread in a wait.
@@ -73,6 +76,7 @@ typedef struct {
 	uintptr_t va_base;
 	uint64_t va_size;
 	uint8_t **map;          /* per page: backing buffer or NULL */
+	uint8_t *noaccess;      /* per page: mapped by map_only, not granted yet */
 	uint64_t created, peak_created, mapped, peak_mapped;
 	uint64_t host_bytes, host_fail_after;  /* host_alloc fails past this (0 = never) */
 	uint64_t issued;
@@ -86,7 +90,9 @@ typedef struct {
 	uint64_t d2h_copies, h2d_copies, waits, unmaps, stream_waits, kernels;
 	uint64_t fences;        /* fence_record calls so far */
 	uint64_t fence_fail_at; /* that fence_record call (1-based) fails; 0 = never */
-	uint64_t maps;          /* map calls so far */
+	uint64_t maps;          /* map and map_only calls so far */
+	uint64_t grants;        /* grant calls so far (a full map grants too, not counted) */
+	uint64_t grant_fail_at; /* that grant call (1-based) fails; 0 = never */
 	uint64_t map_fail_at;   /* that map call (1-based) fails like a dead context; 0 = never */
 	uint64_t h2d_fail_at, d2h_fail_at;  /* that copy call (1-based, per direction) fails */
 	bool wait_fails;        /* fence_wait answers an error (and waits for nothing) */

@@ -28,18 +28,27 @@ typedef struct {
 	pool_t *p;
 } env_t;
 
-static void env_open(env_t *e, uint64_t budget_chunks, uint64_t host_limit, uint64_t va_chunks)
+/* runs: cfg.grant_runs; runs_ops: the fake's map_only and grant offered */
+static void env_open_grants(env_t *e, uint64_t budget_chunks, uint64_t host_limit,
+			    uint64_t va_chunks, bool runs, bool runs_ops)
 {
 	fake_init(&e->f, CH, budget_chunks * CH, va_chunks * CH);
 	pool_config_t c = {
 		.budget = budget_chunks * CH, .host_limit = host_limit,
 		.chunk_size = CH, .granularity = CH, .small_threshold = CH / 2,
-		.va_size = va_chunks * CH, .host_block = 4 * CH,
+		.va_size = va_chunks * CH, .host_block = 4 * CH, .grant_runs = runs,
 	};
 	pool_ops_t ops = fake_ops(&e->f);
+	if (!runs_ops)
+		ops.map_only = NULL, ops.grant = NULL;
 	pool_status_t st = pool_create(&c, &ops, &e->p);
 	if (st != POOL_OK)
 		fail_msg("pool_create: expected success, got %s", pool_strerror(st));
+}
+
+static void env_open(env_t *e, uint64_t budget_chunks, uint64_t host_limit, uint64_t va_chunks)
+{
+	env_open_grants(e, budget_chunks, host_limit, va_chunks, false, true);
 }
 
 static void env_close(env_t *e)
@@ -1047,6 +1056,94 @@ static void test_fault_in_map_failure_after_a_copy_fails_the_call(void **state)
 	assert_int_equal(pool_sync(e.p), POOL_OK);
 	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
 	assert_true(check(&e, a, 2 * CH, 31));
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* Access in one grant per run of adjacent pages mapped together: an
+ * allocation, a fault-in, a prefetch; the fake refuses any use of a page
+ * before its grant. */
+static void expect_grants(env_t *e, const char *what, uint64_t want)
+{
+	if (e->f.grants != want)
+		fail_msg("%s: expected %lu grant calls in all, got %lu", what,
+			 (unsigned long)want, (unsigned long)e->f.grants);
+}
+
+static void test_grant_runs_one_call_per_run_of_adjacent_pages(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open_grants(&e, 8, 0, 64, true, true);
+	uintptr_t a = must_malloc(&e, 4 * CH - 100);
+	expect_grants(&e, "a 4-page allocation", 1);
+	put(&e, a, 4 * CH - 100, 5);
+	offload_done(&e, a, 4 * CH - 100);
+	assert_int_equal(pool_page_state(e.p, a + 3 * CH), POOL_PAGE_HOST);
+	assert_true(check(&e, a, 4 * CH - 100, 5));     /* one fault-in of 4 pages */
+	expect_grants(&e, "the fault-in of 4 pages", 2);
+	offload_done(&e, a, 4 * CH - 100);
+	assert_int_equal(prefetch(&e, a + CH, 2 * CH), POOL_OK);   /* pages 1 and 2 */
+	expect_grants(&e, "a prefetch of 2 pages", 3);
+	assert_true(check(&e, a, 4 * CH - 100, 5));     /* pages 0 and 3: two runs */
+	expect_grants(&e, "the fault-in of pages 0 and 3", 5);
+	pool_stats_t s = stats(&e);
+	if (s.grants != e.f.grants || s.maps != e.f.maps)
+		fail_msg("stats: expected %lu grants and %lu maps (the fake's), got %lu and %lu",
+			 (unsigned long)e.f.grants, (unsigned long)e.f.maps,
+			 (unsigned long)s.grants, (unsigned long)s.maps);
+	check_clean(&e);
+	env_close(&e);
+}
+
+static void test_grant_failure_unmaps_the_run_and_keeps_the_bytes(void **state)
+{
+	(void)state;
+	env_t e;
+	uintptr_t b;
+	uint64_t id;
+	env_open_grants(&e, 8, 0, 64, true, true);
+	uintptr_t a = must_malloc(&e, 3 * CH);
+	put(&e, a, 3 * CH, 12);
+	offload_done(&e, a, 3 * CH);
+	e.f.grant_fail_at = e.f.grants + 1;
+	pool_ref_t r = { .ptr = a, .bytes = 3 * CH, .write = false };
+	pool_span_t s;
+	pool_status_t st = pool_acquire(e.p, &r, 1, NULL, &s);
+	if (st != POOL_EDEVICE)
+		fail_msg("fault-in whose grant failed: expected %s, got %s",
+			 pool_strerror(POOL_EDEVICE), pool_strerror(st));
+	for (uint64_t k = 0; k < 3; k++) {
+		assert_int_equal(pool_page_state(e.p, a + k * CH), POOL_PAGE_HOST);
+		assert_false(fake_is_mapped(&e.f, a + k * CH));
+	}
+	assert_true(check(&e, a, 3 * CH, 12));     /* the next try brings them */
+	e.f.grant_fail_at = e.f.grants + 1;
+	st = pool_malloc(e.p, 2 * CH, &b, &id);
+	if (st != POOL_EDEVICE)
+		fail_msg("allocation whose grant failed: expected %s, got %s",
+			 pool_strerror(POOL_EDEVICE), pool_strerror(st));
+	b = must_malloc(&e, 2 * CH);
+	put(&e, b, 2 * CH, 13);
+	assert_true(check(&e, a, 3 * CH, 12));
+	assert_true(check(&e, b, 2 * CH, 13));
+	check_clean(&e);
+	env_close(&e);
+}
+
+static void test_grant_runs_without_the_ops_grant_each_map(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open_grants(&e, 8, 0, 64, true, false);
+	uintptr_t a = must_malloc(&e, 3 * CH);
+	put(&e, a, 3 * CH, 2);
+	offload_done(&e, a, 3 * CH);
+	assert_true(check(&e, a, 3 * CH, 2));
+	expect_grants(&e, "no map_only/grant ops", 0);
+	pool_stats_t s = stats(&e);
+	assert_int_equal(s.maps, 6);
+	assert_int_equal(s.grants, 6);   /* each full map grants */
 	check_clean(&e);
 	env_close(&e);
 }
@@ -2675,6 +2772,9 @@ int main(void)
 		cmocka_unit_test(test_offload_keeps_page_mapped_when_no_fence_follows_the_copy),
 		cmocka_unit_test(test_device_failure_is_not_reported_as_out_of_memory),
 		cmocka_unit_test(test_fault_in_map_failure_after_a_copy_fails_the_call),
+		cmocka_unit_test(test_grant_runs_one_call_per_run_of_adjacent_pages),
+		cmocka_unit_test(test_grant_failure_unmaps_the_run_and_keeps_the_bytes),
+		cmocka_unit_test(test_grant_runs_without_the_ops_grant_each_map),
 		cmocka_unit_test(test_fault_in_copy_failure_fails_the_call_and_keeps_the_host_copy),
 		cmocka_unit_test(test_eviction_whose_wait_fails_keeps_pages_mapped),
 		cmocka_unit_test(test_reclaim_whose_wait_fails_keeps_the_freed_range_mapped),

@@ -66,35 +66,48 @@ static void test_parse_bool_words(void **state)
 	assert_int_equal(simgpu_parse_bool("maybe", &b), -1);
 }
 
+static bool per_call;
+
+static int simgpu_parse_vmm_cost_(const char *s, double c[SIMGPU_VMM_N])
+{
+	return simgpu_parse_vmm_cost(s, c, &per_call);
+}
+
 static void test_parse_vmm_cost(void **state)
 {
 	static const char *const bad[] = {
 		"1,2,3,4", "1,2,3,4,5,6", "1,2,,4,5", "-1,2,3,4,5", "1,2,3,4,5x",
-		" 1,2,3,4,5", "nan,1,1,1,1", "fast", "1e7,1,1,1,1",
+		" 1,2,3,4,5", "nan,1,1,1,1", "fast", "1e7,1,1,1,1", "/call", "h100/Call/call",
 	};
 	double c[SIMGPU_VMM_N];
 	size_t i;
 
 	(void)state;
-	assert_int_equal(simgpu_parse_vmm_cost("", c), 0);
+	assert_int_equal(simgpu_parse_vmm_cost_("", c), 0);
 	/* the default is the H100's measured remap: map + access ~41 us */
 	assert_true(c[SIMGPU_VMM_MAP] + c[SIMGPU_VMM_ACCESS] > 40e-6 &&
 		    c[SIMGPU_VMM_MAP] + c[SIMGPU_VMM_ACCESS] < 42e-6);
 	assert_true(c[SIMGPU_VMM_UNMAP] > 23e-6 && c[SIMGPU_VMM_UNMAP] < 25e-6);
-	assert_int_equal(simgpu_parse_vmm_cost("H100", c), 0);
+	assert_int_equal(simgpu_parse_vmm_cost_("H100", c), 0);
 	assert_true(c[SIMGPU_VMM_CREATE] > 16e-6);
-	assert_int_equal(simgpu_parse_vmm_cost("off", c), 0);
+	assert_int_equal(simgpu_parse_vmm_cost_("off", c), 0);
 	for (i = 0; i < SIMGPU_VMM_N; i++)
 		assert_true(c[i] == 0.0);
-	assert_int_equal(simgpu_parse_vmm_cost("1,2.5,3,0,5", c), 0);
+	assert_int_equal(simgpu_parse_vmm_cost_("1,2.5,3,0,5", c), 0);
 	if (fabs(c[SIMGPU_VMM_ACCESS] - 2.5e-6) > 1e-12 || c[SIMGPU_VMM_CREATE] != 0.0 ||
 	    fabs(c[SIMGPU_VMM_RELEASE] - 5e-6) > 1e-12)
 		fail_msg("expected 1,2.5,3,0,5 us, got %g,%g,%g,%g,%g s", c[0], c[1],
 			 c[2], c[3], c[4]);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		if (simgpu_parse_vmm_cost(bad[i], c) != -1)
+		if (simgpu_parse_vmm_cost_(bad[i], c) != -1)
 			fail_msg("expected \"%s\" to be rejected", bad[i]);
-	assert_int_equal(simgpu_parse_vmm_cost(NULL, c), -1);
+	assert_int_equal(simgpu_parse_vmm_cost_(NULL, c), -1);
+	assert_int_equal(simgpu_parse_vmm_cost_("h100/call", c), 0);
+	assert_true(per_call && c[SIMGPU_VMM_ACCESS] > 36e-6);
+	assert_int_equal(simgpu_parse_vmm_cost_("1,2,3,4,5/CALL", c), 0);
+	assert_true(per_call && fabs(c[SIMGPU_VMM_UNMAP] - 3e-6) < 1e-12);
+	assert_int_equal(simgpu_parse_vmm_cost_("h100", c), 0);
+	assert_false(per_call);
 }
 
 static void test_model_table_has_published_figures(void **state)
