@@ -56,6 +56,7 @@ typedef struct {
 	uint64_t workspace_limit;        /* VMEM_WORKSPACE_LIMIT bytes; 0 = none */
 	vmem_microbatch_t microbatch;    /* VMEM_MICROBATCH */
 	uint64_t wr_slack;               /* VMEM_WR_SLACK: percent of time WR gives for less workspace */
+	uint64_t remap_cost;             /* VMEM_REMAP_COST: us per 2 MiB, WR's price of workspace */
 	char trace_path[4096];           /* VMEM_TRACE; "" = off */
 	char cache_path[4096];           /* VMEM_CACHE; "" = off */
 	vmem_log_level_t log_level;      /* VMEM_LOG */

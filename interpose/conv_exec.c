@@ -628,12 +628,18 @@ static bool least_ws_config(conv_kernel_t *k)
 	return true;
 }
 
+static bool g_priced;                 /* the budget binds: WR prices workspace (VMEM_REMAP_COST) */
+
 static void decide_wr(conv_kernel_t *k)
 {
 	uint64_t room = conv_room(k->tensor_bytes);
 	uint64_t limit = conv_kernel_limit(k);
 	solver_kernel_t t = { k->batch, k->quantum, k->nmeas, k->meas };
-	solver_status_t st = solver_wr_slack(&t, limit, (double)vmem_cfg.wr_slack / 100.0, &k->cfg);
+	/* once the budget binds, a workspace is unmapped after its call and
+	 * mapped again for the next: each 2 MiB of it costs a remap */
+	double price = g_priced ? (double)vmem_cfg.remap_cost * 1e-3 / (double)(2 * MiB) : 0.0;
+	solver_status_t st = solver_wr_priced(&t, limit, (double)vmem_cfg.wr_slack / 100.0, price,
+					      &k->cfg);
 	const char *how = "ok";
 
 	k->cfg_wd = false;
@@ -943,6 +949,25 @@ void conv_note_call(conv_kernel_t *k)
 	if (k->id != g_first_kernel)
 		return;
 	/* the first kernel runs again: an iteration has passed */
+	if (!g_priced && !conv_mode.wd && vmem_cfg.remap_cost && runtime_budget_binds()) {
+		/* the budget binds: every configuration with a workspace is
+		 * decided again with its remaps priced */
+		int n = 0;
+
+		g_priced = true;
+		for (unsigned b = 0; b < NBUCKETS; b++)
+			for (conv_kernel_t *q = g_buckets[b]; q; q = q->next)
+				if (q->have_cfg && q->cfg.ws && q->meas_state == 1) {
+					q->redecide = true;
+					n++;
+				}
+		if (n) {
+			g_redo = true;
+			vmem_info("conv: the budget binds; %d configurations with a workspace decided "
+				  "again, each 2 MiB of workspace priced at %" PRIu64 " us (VMEM_REMAP_COST)",
+				  n, vmem_cfg.remap_cost);
+		}
+	}
 	if (g_redo && (!conv_mode.wd || g_period_done)) {
 		redecide_all();
 		return;

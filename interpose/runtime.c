@@ -944,6 +944,16 @@ void runtime_budget_free(uint64_t *budget, uint64_t *free_bytes, uint64_t *chunk
 		*chunk = runtime_active() ? pool_config(g_pool)->chunk_size : 0;
 }
 
+bool runtime_budget_binds(void)
+{
+	pool_stats_t s;
+
+	if (!runtime_active())
+		return false;
+	pool_get_stats(g_pool, &s);
+	return s.evictions || s.pages_dropped;
+}
+
 int runtime_device(void)
 {
 	return g_device;

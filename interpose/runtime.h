@@ -55,6 +55,9 @@ void runtime_stream_destroyed(cudaStream_t stream);
  * not active.  For decisions that must fit beside a call's tensors (the
  * conv workspace choice, interpose/conv_exec.c).  Thread-safe. */
 void runtime_budget_free(uint64_t *budget, uint64_t *free_bytes, uint64_t *chunk);
+/* True once the budget has bound: the pool evicted or dropped
+ * pages to make room (so memory a call takes is memory another gives up). */
+bool runtime_budget_binds(void);
 
 /* A hooked call that vmem could not see into may have written device
  * memory (a launch whose parameter layout is unknown or that comes while

@@ -149,6 +149,16 @@ solver_status_t solver_wr(const solver_kernel_t *k, uint64_t limit, solver_confi
 solver_status_t solver_wr_slack(const solver_kernel_t *k, uint64_t limit, double slack,
 				solver_config_t *out);
 
+/* WR with a price on workspace: of the configurations under `limit`, the
+ * one with the least time + ms_per_byte x workspace (the least workspace
+ * among equals), then solver_wr_slack's walk from it.  Under a full
+ * budget a workspace's pages are mapped for each call and unmapped after
+ * it (its bytes are dead between calls, other data needs the memory), so
+ * each of its bytes costs the call the driver's remap time; ms_per_byte
+ * 0 (or not finite) is solver_wr_slack.  Same statuses as solver_wr. */
+solver_status_t solver_wr_priced(const solver_kernel_t *k, uint64_t limit, double slack,
+				 double ms_per_byte, solver_config_t *out);
+
 /* ---- Desirable configurations (§III-C) ---- */
 
 /* The desirable set D(C(B)) of a kernel: every configuration that no

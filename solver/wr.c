@@ -361,6 +361,36 @@ solver_status_t solver_wr_slack(const solver_kernel_t *k, uint64_t limit, double
 	return SOLVER_OK;
 }
 
+solver_status_t solver_wr_priced(const solver_kernel_t *k, uint64_t limit, double slack,
+				 double ms_per_byte, solver_config_t *out)
+{
+	solver_front_t f;
+	solver_status_t st;
+	int best = -1;
+
+	if (!(ms_per_byte > 0) || !isfinite(ms_per_byte))
+		return solver_wr_slack(k, limit, slack, out);
+	if ((st = solver_front(k, limit, &f)) != SOLVER_OK) {
+		memset(out, 0, sizeof(*out));
+		return st;
+	}
+	/* the front is ordered by workspace ascending: a strict < keeps the
+	 * least workspace among equal costs */
+	for (int i = 0; i < f.n; i++)
+		if (best < 0 || f.c[i].time + ms_per_byte * (double)f.c[i].ws <
+				f.c[best].time + ms_per_byte * (double)f.c[best].ws)
+			best = i;
+	*out = f.c[best];
+	if (slack > 0 && isfinite(slack)) {
+		double most = out->time * (1.0 + slack);
+
+		for (int i = best - 1; i >= 0 && f.c[i].time <= most; i--)
+			*out = f.c[i];
+	}
+	solver_front_free(&f);
+	return SOLVER_OK;
+}
+
 /* Configurations before pruning: sequences of parts with any algorithm
  * measured at each part's size, within the limit (same two tables). */
 static double dp_count(const dp_t *d)

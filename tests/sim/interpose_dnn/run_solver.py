@@ -569,6 +569,39 @@ def check_plan_room(args, tmp):
                   len(rooms), len(bad), bad[:3]))
 
 
+def check_remap_price(args, tmp):
+    # VGG-16 (minitrain vgg19, batch 64) on the h100 model at half its
+    # peak, caching style, dry run, dyn: once the budget binds, WR prices
+    # each 2 MiB of workspace at a remap (VMEM_REMAP_COST) and decides
+    # again; the workspaces shrink and the iteration (remaps charged by
+    # the simulator, SIMGPU_VMM_COST) is faster than with workspace free
+    mt = [args.minitrain, "--net", "vgg19", "--batch", "64", "--image", "224", "--iters", "10",
+          "--classes", "1000", "--alloc", "caching"]
+    env = {"SIMGPU_DRYRUN": "1", "SIMGPU_MODEL": "h100", "SIMGPU_MEM": "3346M"}
+    res = {}
+    for cost in ("61", "0"):
+        trace = os.path.join(tmp, "price-%s.jsonl" % cost)
+        p = run(mt, dict(env, LD_PRELOAD=args.vmem, VMEM_POLICY="dyn", VMEM_LOG="info",
+                         VMEM_DEVICE_RESERVE="0", VMEM_REMAP_COST=cost, VMEM_TRACE=trace))
+        last = {}
+        for r in solver_recs(read_trace(trace), "wr"):
+            last[r["kernel"]] = r["ws"]
+        res[cost] = (p, sum(last.values()), iter_ms(p, 9))
+    p, ws, ms = res["61"]
+    p0, ws0, ms0 = res["0"]
+    said = "the budget binds" in p.stderr
+    check("priced", said and "the budget binds" not in p0.stderr and ws < ws0 and ms < ms0,
+          "a re-decision once the budget binds (VMEM_REMAP_COST=61, none with 0), less "
+          "workspace in all and a faster last iteration than with workspace free",
+          "line %s/%s; workspace %d MiB vs %d MiB; last iteration %.1f ms vs %.1f ms" % (
+              said, "the budget binds" in p0.stderr, ws // MiB, ws0 // MiB, ms, ms0))
+    # a budget that never binds prices nothing
+    p = run(mt, dict(env, SIMGPU_MEM="40G", LD_PRELOAD=args.vmem, VMEM_POLICY="dyn",
+                     VMEM_LOG="info", VMEM_DEVICE_RESERVE="0", VMEM_STATS="1"))
+    check("unbound", "the budget binds" not in p.stderr and not stat(p, "evictions"),
+          "no eviction and no re-decision at 40 GiB", p.stderr[-400:])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("check")
@@ -583,7 +616,8 @@ def main():
     args = ap.parse_args()
     fn = {"checksums": check_checksums, "time": check_time, "noglpk": check_noglpk,
           "infeasible": check_infeasible, "cache": check_cache, "rescue": check_rescue,
-          "conv-algo": check_conv_algo, "plan-room": check_plan_room}.get(args.check)
+          "conv-algo": check_conv_algo, "plan-room": check_plan_room,
+          "remap-price": check_remap_price}.get(args.check)
     if not fn:
         print("unknown check %r" % args.check)
         return 2

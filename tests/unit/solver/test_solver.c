@@ -172,6 +172,79 @@ static void test_wr_slack_takes_least_workspace_near_the_fastest(void **state)
 	expect_status(solver_wr_slack(&k, 0, 0.01, &c), SOLVER_INFEASIBLE, "slack 1%, limit 0");
 }
 
+/* A fast algorithm whose workspace grows with the micro-batch (1 MiB per
+ * image, 0.05 ms per image + 0.2 per call) beside a memory-optimal one
+ * (0.1 ms per image, none), batch 64: the fastest is the fast one whole
+ * (3.4 ms, 64 MiB).  Priced at the H100's remap (61 us per 2 MiB) a MiB
+ * costs 0.03 ms: the choice is the front's least time + price x
+ * workspace, a split with less workspace (4 calls of 16: 4.0 + 0.5 ms);
+ * at a tenth of the price more workspace, at a high price none; price 0
+ * is solver_wr_slack. */
+static double priced(const solver_config_t *c, double price)
+{
+	return c->time + price * (double)c->ws;
+}
+
+static void expect_least_priced(const solver_kernel_t *k, double price, const solver_config_t *c,
+				const char *what)
+{
+	solver_front_t f;
+
+	expect_status(solver_front(k, SOLVER_NO_LIMIT, &f), SOLVER_OK, "front");
+	for (int i = 0; i < f.n; i++)
+		if (priced(&f.c[i], price) < priced(c, price) - 1e-12)
+			fail_msg("%s: %" PRIu64 " MiB in %.3f ms costs %.4f; the front has %" PRIu64
+				 " MiB in %.3f ms at %.4f", what, c->ws / MiB, c->time, priced(c, price),
+				 f.c[i].ws / MiB, f.c[i].time, priced(&f.c[i], price));
+	solver_front_free(&f);
+}
+
+static void test_wr_priced_trades_time_for_workspace(void **state)
+{
+	table_t t = { .n = 0 };
+	solver_config_t c, slack, tenth;
+	const double remap = 0.061 / (2.0 * MiB);
+	(void)state;
+
+	for (int b = 1; b <= 64; b *= 2) {
+		add(&t, b, 1, 0.2 + 0.05 * b, (uint64_t)b * MiB);
+		add(&t, b, 0, 0.1 * b, 0);
+	}
+	solver_kernel_t k = { 64, 1, t.n, t.m };
+
+	expect_status(solver_wr_priced(&k, SOLVER_NO_LIMIT, 0.0, 0.0, &c), SOLVER_OK, "price 0");
+	expect_status(solver_wr_slack(&k, SOLVER_NO_LIMIT, 0.0, &slack), SOLVER_OK, "slack");
+	if (c.ws != slack.ws || c.time != slack.time || c.ws != 64 * MiB)
+		fail_msg("price 0: expected solver_wr_slack's fast algorithm whole (64 MiB in %.3f "
+			 "ms), got %" PRIu64 " MiB in %.3f ms", slack.time, c.ws / MiB, c.time);
+	expect_status(solver_wr_priced(&k, SOLVER_NO_LIMIT, 0.0, remap, &c), SOLVER_OK, "remap");
+	if (c.ws == 0 || c.ws >= 64 * MiB)
+		fail_msg("priced at a remap: expected a split with less workspace than 64 MiB, got "
+			 "%" PRIu64 " MiB in %.3f ms", c.ws / MiB, c.time);
+	expect_least_priced(&k, remap, &c, "priced at a remap");
+	expect_status(solver_wr_priced(&k, SOLVER_NO_LIMIT, 0.0, remap / 10, &tenth), SOLVER_OK,
+		      "a tenth");
+	if (tenth.ws <= c.ws)
+		fail_msg("a tenth of the price: expected more workspace than %" PRIu64 " MiB, got %"
+			 PRIu64 " MiB", c.ws / MiB, tenth.ws / MiB);
+	expect_least_priced(&k, remap / 10, &tenth, "a tenth of the price");
+	expect_status(solver_wr_priced(&k, SOLVER_NO_LIMIT, 0.0, remap * 100, &c), SOLVER_OK, "x100");
+	if (c.ws != 0 || c.runs[0].algo != 0)
+		fail_msg("priced high: expected the memory-optimal algorithm (no workspace), got "
+			 "algorithm %d with %" PRIu64 " MiB", c.runs[0].algo, c.ws / MiB);
+	/* the limit still binds; slack walks on from the priced choice */
+	expect_status(solver_wr_priced(&k, 2 * MiB, 0.0, remap / 10, &c), SOLVER_OK, "2 MiB");
+	if (c.ws > 2 * MiB)
+		fail_msg("limit 2 MiB: expected at most 2 MiB, got %" PRIu64, c.ws);
+	expect_status(solver_wr_priced(&k, SOLVER_NO_LIMIT, 0.5, remap / 10, &c), SOLVER_OK,
+		      "slack 50%");
+	if (c.ws > tenth.ws || c.time > tenth.time * 1.5)
+		fail_msg("slack 50%%: expected at most %" PRIu64 " MiB within 1.5x of %.3f ms, got %"
+			 PRIu64 " MiB in %.3f ms", tenth.ws / MiB, tenth.time, c.ws / MiB, c.time);
+	expect_status(solver_wr_priced(&k, 0, 0.0, remap, &c), SOLVER_OK, "limit 0");
+	assert_int_equal(c.ws, 0);
+}
+
 static void test_wr_reports_infeasible_when_nothing_fits(void **state)
 {
 	table_t t = { .n = 0 };
@@ -952,6 +1025,7 @@ int main(void)
 		cmocka_unit_test(test_batch_sizes_follow_the_policy),
 		cmocka_unit_test(test_wr_finds_papers_fig5_configuration),
 		cmocka_unit_test(test_wr_slack_takes_least_workspace_near_the_fastest),
+		cmocka_unit_test(test_wr_priced_trades_time_for_workspace),
 		cmocka_unit_test(test_wr_reports_infeasible_when_nothing_fits),
 		cmocka_unit_test(test_wr_rejects_malformed_tables),
 		cmocka_unit_test(test_front_equals_exhaustive_pareto_front),
