@@ -108,6 +108,20 @@ class VmemBoundTest(unittest.TestCase):
 		self.assertEqual(r['limited_by'], 'H2D')
 		self.assertAlmostEqual(r['bound_ms'], r['h2d_ms'])
 
+	def test_keeping_addresses_adds_the_remaps_on_the_host(self):
+		# 100 MiB back (50 chunks) and 93 MiB out (46 chunks, rounded down)
+		r = self.bound('--budget', '167M', '--compute-ms', '1', '--link', '100',
+			       '--remap-us', '40,20')
+		self.assertAlmostEqual(r['remap_ms'], (50 * 40 + 46 * 20) * 1e-3)
+		self.assertEqual(r['vmm_limited_by'], 'remaps')
+		self.assertAlmostEqual(r['vmm_bound_ms'], r['remap_ms'])
+		self.assertLess(r['bound_ms'], r['vmm_bound_ms'])
+		r = self.bound('--budget', '167M', '--compute-ms', '1', '--link', '1', '--remap-us', '0,0')
+		self.assertEqual((r['remap_ms'], r['vmm_bound_ms']), (0, r['bound_ms']))
+		rc, out, err = run(self.trace, '--budget', '1G', '--compute-ms', '1', '--remap-us', '5')
+		self.assertEqual(rc, 2)
+		self.assertIn('--remap-us 5: expected two microsecond figures', err)
+
 	def test_link_comes_from_the_device_model_in_the_header(self):
 		r = self.bound('--budget', '167M', '--compute-ms', '1')
 		self.assertEqual((r['h2d_gbs'], r['d2h_gbs']), (16.0, 16.0))
