@@ -113,10 +113,11 @@ static const cfg_var_t cfg_vars[] = {
 	{ "VMEM_WR_SLACK", CFG_SIZE, "1", NULL, 1, 100, 0, true, false, F(wr_slack), "percent",
 	  "wr: of the configurations at most this much slower than the fastest under the limit, "
 	  "the one with the least workspace; 0: the fastest" },
-	{ "VMEM_REMAP_COST", CFG_SIZE, "61", NULL, 1, 1000000, 0, true, false, F(remap_cost), "us",
+	{ "VMEM_REMAP_COST", CFG_SIZE, "0", NULL, 1, 1000000, 0, true, false, F(remap_cost), "us",
 	  "wr: once the budget binds, each 2 MiB of a configuration's workspace costs the call "
 	  "this much (the driver's unmap and map of it around the call: 61 us on an H100); "
-	  "0: workspace is free, only VMEM_WR_SLACK trades time for it" },
+	  "0 (default, until measured on a GPU): workspace is free, only VMEM_WR_SLACK trades "
+	  "time for it" },
 	{ "VMEM_DYN_TRIALS", CFG_SIZE, "1", NULL, 1, 100, 0, true, false, F(dyn_trials), "iterations",
 	  "VMEM_POLICY=dyn: planned iterations each offload mode runs, timed on the device, before "
 	  "the fastest is kept; 0: keep the mode computed from the plan's peaks" },

@@ -597,7 +597,8 @@ def check_remap_price(args, tmp):
               said, "the budget binds" in p0.stderr, ws // MiB, ws0 // MiB, ms, ms0))
     # a budget that never binds prices nothing
     p = run(mt, dict(env, SIMGPU_MEM="40G", LD_PRELOAD=args.vmem, VMEM_POLICY="dyn",
-                     VMEM_LOG="info", VMEM_DEVICE_RESERVE="0", VMEM_STATS="1"))
+                     VMEM_LOG="info", VMEM_DEVICE_RESERVE="0", VMEM_STATS="1",
+                     VMEM_REMAP_COST="61"))
     check("unbound", "the budget binds" not in p.stderr and not stat(p, "evictions"),
           "no eviction and no re-decision at 40 GiB", p.stderr[-400:])
 
