@@ -348,6 +348,14 @@ static uint8_t out_access(const void *beta, const dnn_desc_t *d)
 /* A workspace is scratch handed over to the call: nothing in it survives. */
 #define WS_ACCESS (VMEM_ACCESS_W | VMEM_ACCESS_WHOLE)
 
+/* Batch normalisation's saved mean and inverse variance: outputs the
+ * forward pass writes whole (one value per channel), read by the backward
+ * pass - a whole overwrite when the descriptor has no gaps. */
+static uint8_t save_access(const dnn_desc_t *d)
+{
+	return d->dense ? VMEM_ACCESS_W | VMEM_ACCESS_WHOLE : VMEM_ACCESS_W;
+}
+
 static cudaStream_t dnn_stream(cudnnHandle_t h)
 {
 	real_cudnnGetStream_t get = real_cudnnGetStream();
@@ -915,8 +923,9 @@ HOOK_EXPORT cudnnStatus_t cudnnBatchNormalizationForwardTraining(
 	/* running = new*factor + running*(1-factor): read and written */
 	hook_call_ref(&c, resultRunningMean, si.bytes, VMEM_ACCESS_RW, "rmean");
 	hook_call_ref(&c, resultRunningVariance, si.bytes, VMEM_ACCESS_RW, "rvar");
-	hook_call_ref(&c, resultSaveMean, si.bytes, VMEM_ACCESS_W, "smean");
-	hook_call_ref(&c, resultSaveInvVariance, si.bytes, VMEM_ACCESS_W, "sinvvar");
+	/* the batch's statistics, one per channel: every byte written */
+	hook_call_ref(&c, resultSaveMean, si.bytes, save_access(&si), "smean");
+	hook_call_ref(&c, resultSaveInvVariance, si.bytes, save_access(&si), "sinvvar");
 	hook_call_args(&c, "\"mode\":%d", (int)mode);
 	if (dnn_prepare(&c))
 		st = real(handle, mode, alpha, beta, xDesc, x, yDesc, y, bnScaleBiasMeanVarDesc,
@@ -1047,9 +1056,10 @@ HOOK_EXPORT cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
 	hook_call_ref(&c, bnBias, si.bytes, VMEM_ACCESS_R, "bias");
 	hook_call_ref(&c, resultRunningMean, si.bytes, VMEM_ACCESS_RW, "rmean");
 	hook_call_ref(&c, resultRunningVariance, si.bytes, VMEM_ACCESS_RW, "rvar");
-	hook_call_ref(&c, resultSaveMean, si.bytes, VMEM_ACCESS_W, "smean");
-	hook_call_ref(&c, resultSaveInvVariance, si.bytes, VMEM_ACCESS_W, "sinvvar");
-	hook_call_ref(&c, workspace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws");
+	/* the batch's statistics, one per channel: every byte written */
+	hook_call_ref(&c, resultSaveMean, si.bytes, save_access(&si), "smean");
+	hook_call_ref(&c, resultSaveInvVariance, si.bytes, save_access(&si), "sinvvar");
+	hook_call_ref(&c, workspace, workSpaceSizeInBytes, WS_ACCESS, "ws");
 	hook_call_ref(&c, reserveSpace, reserveSpaceSizeInBytes, VMEM_ACCESS_W, "reserve");
 	hook_call_args(&c, "\"mode\":%d,\"ops\":%d,\"ws\":%zu,\"reserve\":%zu", (int)mode,
 		       (int)bnOps, workSpaceSizeInBytes, reserveSpaceSizeInBytes);

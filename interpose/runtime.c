@@ -1062,7 +1062,9 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 				continue;
 			if (runtime_policy_explain_loss(sp[i].alloc_id, sp[i].offset, sp[i].bytes,
 							why, sizeof(why)))
-				vmem_error("%s", why);
+				vmem_error("%s (the call's '%s' reads %" PRIu64 " bytes at offset %"
+					   PRIu64 ")", why, refs[i].role ? refs[i].role : "?",
+					   sp[i].bytes, sp[i].offset);
 			else
 				vmem_error("a call reads bytes that vmem dropped as dead: allocation %" PRIu64
 					   ", offset %" PRIu64 ", %" PRIu64 " bytes (at %p); the liveness "

@@ -360,6 +360,18 @@ def t_minitrain_eval_batch_change(args):
              "got %s" % events)
     print("ok: resnet10 with eval every 3 and a batch change: plan events %s, checksum as "
           "unlimited" % events)
+    # With WR's price on workspace the configurations (and the caching
+    # segment's layout) differ; batch normalisation's saved statistics,
+    # written whole by the forward pass, once counted as a read of bytes
+    # the plan had dropped (a false "these bytes are lost")
+    p = mt(args, "resnet10", extra, {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_POLICY": "dyn",
+                                     "VMEM_REMAP_COST": "61"})
+    must_pass(p, "resnet10 with eval and batch change under vmem, VMEM_REMAP_COST=61")
+    got = mt_json(p, "resnet10 under vmem, priced")
+    if got["checksum"] != b["checksum"]:
+        fail("resnet10 eval + batch change, VMEM_REMAP_COST=61: checksum %s, expected %s"
+             % (got["checksum"], b["checksum"]))
+    print("ok: the same with WR's price on workspace: checksum as unlimited")
 
 
 def t_link_measured(args):

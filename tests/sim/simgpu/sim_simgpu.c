@@ -452,11 +452,27 @@ static void case_dryrun(void)
 }
 
 /* SIMGPU_REPORT: a child does known work and exits; its report says so. */
+/* Waits for the child that ran the case's calls and opens the report it
+ * wrote at exit (the case fails when either is missing). */
+static FILE *child_report(pid_t pid, const char *path)
+{
+	int status = 0;
+	FILE *f;
+
+	waitpid(pid, &status, 0);
+	EXPECT_EQ("child exit", 0, status);
+	f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "FAIL: no report at %s\n", path);
+		exit(1);
+	}
+	return f;
+}
+
 static void case_report(void)
 {
 	const char *path = getenv("SIMGPU_REPORT");
 	pid_t pid;
-	int status = 0;
 	char line[256];
 	unsigned long long h2d = 0, d2h = 0, kernels = 0, peak = 0;
 	double t = 0;
@@ -484,13 +500,7 @@ static void case_report(void)
 				 0, NULL);
 		exit(0);
 	}
-	waitpid(pid, &status, 0);
-	EXPECT_EQ("child exit", 0, status);
-	f = fopen(path, "r");
-	if (!f) {
-		fprintf(stderr, "FAIL: no report at %s\n", path);
-		exit(1);
-	}
+	f = child_report(pid, path);
 	while (fgets(line, sizeof(line), f)) {
 		sscanf(line, "bytes_h2d: %llu", &h2d);
 		sscanf(line, "bytes_d2h: %llu", &d2h);
@@ -523,7 +533,6 @@ static void case_vmm_cost(void)
 	double want = cost && strstr(cost, "/call") ? 18e-6 : 30e-6;
 	unsigned long long map = 0, access = 0, unmap = 0, create = 0, release = 0;
 	double t = 0, host = 0;
-	int status = 0;
 	char line[256];
 	pid_t pid;
 	FILE *f;
@@ -559,13 +568,7 @@ static void case_vmm_cost(void)
 		cudaDeviceSynchronize();
 		exit(0);
 	}
-	waitpid(pid, &status, 0);
-	EXPECT_EQ("child exit", 0, status);
-	f = fopen(path, "r");
-	if (!f) {
-		fprintf(stderr, "FAIL: no report at %s\n", path);
-		exit(1);
-	}
+	f = child_report(pid, path);
 	while (fgets(line, sizeof(line), f)) {
 		sscanf(line, "vmm_calls: map %llu access %llu unmap %llu create %llu release %llu",
 		       &map, &access, &unmap, &create, &release);
