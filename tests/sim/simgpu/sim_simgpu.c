@@ -452,6 +452,18 @@ static void case_dryrun(void)
 }
 
 /* SIMGPU_REPORT: a child does known work and exits; its report says so. */
+/* Forks the child whose calls a report case checks; the child writes the
+ * report (SIMGPU_REPORT) at its exit, the parent reads it. */
+static pid_t report_fork(const char *path)
+{
+	if (!path) {
+		fprintf(stderr, "FAIL: SIMGPU_REPORT not set\n");
+		exit(1);
+	}
+	unlink(path);
+	return fork();
+}
+
 /* Waits for the child that ran the case's calls and opens the report it
  * wrote at exit (the case fails when either is missing). */
 static FILE *child_report(pid_t pid, const char *path)
@@ -478,12 +490,7 @@ static void case_report(void)
 	double t = 0;
 	FILE *f;
 
-	if (!path) {
-		fprintf(stderr, "FAIL: SIMGPU_REPORT not set\n");
-		exit(1);
-	}
-	unlink(path);
-	pid = fork();
+	pid = report_fork(path);
 	if (pid == 0) {
 		void *host, *dev;
 		cudaKernel_t fill;
@@ -537,12 +544,7 @@ static void case_vmm_cost(void)
 	pid_t pid;
 	FILE *f;
 
-	if (!path) {
-		fprintf(stderr, "FAIL: SIMGPU_REPORT not set\n");
-		exit(1);
-	}
-	unlink(path);
-	pid = fork();
+	pid = report_fork(path);
 	if (pid == 0) {
 		CUmemAllocationProp prop = dev_prop();
 		CUmemGenericAllocationHandle h;
