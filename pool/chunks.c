@@ -73,6 +73,12 @@ pool_status_t pool_run_grant(pool_t *p, struct grant_run *g)
 	return dev_status(rc);
 }
 
+pool_status_t pool_run_finish(pool_t *p, struct grant_run *g, pool_status_t st)
+{
+	pool_status_t gst = pool_run_grant(p, g);
+	return st ? st : gst;
+}
+
 pool_status_t pool_page_map_run(pool_t *p, struct page *pg, struct grant_run *g)
 {
 	if (!runs_on(p))

@@ -180,9 +180,7 @@ pool_status_t pool_map_fixed(pool_t *p, uintptr_t addr, uint64_t size, uint64_t 
 	struct grant_run g = { 0 };
 	for (uint32_t i = 0; st == POOL_OK && i < a->npages; i++)
 		st = pool_page_map_run(p, &a->pages[i], &g);
-	pool_status_t gst = pool_run_grant(p, &g);
-	if (st == POOL_OK)
-		st = gst;
+	st = pool_run_finish(p, &g, st);
 	if (st) {
 		pool_freed_push(p, a);   /* reclaimable, nothing leaks */
 		goto out;

@@ -202,9 +202,7 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 				got--;
 				left--;
 			}
-		pool_status_t gst = pool_run_grant(p, &g);
-		if (st == POOL_OK)
-			st = gst;
+		st = pool_run_finish(p, &g, st);
 		if (st == POOL_OK && left) {
 			p->st.lazy_allocs++;
 			p->st.lazy_pages += left;
@@ -215,9 +213,7 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 		for (uint32_t i = 0; st == POOL_OK && i < a->npages; i++)
 			if (a->pages[i].state != PG_RESIDENT)
 				st = pool_page_map_run(p, &a->pages[i], &g);
-		pool_status_t gst = pool_run_grant(p, &g);
-		if (st == POOL_OK)
-			st = gst;
+		st = pool_run_finish(p, &g, st);
 	}
 	if (st) {
 		/* keep it as a ready freed range: reclaimable, nothing leaks */

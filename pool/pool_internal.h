@@ -473,6 +473,9 @@ struct grant_run {
 };
 pool_status_t pool_page_map_run(pool_t *p, struct page *pg, struct grant_run *g);
 pool_status_t pool_run_grant(pool_t *p, struct grant_run *g);
+/* pool_run_grant at the end of a map loop that ended with `st`: the
+ * loop's error if it had one, else the grant's. */
+pool_status_t pool_run_finish(pool_t *p, struct grant_run *g, pool_status_t st);
 pool_status_t pool_ensure_chunks(pool_t *p, uint32_t need);
 
 /* small.c */

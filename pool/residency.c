@@ -632,9 +632,7 @@ static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rr
 				pg->flags |= PF_MARK;
 		}
 	}
-	pool_status_t gst = pool_run_grant(p, &g);
-	if (!st)
-		st = gst;
+	st = pool_run_finish(p, &g, st);
 	for (int i = 0; i < n; i++) {
 		uint32_t f, l;
 		if (!rr[i].a)
