@@ -745,6 +745,7 @@ int runtime_init(void)
 	c.budget = budget;
 	c.lazy_map = vmem_cfg.map == VMEM_MAP_LAZY;
 	c.grant_runs = vmem_cfg.grant_runs;
+	c.range_fit = vmem_cfg.range_fit == VMEM_FIT_BEST;
 	c.host_limit = vmem_cfg.host_limit;
 	c.small_threshold = vmem_cfg.small_threshold < c.chunk_size / 2 ?
 		vmem_cfg.small_threshold : c.chunk_size / 2;

@@ -137,8 +137,8 @@ pool_status_t pool_ensure_chunks(pool_t *p, uint32_t need)
 		}
 		if (p->spend_head)
 			pool_small_reap(p);
-		if (pool_freed_reclaim_one(p, false) || pool_offl_reap(p, false) ||
-		    pool_slab_reclaim_empty(p) || pool_freed_reclaim_one(p, true) ||
+		if (pool_freed_reclaim_one(p, false, need - p->ncache) || pool_offl_reap(p, false) ||
+		    pool_slab_reclaim_empty(p) || pool_freed_reclaim_one(p, true, need - p->ncache) ||
 		    pool_offl_reap(p, true))
 			continue;
 		if (pool_evict_lru(p, need - p->ncache))

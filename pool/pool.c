@@ -40,6 +40,7 @@ void pool_emit(pool_t *p, pool_event_kind_t kind, const struct alloc *a,
 
 static void freed_unlink(pool_t *p, struct alloc *a)
 {
+	a->on_freed = false;
 	if (a->prev)
 		a->prev->next = a->next;
 	else
@@ -104,16 +105,38 @@ void pool_range_reclaim(pool_t *p, struct alloc *a)
 	pool_alloc_destroy(a);
 }
 
-/* Reclaims the oldest ready freed range, or waits (unlocked) for the
- * oldest one when `wait`.  True when it made progress. */
-bool pool_freed_reclaim_one(pool_t *p, bool wait)
+/* The smallest suffix of `a` that holds `want` mapped pages: its first
+ * page (0 when the whole range is needed). */
+static uint32_t suffix_for(const struct alloc *a, uint32_t want)
+{
+	uint32_t got = 0, i = a->npages;
+	while (i > 0 && got < want)
+		got += a->pages[--i].state == PG_RESIDENT;
+	return got < want ? 0 : i;
+}
+
+/* Reclaims a ready freed range: with the best fit and `want` > 0, only
+ * the smallest suffix that frees `want` chunks (the rest stays a freed
+ * range, mapped, for an allocation to reuse in place). */
+static void reclaim_some(pool_t *p, struct alloc *a, uint32_t want)
+{
+	uint32_t k = want && p->cfg.range_fit && !a->fixed ? suffix_for(a, want) : 0;
+	if (k && pool_range_carve(p, a, k, a->npages - k) == 0)
+		p->st.ranges_trimmed++;
+	pool_range_reclaim(p, a);
+}
+
+/* Reclaims the oldest ready freed range (or the part of it that frees
+ * `want` chunks, 0: all of it), or waits (unlocked) for the oldest one
+ * when `wait`.  True when it made progress. */
+bool pool_freed_reclaim_one(pool_t *p, bool wait, uint32_t want)
 {
 	for (struct alloc *a = p->freed_head; a; a = a->next) {
 		if (a->pins)
 			continue;   /* another thread waits for it */
 		if (!wait) {
 			if (pool_range_ready(p, a, false)) {
-				pool_range_reclaim(p, a);
+				reclaim_some(p, a, want);
 				return true;
 			}
 			continue;
@@ -122,7 +145,7 @@ bool pool_freed_reclaim_one(pool_t *p, bool wait)
 		bool ready = pool_range_ready(p, a, true);
 		a->pins--;
 		if (ready && !a->pins && a->freed) {
-			pool_range_reclaim(p, a);
+			reclaim_some(p, a, want);
 			return true;
 		}
 		return ready;
@@ -130,15 +153,198 @@ bool pool_freed_reclaim_one(pool_t *p, bool wait)
 	return false;
 }
 
+/* ------------------------------------------- best fit: split and merge */
+
+/* Freed ranges are carved and merged only when ready (no fence, no mark,
+ * no page busy), unpinned (no waiter points into them), not the
+ * application's fixed mappings, and on the freed list (an allocation
+ * being mapped is `freed` too, but not listed).  Their pages are on no
+ * list and hold no host slot or dead bytes, so page entries move freely
+ * between ranges; only `a` and `idx` follow. */
+static bool range_movable(pool_t *p, struct alloc *a)
+{
+	return a->kind == A_LARGE && a->on_freed && !a->pins && !a->fixed &&
+	       pool_range_ready(p, a, false);
+}
+
+static void freed_insert_after(pool_t *p, struct alloc *pos, struct alloc *b)
+{
+	b->on_freed = true;
+	b->freed = true;
+	b->prev = pos;
+	b->next = pos->next;
+	if (pos->next)
+		pos->next->prev = b;
+	else
+		p->freed_tail = b;
+	pos->next = b;
+}
+
+/* A new alloc for pages [s, s + n) of `a`, taking over their entries. */
+static struct alloc *range_piece(pool_t *p, struct alloc *a, uint32_t s, uint32_t n)
+{
+	struct alloc *b = calloc(1, sizeof(*b));
+	if (!b || !(b->pages = malloc((size_t)n * sizeof(struct page)))) {
+		free(b);
+		return NULL;
+	}
+	b->kind = A_LARGE;
+	b->base = a->base + (uint64_t)s * chunk_sz(p);
+	b->npages = n;
+	memcpy(b->pages, a->pages + s, (size_t)n * sizeof(struct page));
+	for (uint32_t i = 0; i < n; i++) {
+		b->pages[i].a = b;
+		b->pages[i].idx = i;
+	}
+	return b;
+}
+
+static void piece_destroy(struct alloc *b)
+{
+	free(b->pages);   /* its entries were moved, dead sets and all */
+	free(b);
+}
+
+/* Makes the movable freed range `a` cover only its pages [s, s + n); the
+ * pages before and after become freed ranges of their own, at a's place
+ * in the FIFO.  -1 (nothing changed) when memory for them is short. */
+int pool_range_carve(pool_t *p, struct alloc *a, uint32_t s, uint32_t n)
+{
+	uint32_t t = a->npages - s - n;
+	struct alloc *head = s ? range_piece(p, a, 0, s) : NULL;
+	struct alloc *tail = t ? range_piece(p, a, s + n, t) : NULL;
+
+	if ((s && !head) || (t && !tail)) {
+		if (head)
+			piece_destroy(head);
+		if (tail)
+			piece_destroy(tail);
+		return -1;
+	}
+	if (s)
+		memmove(a->pages, a->pages + s, (size_t)n * sizeof(struct page));
+	a->base += (uint64_t)s * chunk_sz(p);
+	a->npages = n;
+	for (uint32_t i = 0; i < n; i++)
+		a->pages[i].idx = i;
+	struct page *shrunk = realloc(a->pages, (size_t)n * sizeof(struct page));
+	if (shrunk)
+		a->pages = shrunk;
+	if (tail) {
+		pool_vmap_set(p, tail, t, tail);
+		freed_insert_after(p, a, tail);
+	}
+	if (head) {
+		pool_vmap_set(p, head, s, head);
+		freed_insert_after(p, a, head);
+	}
+	p->st.ranges_split++;
+	return 0;
+}
+
+/* The movable freed range right after `a` in the virtual range, if any. */
+static struct alloc *range_after(pool_t *p, const struct alloc *a)
+{
+	uint64_t next = page_of(p, a->base - p->base) + a->npages;
+	struct alloc *b = next < p->npages_va ? p->vmap[next] : NULL;
+	if (!b || b->base != p->base + next * chunk_sz(p) || !range_movable(p, b))
+		return NULL;
+	return b;
+}
+
+/* Absorbs b, the freed range right after a, into a. */
+static int range_absorb(pool_t *p, struct alloc *a, struct alloc *b)
+{
+	uint64_t n = (uint64_t)a->npages + b->npages;
+	if (n > UINT32_MAX)
+		return -1;
+	struct page *pg = realloc(a->pages, n * sizeof(struct page));
+	if (!pg)
+		return -1;
+	a->pages = pg;
+	memcpy(pg + a->npages, b->pages, (size_t)b->npages * sizeof(struct page));
+	for (uint32_t i = a->npages; i < n; i++) {
+		pg[i].a = a;
+		pg[i].idx = i;
+	}
+	pool_vmap_set(p, b, b->npages, a);
+	a->npages = (uint32_t)n;
+	freed_unlink(p, b);
+	piece_destroy(b);
+	p->st.ranges_merged++;
+	return 0;
+}
+
+/* The window of n pages of `a` that holds the most mapped pages: its
+ * first page, and the count in *mapped. */
+static uint32_t best_window(const struct alloc *a, uint32_t n, uint32_t *mapped)
+{
+	uint32_t in = 0, best = 0, at = 0;
+	for (uint32_t i = 0; i < a->npages; i++) {
+		in += a->pages[i].state == PG_RESIDENT;
+		if (i >= n)
+			in -= a->pages[i - n].state == PG_RESIDENT;
+		if (i + 1 >= n && in > best) {
+			best = in;
+			at = i + 1 - n;
+		}
+	}
+	*mapped = best;
+	return at;
+}
+
 /* --------------------------------------------------------- large sizes */
 
+/* The freed range a new allocation of `npages` reuses, carved to that
+ * size, or NULL.  Exact fit (cfg.range_fit off): the oldest ready range
+ * of that many pages.  Best fit: the ready range, or window of one, that
+ * leaves the fewest pages to map (then the smallest range, then the
+ * oldest); when none is large enough, adjacent ready ranges are merged
+ * first.  Training frees and allocates the same sizes every iteration,
+ * so exact fits are the rule without pressure; under it, a freed range
+ * reused in place saves an unmap and a map per chunk (docs/pool.md). */
 static struct alloc *freed_find(pool_t *p, uint32_t npages)
 {
-	for (struct alloc *a = p->freed_head; a; a = a->next)
-		if (a->npages == npages && !a->pins && !a->fixed && pool_range_ready(p, a, false))
-			return a;
-	return NULL;
+	struct alloc *best = NULL;
+	uint32_t at = 0, most = 0;
+
+	for (int pass = 0; pass < 2 && !best; pass++) {
+		for (struct alloc *a = p->freed_head; a; a = a->next) {
+			uint32_t m, s;
+			if (a->pins || a->fixed || a->npages < npages ||
+			    (!p->cfg.range_fit && a->npages != npages) ||
+			    !pool_range_ready(p, a, false))
+				continue;
+			if (!p->cfg.range_fit)
+				return a;
+			s = best_window(a, npages, &m);
+			if (!best || m > most || (m == most && a->npages < best->npages)) {
+				best = a;
+				at = s;
+				most = m;
+			}
+			if (m == npages && a->npages == npages)
+				break;
+		}
+		if (best || !p->cfg.range_fit || pass)
+			break;
+		/* nothing large enough: merge neighbours, then look again */
+		bool merged = false;
+		for (struct alloc *a = p->freed_head; a; a = a->next) {
+			struct alloc *b;
+			if (!range_movable(p, a))
+				continue;
+			while (a->npages < npages && (b = range_after(p, a)) && !range_absorb(p, a, b))
+				merged = true;
+		}
+		if (!merged)
+			break;
+	}
+	if (best && best->npages != npages && pool_range_carve(p, best, at, npages))
+		return NULL;
+	return best;
 }
+/* --------------------------------------------------------- large sizes */
 
 /* Leaving `need` pages to their first touch defers the evictions that
  * make room for them to that call, which must then not fail for want of
@@ -231,6 +437,7 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 void pool_freed_push(pool_t *p, struct alloc *a)
 {
 	a->freed = true;
+	a->on_freed = true;
 	a->prev = p->freed_tail;
 	a->next = NULL;
 	if (p->freed_tail)

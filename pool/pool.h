@@ -80,6 +80,10 @@ typedef struct {
 				     copies, so its pages free up group by group; 0 = 64 MiB */
 	bool grant_runs;          /* one access grant per run of adjacent pages mapped
 				     together (needs ops.map_only and ops.grant) */
+	bool range_fit;           /* best fit over freed ranges: a new large allocation
+				     reuses a larger freed range in place (split), merges
+				     adjacent ones, and a reclaim unmaps only the chunks it
+				     needs; false: only a freed range of the same page count */
 	bool lazy_map;            /* a large allocation maps only what is free without a wait
 				     or a copy (first pages first); the rest is mapped by the
 				     first call that touches it, instead of evicting live
@@ -187,6 +191,9 @@ typedef struct {
 	uint64_t chunks_created, chunks_released, maps, unmaps;
 	uint64_t grants;              /* access grants (cuMemSetAccess calls) */
 	uint64_t ranges_reused;       /* allocations served from a freed range without mapping */
+	uint64_t ranges_split;        /* freed ranges carved (reused in part, reclaimed in part) */
+	uint64_t ranges_merged;       /* freed ranges merged into the one before them */
+	uint64_t ranges_trimmed;      /* reclaims that unmapped only part of a freed range */
 	uint64_t lazy_allocs;         /* allocations left partly unmapped (lazy_map) */
 	uint64_t lazy_pages;          /* their pages mapped later, at first touch */
 	uint64_t fences;              /* fences (events) the pool recorded */

@@ -21,9 +21,12 @@
  *   - cache[]: physical chunks created and not mapped anywhere.
  *   - freed: allocations the application freed, still holding their
  *     virtual range and whatever chunks were mapped, FIFO.  A later
- *     allocation of the same page count reuses one once its free fence
- *     completed, with no driver call; under pressure they are reclaimed
- *     (unmapped, chunks to the cache, range back to vfree).
+ *     allocation reuses one in place once its free fence completed, with
+ *     no driver call for the chunks it finds mapped: one of the same page
+ *     count, or (cfg.range_fit) the part of a larger one, or of adjacent
+ *     ones merged, that holds the most mapped chunks; under pressure they
+ *     are reclaimed (unmapped, chunks to the cache, range back to vfree),
+ *     with range_fit only the pages that yield the chunks needed.
  *   - lru: resident, unlocked pages of live large allocations, most
  *     recently used first.  offloading: pages whose copy to host is in
  *     flight (explicit offload), oldest first.
@@ -175,6 +178,7 @@ struct alloc {
 	uint8_t kind;
 	bool freed;
 	bool fixed;                  /* mapped by the application at its own address (fixed.c) */
+	bool on_freed;               /* on the freed list (`freed` alone also marks one being mapped) */
 	struct fence *free_fence;    /* cudaFree: recorded on every stream at free time */
 	struct mark free_mark;       /* cudaFreeAsync: the position of the free on its stream */
 	struct page *pages;          /* npages entries (one for a slab) */
@@ -399,7 +403,8 @@ void pool_range_reclaim(pool_t *p, struct alloc *a);
 void pool_emit(pool_t *p, pool_event_kind_t kind, const struct alloc *a,
 	       uint64_t off, uint64_t bytes, uint64_t mapped, void *stream);
 void pool_alloc_destroy(struct alloc *a);
-bool pool_freed_reclaim_one(pool_t *p, bool wait);
+bool pool_freed_reclaim_one(pool_t *p, bool wait, uint32_t want);
+int pool_range_carve(pool_t *p, struct alloc *a, uint32_t s, uint32_t n);
 
 /* fence.c: fences, timelines and marks */
 struct fence *pool_fence_new(pool_t *p, void *stream, bool all, pool_status_t *st);

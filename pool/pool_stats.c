@@ -78,10 +78,13 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	out(buf, ctx);
 	line1(out, ctx, "out of memory", s->oom, NULL);
 	line1(out, ctx, "chunks created", s->chunks_created, NULL);
-	line1(out, ctx, "maps / unmaps", s->maps, NULL);
+	line1(out, ctx, "maps", s->maps, NULL);
 	line1(out, ctx, "  unmaps", s->unmaps, NULL);
 	line1(out, ctx, "  access grants", s->grants, NULL);
 	line1(out, ctx, "ranges reused", s->ranges_reused, NULL);
+	line1(out, ctx, "  split", s->ranges_split, NULL);
+	line1(out, ctx, "  merged", s->ranges_merged, NULL);
+	line1(out, ctx, "  reclaimed in part", s->ranges_trimmed, NULL);
 	line1(out, ctx, "allocations mapped lazily", s->lazy_allocs, NULL);
 	line1(out, ctx, "  pages left to first touch", s->lazy_pages, NULL);
 	line1(out, ctx, "fences recorded", s->fences, NULL);

@@ -1046,7 +1046,7 @@ static uint32_t fill_nowait(pool_t *p, uint32_t want, bool clean, uint64_t floor
 			continue;
 		if (p->spend_head)
 			pool_small_reap(p);
-		if (!pool_freed_reclaim_one(p, false) && !pool_offl_reap(p, false) &&
+		if (!pool_freed_reclaim_one(p, false, want - p->ncache) && !pool_offl_reap(p, false) &&
 		    !pool_slab_reclaim_empty(p) &&
 		    !pool_evict_nowait(p, want - p->ncache, clean, floor))
 			break;
@@ -1084,7 +1084,7 @@ static void prefetch_fill(pool_t *p, struct alloc *a, uint64_t off, uint64_t byt
 	}
 	a->pins++;
 	while (fill_nowait(p, need, false, 0) < need && wait &&
-	       (pool_freed_reclaim_one(p, true) || pool_offl_reap(p, true)))
+	       (pool_freed_reclaim_one(p, true, need - p->ncache) || pool_offl_reap(p, true)))
 		p->st.prefetch_waits++;
 	if (p->ncache < need)
 		fill_nowait(p, need, true, floor);

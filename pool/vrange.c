@@ -77,7 +77,7 @@ void pool_vmap_set(pool_t *p, struct alloc *a, uint64_t npages, struct alloc *v)
 pool_status_t pool_va_alloc(pool_t *p, uint64_t npages, uint64_t *start)
 {
 	while (va_take(p, npages, start)) {
-		if (!pool_freed_reclaim_one(p, false) && !pool_freed_reclaim_one(p, true) &&
+		if (!pool_freed_reclaim_one(p, false, 0) && !pool_freed_reclaim_one(p, true, 0) &&
 		    !pool_slab_reclaim_empty(p))
 			return POOL_EVA;
 	}

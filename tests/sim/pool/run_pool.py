@@ -199,6 +199,48 @@ def case_vgg16_half(a):
           "(%.1fx); misses %d, evictions %d" % (a.alloc, checksum(full), tf, th, th / tf, miss, ev))
 
 
+def pool_stat(text, name):
+    """A line of the pool's table in VMEM_STATS ('  maps   1234')."""
+    m = re.search(r"^\s+%s\s+(\d+)$" % re.escape(name), text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def case_range_fit(a):
+    # Per-tensor allocation under dyn at half the peak frees and allocates
+    # every tensor each iteration: best fit (the default) reuses freed
+    # ranges in place where exact fit unmaps one range and maps another.
+    # Both must train to the unlimited run's weights with the race
+    # checker and poison on; best fit must map fewer chunks.
+    args = [a.minitrain, "--net", "vgg16", "--batch", "8", "--image", "32",
+            "--iters", "8", "--alloc", "per-tensor"]
+    full = run(args, {"SIMGPU_MEM": "12G"}, False, a.vmem)
+    if full.returncode != 0 or not checksum(full):
+        fail("unlimited run: expected exit 0 with a checksum, got exit %d" % full.returncode)
+    got = {}
+    for fit in ("exact", "best"):
+        p = run(args, {"SIMGPU_MEM": "12G", "VMEM_DEVICE_LIMIT": "216M", "VMEM_POLICY": "dyn",
+                       "VMEM_STATS": "1", "VMEM_RANGE_FIT": fit}, True, a.vmem)
+        if p.returncode != 0:
+            fail("VMEM_RANGE_FIT=%s at 216M: expected exit 0, got %d" % (fit, p.returncode))
+        if checksum(p) != checksum(full):
+            fail("VMEM_RANGE_FIT=%s: checksum %s, expected the unlimited run's %s"
+                 % (fit, checksum(p), checksum(full)))
+        got[fit] = {k: pool_stat(p.stderr, k) for k in ("maps", "ranges reused", "split",
+                                                        "merged", "reclaimed in part")}
+        if None in got[fit].values():
+            fail("VMEM_RANGE_FIT=%s: expected the pool's maps and ranges lines in VMEM_STATS, "
+                 "got %s" % (fit, got[fit]))
+    e, b = got["exact"], got["best"]
+    if e["split"] or e["merged"] or e["reclaimed in part"]:
+        fail("exact fit carved or merged ranges: %s" % e)
+    if not b["split"] or not b["reclaimed in part"]:
+        fail("best fit: expected ranges split and reclaimed in part, got %s" % b)
+    if b["maps"] >= e["maps"]:
+        fail("best fit mapped %d chunks, exact %d: expected fewer" % (b["maps"], e["maps"]))
+    print("range-fit: maps %d exact, %d best (%.2fx); best: %s"
+          % (e["maps"], b["maps"], b["maps"] / e["maps"], b))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("case")
@@ -212,7 +254,7 @@ def main():
     cases = {"meminfo": case_meminfo, "stress": case_stress,
              "stress-small-chunks": case_stress_small_chunks, "oom": case_oom,
              "host-limit": case_host_limit, "fork": case_fork, "vgg16-half": case_vgg16_half,
-             "small": case_small, "expandable": case_expandable}
+             "small": case_small, "expandable": case_expandable, "range-fit": case_range_fit}
     if a.case not in cases:
         fail("unknown case %r; known: %s" % (a.case, ", ".join(sorted(cases))))
     cases[a.case](a)

@@ -28,15 +28,17 @@ typedef struct {
 	pool_t *p;
 } env_t;
 
-/* runs: cfg.grant_runs; runs_ops: the fake's map_only and grant offered */
-static void env_open_grants(env_t *e, uint64_t budget_chunks, uint64_t host_limit,
-			    uint64_t va_chunks, bool runs, bool runs_ops)
+/* runs: cfg.grant_runs; runs_ops: the fake's map_only and grant offered;
+ * fit: cfg.range_fit */
+static void env_open_with(env_t *e, uint64_t budget_chunks, uint64_t host_limit,
+			  uint64_t va_chunks, bool runs, bool runs_ops, bool fit)
 {
 	fake_init(&e->f, CH, budget_chunks * CH, va_chunks * CH);
 	pool_config_t c = {
 		.budget = budget_chunks * CH, .host_limit = host_limit,
 		.chunk_size = CH, .granularity = CH, .small_threshold = CH / 2,
 		.va_size = va_chunks * CH, .host_block = 4 * CH, .grant_runs = runs,
+		.range_fit = fit,
 	};
 	pool_ops_t ops = fake_ops(&e->f);
 	if (!runs_ops)
@@ -46,9 +48,15 @@ static void env_open_grants(env_t *e, uint64_t budget_chunks, uint64_t host_limi
 		fail_msg("pool_create: expected success, got %s", pool_strerror(st));
 }
 
+static void env_open_grants(env_t *e, uint64_t budget_chunks, uint64_t host_limit,
+			    uint64_t va_chunks, bool runs, bool runs_ops)
+{
+	env_open_with(e, budget_chunks, host_limit, va_chunks, runs, runs_ops, false);
+}
+
 static void env_open(env_t *e, uint64_t budget_chunks, uint64_t host_limit, uint64_t va_chunks)
 {
-	env_open_grants(e, budget_chunks, host_limit, va_chunks, false, true);
+	env_open_with(e, budget_chunks, host_limit, va_chunks, false, true, false);
 }
 
 static void env_close(env_t *e)
@@ -410,6 +418,131 @@ static void test_free_reuses_only_after_free_fence(void **state)
 	assert_int_equal(c, a);
 	assert_int_equal(u, s);
 	assert_true(stats(&e).ranges_reused >= 1);
+	env_close(&e);
+}
+
+/* Best fit (cfg.range_fit): a smaller allocation reuses a larger freed
+ * range in place, its mapped chunks and all; the rest of the range stays
+ * a freed range, reused in place too.  Exact fit maps both afresh. */
+static void best_fit_split(bool fit)
+{
+	env_t e;
+	env_open_with(&e, 16, 0, 64, false, true, fit);
+	uintptr_t a = must_malloc(&e, 6 * CH);
+	put(&e, a, 6 * CH, 1);
+	uintptr_t keep = must_malloc(&e, 2 * CH);   /* a live neighbour after a */
+	assert_int_equal(pool_free(e.p, a, NULL, false), POOL_OK);
+	pool_sync(e.p);
+	uint64_t maps = e.f.maps, unmaps = e.f.unmaps;
+	uintptr_t b = must_malloc(&e, 4 * CH);
+	uintptr_t c = must_malloc(&e, 2 * CH);
+	if (fit) {
+		if (b != a || c != a + 4 * CH || e.f.maps != maps || e.f.unmaps != unmaps)
+			fail_msg("best fit: expected 4 + 2 chunks at 0x%lx and 0x%lx with no map or "
+				 "unmap, got 0x%lx and 0x%lx with %lu maps, %lu unmaps",
+				 (unsigned long)a, (unsigned long)(a + 4 * CH), (unsigned long)b,
+				 (unsigned long)c, (unsigned long)(e.f.maps - maps),
+				 (unsigned long)(e.f.unmaps - unmaps));
+		assert_int_equal(stats(&e).ranges_split, 1);
+		assert_int_equal(stats(&e).ranges_reused, 2);
+	} else {
+		if (e.f.maps - maps != 6)
+			fail_msg("exact fit: expected 6 maps for 4 + 2 chunks, got %lu",
+				 (unsigned long)(e.f.maps - maps));
+		assert_int_equal(stats(&e).ranges_split, 0);
+	}
+	/* the reused pages hold what the new owners write, nothing else */
+	put(&e, b, 4 * CH, 2);
+	put(&e, c, 2 * CH, 3);
+	put(&e, keep, 2 * CH, 4);
+	assert_true(check(&e, b, 4 * CH, 2));
+	assert_true(check(&e, c, 2 * CH, 3));
+	assert_true(check(&e, keep, 2 * CH, 4));
+	pool_free(e.p, b, NULL, false);
+	pool_free(e.p, c, NULL, false);
+	pool_free(e.p, keep, NULL, false);
+	check_clean(&e);
+	env_close(&e);
+}
+
+static void test_best_fit_reuses_a_larger_freed_range_in_place(void **state)
+{
+	(void)state;
+	best_fit_split(true);
+	best_fit_split(false);
+}
+
+/* Two adjacent freed ranges, each too small, serve one allocation in place
+ * once merged; a range whose free is still pending is not merged. */
+static void test_best_fit_merges_adjacent_freed_ranges(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open_with(&e, 16, 0, 64, false, true, true);
+	uintptr_t a = must_malloc(&e, 3 * CH);
+	uintptr_t b = must_malloc(&e, 3 * CH);
+	uintptr_t x = must_malloc(&e, 2 * CH);
+	assert_int_equal(b, a + 3 * CH);
+	put(&e, x, 2 * CH, 9);
+	pool_free(e.p, a, NULL, false);
+	e.f.hold = true;
+	pool_free(e.p, b, NULL, false);   /* its free fence pending */
+	uint64_t maps = e.f.maps;
+	uintptr_t c = must_malloc(&e, 5 * CH);
+	if (c == a || c == b)
+		fail_msg("a 5-chunk allocation at 0x%lx reused freed ranges at 0x%lx/0x%lx "
+			 "before b's free fence completed", (unsigned long)c, (unsigned long)a,
+			 (unsigned long)b);
+	assert_int_equal(stats(&e).ranges_merged, 0);
+	e.f.hold = false;
+	fake_drain(&e.f);
+	pool_free(e.p, c, NULL, false);
+	pool_sync(e.p);
+	maps = e.f.maps;
+	uintptr_t d = must_malloc(&e, 6 * CH);
+	if (d != a || e.f.maps != maps)
+		fail_msg("expected a's and b's merged range reused at 0x%lx with no map, got "
+			 "0x%lx with %lu maps", (unsigned long)a, (unsigned long)d,
+			 (unsigned long)(e.f.maps - maps));
+	assert_true(stats(&e).ranges_merged >= 1);
+	put(&e, d, 6 * CH, 10);
+	assert_true(check(&e, d, 6 * CH, 10));
+	assert_true(check(&e, x, 2 * CH, 9));
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* A reclaim for a fault-in unmaps only the chunks the fault-in needs; the
+ * rest of the freed range stays mapped and is reused in place. */
+static void test_reclaim_unmaps_only_the_chunks_it_needs(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open_with(&e, 8, 0, 64, false, true, true);
+	uintptr_t l = must_malloc(&e, 2 * CH);
+	put(&e, l, 2 * CH, 5);
+	offload_done(&e, l, 2 * CH);   /* l on the host, its 2 chunks cached */
+	uintptr_t m = must_malloc(&e, 2 * CH);   /* takes them */
+	put(&e, m, 2 * CH, 7);
+	uintptr_t a = must_malloc(&e, 6 * CH);   /* the rest of the budget */
+	pool_free(e.p, a, NULL, false);
+	pool_sync(e.p);
+	uint64_t unmaps = e.f.unmaps;
+	assert_true(check(&e, l, 2 * CH, 5));   /* faults l back: 2 chunks */
+	if (e.f.unmaps - unmaps != 2)
+		fail_msg("the fault-in of 2 chunks unmapped %lu of the freed range's 6, expected 2",
+			 (unsigned long)(e.f.unmaps - unmaps));
+	assert_int_equal(stats(&e).ranges_trimmed, 1);
+	uint64_t maps = e.f.maps;
+	uintptr_t b = must_malloc(&e, 4 * CH);
+	if (b != a || e.f.maps != maps)
+		fail_msg("expected the 4 chunks left of the freed range reused at 0x%lx with no "
+			 "map, got 0x%lx with %lu maps", (unsigned long)a, (unsigned long)b,
+			 (unsigned long)(e.f.maps - maps));
+	put(&e, b, 4 * CH, 6);
+	assert_true(check(&e, b, 4 * CH, 6));
+	assert_true(check(&e, m, 2 * CH, 7));
+	check_clean(&e);
 	env_close(&e);
 }
 
@@ -2813,6 +2946,9 @@ int main(void)
 		cmocka_unit_test(test_stress_with_queued_copies),
 		cmocka_unit_test(test_stress_kernels_on_two_streams_in_random_order),
 		cmocka_unit_test(test_trim_releases_cached_chunks),
+		cmocka_unit_test(test_best_fit_reuses_a_larger_freed_range_in_place),
+		cmocka_unit_test(test_best_fit_merges_adjacent_freed_ranges),
+		cmocka_unit_test(test_reclaim_unmaps_only_the_chunks_it_needs),
 		cmocka_unit_test(test_bad_config_is_rejected),
 		cmocka_unit_test(test_two_threads_evicting_each_other_keep_their_bytes),
 		cmocka_unit_test(test_other_threads_run_while_one_waits_for_the_device),
