@@ -52,11 +52,45 @@ static void freed_unlink(pool_t *p, struct alloc *a)
 	a->prev = a->next = NULL;
 }
 
+/* The free an allocation reused its range before (best fit) has
+ * completed: nothing more to order after it. */
+static bool after_done(pool_t *p, struct alloc *a, bool wait)
+{
+	if (!a->after_fence && !a->after_mark.tl)
+		return true;
+	if (wait && (pool_fence_wait(p, a->after_fence) || pool_mark_wait(p, a->after_mark)))
+		return false;
+	if (!pool_fence_done(p, a->after_fence) || !pool_mark_done(p, a->after_mark))
+		return false;
+	pool_fence_put(p, a->after_fence);
+	a->after_fence = NULL;
+	a->after_mark.tl = NULL;
+	return true;
+}
+
+/* Orders a use of `a` on `stream` after the free whose range `a` reused
+ * before it completed: a device wait, no host wait.  The pages' own last
+ * uses are ordered by their busy marks, as for any page; the free covers
+ * what the pool did not see on every stream (cudaFree's meaning). */
+pool_status_t pool_alloc_order(pool_t *p, struct alloc *a, struct tl *tl, void *stream)
+{
+	if (after_done(p, a, false))
+		return POOL_OK;
+	if (a->after_fence && !pool_fence_done(p, a->after_fence)) {
+		int rc = p->ops.stream_wait(p->ops.ctx, stream, a->after_fence->h);
+		if (rc)
+			return dev_status(rc);
+	}
+	return a->after_mark.tl ? pool_stream_after(p, tl, stream, a->after_mark) : POOL_OK;
+}
+
 /* A freed range is reusable when its free fence and every page's last
  * use (another stream's, a prefetch copy the app never consumed, an
  * offload's copy) have completed. */
 bool pool_range_ready(pool_t *p, struct alloc *a, bool wait)
 {
+	if (!after_done(p, a, wait))
+		return false;
 	if (wait && (pool_fence_wait(p, a->free_fence) || pool_mark_wait(p, a->free_mark)))
 		return false;
 	if (!pool_fence_done(p, a->free_fence) || !pool_mark_done(p, a->free_mark))
@@ -155,12 +189,14 @@ bool pool_freed_reclaim_one(pool_t *p, bool wait, uint32_t want)
 
 /* ------------------------------------------- best fit: split and merge */
 
-/* Freed ranges are carved and merged only when ready (no fence, no mark,
- * no page busy), unpinned (no waiter points into them), not the
- * application's fixed mappings, and on the freed list (an allocation
- * being mapped is `freed` too, but not listed).  Their pages are on no
- * list and hold no host slot or dead bytes, so page entries move freely
- * between ranges; only `a` and `idx` follow. */
+/* Freed ranges are merged only when ready (no fence, no mark, no page
+ * busy), carved when ready or when their free is pending (the pieces
+ * share it), and either only when unpinned (no waiter points into them),
+ * not the application's fixed mappings, and on the freed list (an
+ * allocation being mapped is `freed` too, but not listed).  Their pages
+ * are on no list and hold no host slot or dead bytes, so page entries
+ * move freely between ranges, busy marks and all; only `a` and `idx`
+ * follow. */
 static bool range_movable(pool_t *p, struct alloc *a)
 {
 	return a->kind == A_LARGE && a->on_freed && !a->pins && !a->fixed &&
@@ -191,6 +227,8 @@ static struct alloc *range_piece(pool_t *p, struct alloc *a, uint32_t s, uint32_
 	b->kind = A_LARGE;
 	b->base = a->base + (uint64_t)s * chunk_sz(p);
 	b->npages = n;
+	b->free_fence = pool_fence_ref(a->free_fence);   /* a pending free covers every piece */
+	b->free_mark = a->free_mark;
 	memcpy(b->pages, a->pages + s, (size_t)n * sizeof(struct page));
 	for (uint32_t i = 0; i < n; i++) {
 		b->pages[i].a = b;
@@ -199,8 +237,9 @@ static struct alloc *range_piece(pool_t *p, struct alloc *a, uint32_t s, uint32_
 	return b;
 }
 
-static void piece_destroy(struct alloc *b)
+static void piece_destroy(pool_t *p, struct alloc *b)
 {
+	pool_fence_put(p, b->free_fence);
 	free(b->pages);   /* its entries were moved, dead sets and all */
 	free(b);
 }
@@ -216,9 +255,9 @@ int pool_range_carve(pool_t *p, struct alloc *a, uint32_t s, uint32_t n)
 
 	if ((s && !head) || (t && !tail)) {
 		if (head)
-			piece_destroy(head);
+			piece_destroy(p, head);
 		if (tail)
-			piece_destroy(tail);
+			piece_destroy(p, tail);
 		return -1;
 	}
 	if (s)
@@ -270,7 +309,7 @@ static int range_absorb(pool_t *p, struct alloc *a, struct alloc *b)
 	pool_vmap_set(p, b, b->npages, a);
 	a->npages = (uint32_t)n;
 	freed_unlink(p, b);
-	piece_destroy(b);
+	piece_destroy(p, b);
 	p->st.ranges_merged++;
 	return 0;
 }
@@ -297,33 +336,45 @@ static uint32_t best_window(const struct alloc *a, uint32_t n, uint32_t *mapped)
 
 /* The freed range a new allocation of `npages` reuses, carved to that
  * size, or NULL.  Exact fit (cfg.range_fit off): the oldest ready range
- * of that many pages.  Best fit: the ready range, or window of one, that
- * leaves the fewest pages to map (then the smallest range, then the
- * oldest); when none is large enough, adjacent ready ranges are merged
- * first.  Training frees and allocates the same sizes every iteration,
- * so exact fits are the rule without pressure; under it, a freed range
- * reused in place saves an unmap and a map per chunk (docs/pool.md). */
+ * of that many pages.  Best fit: the range, or window of one, that leaves
+ * the fewest pages to map (then a ready one before one whose free is
+ * still pending, then the smallest range, then the oldest); when none is
+ * large enough, adjacent ready ranges are merged first.  A pending range
+ * is taken without a host wait: the new allocation's uses wait for the
+ * free on the device (pool_alloc_order), as the same stream's would by
+ * its order.  Training frees and allocates the same sizes every
+ * iteration, so exact fits are the rule without pressure; under it, a
+ * freed range reused in place saves an unmap and a map per chunk
+ * (docs/pool.md). */
 static struct alloc *freed_find(pool_t *p, uint32_t npages)
 {
 	struct alloc *best = NULL;
 	uint32_t at = 0, most = 0;
+	bool best_ready = false;
 
 	for (int pass = 0; pass < 2 && !best; pass++) {
 		for (struct alloc *a = p->freed_head; a; a = a->next) {
 			uint32_t m, s;
+			bool ready;
 			if (a->pins || a->fixed || a->npages < npages ||
-			    (!p->cfg.range_fit && a->npages != npages) ||
-			    !pool_range_ready(p, a, false))
+			    (!p->cfg.range_fit && a->npages != npages))
 				continue;
-			if (!p->cfg.range_fit)
+			ready = pool_range_ready(p, a, false);
+			if (!p->cfg.range_fit && ready)
 				return a;
+			/* a range reused before an earlier pending free has
+			 * one to order after already: only when ready */
+			if (!ready && (!p->cfg.range_fit || a->after_fence || a->after_mark.tl))
+				continue;
 			s = best_window(a, npages, &m);
-			if (!best || m > most || (m == most && a->npages < best->npages)) {
+			if (!best || m > most || (m == most && ready > best_ready) ||
+			    (m == most && ready == best_ready && a->npages < best->npages)) {
 				best = a;
 				at = s;
 				most = m;
+				best_ready = ready;
 			}
-			if (m == npages && a->npages == npages)
+			if (ready && m == npages && a->npages == npages)
 				break;
 		}
 		if (best || !p->cfg.range_fit || pass)
@@ -342,9 +393,16 @@ static struct alloc *freed_find(pool_t *p, uint32_t npages)
 	}
 	if (best && best->npages != npages && pool_range_carve(p, best, at, npages))
 		return NULL;
+	if (best && !best_ready) {
+		/* its uses order after the free, on the device */
+		best->after_fence = best->free_fence;
+		best->after_mark = best->free_mark;
+		best->free_fence = NULL;
+		best->free_mark.tl = NULL;
+		p->st.ranges_pending++;
+	}
 	return best;
 }
-/* --------------------------------------------------------- large sizes */
 
 /* Leaving `need` pages to their first touch defers the evictions that
  * make room for them to that call, which must then not fail for want of
@@ -570,6 +628,7 @@ void pool_destroy(pool_t *p)
 				pool_page_unmap(p, pg);
 		}
 		pool_vmap_set(p, a, a->npages, NULL);
+		pool_fence_put(p, a->after_fence);
 		pool_alloc_destroy(a);
 	}
 	while (p->spend_head) {

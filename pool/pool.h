@@ -194,6 +194,7 @@ typedef struct {
 	uint64_t ranges_split;        /* freed ranges carved (reused in part, reclaimed in part) */
 	uint64_t ranges_merged;       /* freed ranges merged into the one before them */
 	uint64_t ranges_trimmed;      /* reclaims that unmapped only part of a freed range */
+	uint64_t ranges_pending;      /* reused before their free completed (ordered on the device) */
 	uint64_t lazy_allocs;         /* allocations left partly unmapped (lazy_map) */
 	uint64_t lazy_pages;          /* their pages mapped later, at first touch */
 	uint64_t fences;              /* fences (events) the pool recorded */

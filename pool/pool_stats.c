@@ -85,6 +85,7 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line1(out, ctx, "  split", s->ranges_split, NULL);
 	line1(out, ctx, "  merged", s->ranges_merged, NULL);
 	line1(out, ctx, "  reclaimed in part", s->ranges_trimmed, NULL);
+	line1(out, ctx, "  before their free completed", s->ranges_pending, NULL);
 	line1(out, ctx, "allocations mapped lazily", s->lazy_allocs, NULL);
 	line1(out, ctx, "  pages left to first touch", s->lazy_pages, NULL);
 	line1(out, ctx, "fences recorded", s->fences, NULL);

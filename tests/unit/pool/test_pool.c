@@ -546,6 +546,67 @@ static void test_reclaim_unmaps_only_the_chunks_it_needs(void **state)
 	env_close(&e);
 }
 
+/* Best fit takes a freed range whose free has not completed (no host
+ * wait): a use of the new allocation on another stream must wait on the
+ * device for the free, so a kernel still reading the old bytes reads
+ * them, not the new ones - checked with the fake running the newest work
+ * first.  `async`: the free is cudaFreeAsync's, on the reading stream.
+ * `seen`: the pool saw the read (the page's busy mark orders it);
+ * otherwise only the free does (a kernel whose pointer vmem did not see). */
+static void pending_reuse(bool async, bool seen_by_pool)
+{
+	env_t e;
+	static int s1, s2;
+	env_open_with(&e, 16, 0, 64, false, true, true);
+	uintptr_t a = must_malloc(&e, 2 * CH);
+	put(&e, a, 2 * CH, 11);
+	e.f.hold = true;
+	e.f.newest_first = true;
+	uint8_t *seen = calloc(1, 2 * CH), *want = malloc(2 * CH), *mine = malloc(2 * CH);
+	pattern(want, 2 * CH, 11);
+	pattern(mine, 2 * CH, 12);
+	pool_ref_t r = { .ptr = a, .bytes = 2 * CH };
+	pool_span_t sp;
+	if (seen_by_pool)
+		assert_int_equal(pool_acquire(e.p, &r, 1, &s1, &sp), POOL_OK);
+	fake_kernel_read(&e.f, &s1, a, seen, 2 * CH);
+	if (seen_by_pool)
+		pool_release(e.p, &r, &sp, 1, &s1);
+	assert_int_equal(pool_free(e.p, a, &s1, async), POOL_OK);
+	uint64_t maps = e.f.maps;
+	uintptr_t b = must_malloc(&e, 2 * CH);
+	if (b != a || e.f.maps != maps || stats(&e).ranges_pending != 1)
+		fail_msg("expected the pending range at 0x%lx reused with no map, got 0x%lx, %lu maps, "
+			 "%lu reused pending", (unsigned long)a, (unsigned long)b,
+			 (unsigned long)(e.f.maps - maps), (unsigned long)stats(&e).ranges_pending);
+	pool_ref_t w = { .ptr = b, .bytes = 2 * CH, .write = true };
+	assert_int_equal(pool_acquire(e.p, &w, 1, &s2, &sp), POOL_OK);
+	fake_kernel_write(&e.f, &s2, b, mine, 2 * CH);
+	pool_release(e.p, &w, &sp, 1, &s2);
+	fake_drain(&e.f);
+	if (memcmp(seen, want, 2 * CH))
+		fail_msg("the old owner's kernel read the new owner's bytes: the new allocation's "
+			 "use on another stream was not ordered after the pending free (%s, the "
+			 "read %s)", async ? "cudaFreeAsync" : "cudaFree",
+			 seen_by_pool ? "seen by the pool" : "unseen");
+	e.f.hold = false;
+	assert_true(check(&e, b, 2 * CH, 12));
+	free(seen);
+	free(want);
+	free(mine);
+	check_clean(&e);
+	env_close(&e);
+}
+
+static void test_best_fit_reuses_a_pending_range_ordered_on_the_device(void **state)
+{
+	(void)state;
+	pending_reuse(false, true);
+	pending_reuse(true, true);
+	pending_reuse(false, false);
+	pending_reuse(true, false);
+}
+
 static void test_free_rejects_foreign_and_interior_pointers(void **state)
 {
 	(void)state;
@@ -2949,6 +3010,7 @@ int main(void)
 		cmocka_unit_test(test_best_fit_reuses_a_larger_freed_range_in_place),
 		cmocka_unit_test(test_best_fit_merges_adjacent_freed_ranges),
 		cmocka_unit_test(test_reclaim_unmaps_only_the_chunks_it_needs),
+		cmocka_unit_test(test_best_fit_reuses_a_pending_range_ordered_on_the_device),
 		cmocka_unit_test(test_bad_config_is_rejected),
 		cmocka_unit_test(test_two_threads_evicting_each_other_keep_their_bytes),
 		cmocka_unit_test(test_other_threads_run_while_one_waits_for_the_device),
