@@ -334,6 +334,61 @@ static uint32_t best_window(const struct alloc *a, uint32_t n, uint32_t *mapped)
 
 /* --------------------------------------------------------- large sizes */
 
+static struct alloc *exact_find(pool_t *p, uint32_t npages)
+{
+	for (struct alloc *a = p->freed_head; a; a = a->next)
+		if (a->npages == npages && !a->pins && !a->fixed && pool_range_ready(p, a, false))
+			return a;
+	return NULL;
+}
+
+struct fit {
+	struct alloc *a;
+	uint32_t at, mapped;   /* the window's first page, its mapped pages */
+	bool ready;
+};
+
+/* One pass of the best fit over the freed list; false when nothing fits. */
+static bool fit_scan(pool_t *p, uint32_t npages, struct fit *f)
+{
+	*f = (struct fit){ 0 };
+	for (struct alloc *a = p->freed_head; a; a = a->next) {
+		uint32_t m, s;
+		bool ready;
+
+		if (a->pins || a->fixed || a->npages < npages)
+			continue;
+		ready = pool_range_ready(p, a, false);
+		/* a range reused before an earlier pending free has one to
+		 * order after already: only when ready */
+		if (!ready && (a->after_fence || a->after_mark.tl))
+			continue;
+		s = best_window(a, npages, &m);
+		if (!f->a || m > f->mapped || (m == f->mapped && ready > f->ready) ||
+		    (m == f->mapped && ready == f->ready && a->npages < f->a->npages))
+			*f = (struct fit){ a, s, m, ready };
+		if (ready && m == npages && a->npages == npages)
+			break;   /* nothing beats it */
+	}
+	return f->a != NULL;
+}
+
+/* Merges each ready freed range with the ready ones after it until it
+ * spans npages; true when anything was merged. */
+static bool merge_for(pool_t *p, uint32_t npages)
+{
+	bool merged = false;
+
+	for (struct alloc *a = p->freed_head; a; a = a->next) {
+		struct alloc *b;
+		if (!range_movable(p, a))
+			continue;
+		while (a->npages < npages && (b = range_after(p, a)) && !range_absorb(p, a, b))
+			merged = true;
+	}
+	return merged;
+}
+
 /* The freed range a new allocation of `npages` reuses, carved to that
  * size, or NULL.  Exact fit (cfg.range_fit off): the oldest ready range
  * of that many pages.  Best fit: the range, or window of one, that leaves
@@ -348,60 +403,23 @@ static uint32_t best_window(const struct alloc *a, uint32_t n, uint32_t *mapped)
  * (docs/pool.md). */
 static struct alloc *freed_find(pool_t *p, uint32_t npages)
 {
-	struct alloc *best = NULL;
-	uint32_t at = 0, most = 0;
-	bool best_ready = false;
+	struct fit f;
 
-	for (int pass = 0; pass < 2 && !best; pass++) {
-		for (struct alloc *a = p->freed_head; a; a = a->next) {
-			uint32_t m, s;
-			bool ready;
-			if (a->pins || a->fixed || a->npages < npages ||
-			    (!p->cfg.range_fit && a->npages != npages))
-				continue;
-			ready = pool_range_ready(p, a, false);
-			if (!p->cfg.range_fit && ready)
-				return a;
-			/* a range reused before an earlier pending free has
-			 * one to order after already: only when ready */
-			if (!ready && (!p->cfg.range_fit || a->after_fence || a->after_mark.tl))
-				continue;
-			s = best_window(a, npages, &m);
-			if (!best || m > most || (m == most && ready > best_ready) ||
-			    (m == most && ready == best_ready && a->npages < best->npages)) {
-				best = a;
-				at = s;
-				most = m;
-				best_ready = ready;
-			}
-			if (ready && m == npages && a->npages == npages)
-				break;
-		}
-		if (best || !p->cfg.range_fit || pass)
-			break;
-		/* nothing large enough: merge neighbours, then look again */
-		bool merged = false;
-		for (struct alloc *a = p->freed_head; a; a = a->next) {
-			struct alloc *b;
-			if (!range_movable(p, a))
-				continue;
-			while (a->npages < npages && (b = range_after(p, a)) && !range_absorb(p, a, b))
-				merged = true;
-		}
-		if (!merged)
-			break;
-	}
-	if (best && best->npages != npages && pool_range_carve(p, best, at, npages))
+	if (!p->cfg.range_fit)
+		return exact_find(p, npages);
+	if (!fit_scan(p, npages, &f) && !(merge_for(p, npages) && fit_scan(p, npages, &f)))
 		return NULL;
-	if (best && !best_ready) {
+	if (f.a->npages != npages && pool_range_carve(p, f.a, f.at, npages))
+		return NULL;
+	if (!f.ready) {
 		/* its uses order after the free, on the device */
-		best->after_fence = best->free_fence;
-		best->after_mark = best->free_mark;
-		best->free_fence = NULL;
-		best->free_mark.tl = NULL;
+		f.a->after_fence = f.a->free_fence;
+		f.a->after_mark = f.a->free_mark;
+		f.a->free_fence = NULL;
+		f.a->free_mark.tl = NULL;
 		p->st.ranges_pending++;
 	}
-	return best;
+	return f.a;
 }
 
 /* Leaving `need` pages to their first touch defers the evictions that
