@@ -52,45 +52,11 @@ static void freed_unlink(pool_t *p, struct alloc *a)
 	a->prev = a->next = NULL;
 }
 
-/* The free an allocation reused its range before (best fit) has
- * completed: nothing more to order after it. */
-static bool after_done(pool_t *p, struct alloc *a, bool wait)
-{
-	if (!a->after_fence && !a->after_mark.tl)
-		return true;
-	if (wait && (pool_fence_wait(p, a->after_fence) || pool_mark_wait(p, a->after_mark)))
-		return false;
-	if (!pool_fence_done(p, a->after_fence) || !pool_mark_done(p, a->after_mark))
-		return false;
-	pool_fence_put(p, a->after_fence);
-	a->after_fence = NULL;
-	a->after_mark.tl = NULL;
-	return true;
-}
-
-/* Orders a use of `a` on `stream` after the free whose range `a` reused
- * before it completed: a device wait, no host wait.  The pages' own last
- * uses are ordered by their busy marks, as for any page; the free covers
- * what the pool did not see on every stream (cudaFree's meaning). */
-pool_status_t pool_alloc_order(pool_t *p, struct alloc *a, struct tl *tl, void *stream)
-{
-	if (after_done(p, a, false))
-		return POOL_OK;
-	if (a->after_fence && !pool_fence_done(p, a->after_fence)) {
-		int rc = p->ops.stream_wait(p->ops.ctx, stream, a->after_fence->h);
-		if (rc)
-			return dev_status(rc);
-	}
-	return a->after_mark.tl ? pool_stream_after(p, tl, stream, a->after_mark) : POOL_OK;
-}
-
 /* A freed range is reusable when its free fence and every page's last
  * use (another stream's, a prefetch copy the app never consumed, an
  * offload's copy) have completed. */
 bool pool_range_ready(pool_t *p, struct alloc *a, bool wait)
 {
-	if (!after_done(p, a, wait))
-		return false;
 	if (wait && (pool_fence_wait(p, a->free_fence) || pool_mark_wait(p, a->free_mark)))
 		return false;
 	if (!pool_fence_done(p, a->free_fence) || !pool_mark_done(p, a->free_mark))
@@ -348,6 +314,19 @@ struct fit {
 	bool ready;
 };
 
+/* A range whose free is pending can be handed out when a mark on every
+ * stream covers its pages' last uses: not while a copy on the pool's own
+ * streams (which an all-streams fence leaves out) may still touch one. */
+static bool pending_ok(pool_t *p, struct alloc *a)
+{
+	for (uint32_t i = 0; i < a->npages; i++) {
+		struct mark b = a->pages[i].busy;
+		if ((b.tl == p->tl_d2h || b.tl == p->tl_h2d) && !pool_mark_done(p, b))
+			return false;
+	}
+	return true;
+}
+
 /* One pass of the best fit over the freed list; false when nothing fits. */
 static bool fit_scan(pool_t *p, uint32_t npages, struct fit *f)
 {
@@ -359,9 +338,7 @@ static bool fit_scan(pool_t *p, uint32_t npages, struct fit *f)
 		if (a->pins || a->fixed || a->npages < npages)
 			continue;
 		ready = pool_range_ready(p, a, false);
-		/* a range reused before an earlier pending free has one to
-		 * order after already: only when ready */
-		if (!ready && (a->after_fence || a->after_mark.tl))
+		if (!ready && !pending_ok(p, a))
 			continue;
 		s = best_window(a, npages, &m);
 		if (!f->a || m > f->mapped || (m == f->mapped && ready > f->ready) ||
@@ -412,9 +389,15 @@ static struct alloc *freed_find(pool_t *p, uint32_t npages)
 	if (f.a->npages != npages && pool_range_carve(p, f.a, f.at, npages))
 		return NULL;
 	if (!f.ready) {
-		/* its uses order after the free, on the device */
-		f.a->after_fence = f.a->free_fence;
-		f.a->after_mark = f.a->free_mark;
+		/* Its pages' last use becomes a position on every stream,
+		 * fenced when something first waits for it: after the work
+		 * queued before the free, seen by the pool or not (cudaFree's
+		 * promise).  A use on another stream waits for it on the
+		 * device, an unmap or a copy out as for any page. */
+		struct mark m = pool_mark_now(p, p->tl_all);
+		for (uint32_t i = 0; i < f.a->npages; i++)
+			f.a->pages[i].busy = m;
+		pool_fence_put(p, f.a->free_fence);
 		f.a->free_fence = NULL;
 		f.a->free_mark.tl = NULL;
 		p->st.ranges_pending++;
@@ -646,7 +629,6 @@ void pool_destroy(pool_t *p)
 				pool_page_unmap(p, pg);
 		}
 		pool_vmap_set(p, a, a->npages, NULL);
-		pool_fence_put(p, a->after_fence);
 		pool_alloc_destroy(a);
 	}
 	while (p->spend_head) {

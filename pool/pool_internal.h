@@ -25,8 +25,8 @@
  *     no driver call for the chunks it finds mapped: one of the same page
  *     count, or (cfg.range_fit) the part of a larger one, or of adjacent
  *     ones merged, that holds the most mapped chunks - even before its free
- *     completed, the new uses then waiting for it on the device
- *     (after_fence / after_mark, pool_alloc_order); under pressure they
+ *     completed: its pages' last use becomes a mark on every stream, which
+ *     every later use, copy and unmap of them waits for; under pressure they
  *     are reclaimed (unmapped, chunks to the cache, range back to vfree),
  *     with range_fit only the pages that yield the chunks needed.
  *   - lru: resident, unlocked pages of live large allocations, most
@@ -183,8 +183,6 @@ struct alloc {
 	bool on_freed;               /* on the freed list (`freed` alone also marks one being mapped) */
 	struct fence *free_fence;    /* cudaFree: recorded on every stream at free time */
 	struct mark free_mark;       /* cudaFreeAsync: the position of the free on its stream */
-	struct fence *after_fence;   /* the free of the range it reused before that free      */
-	struct mark after_mark;      /* completed (best fit): its uses wait for it on the device */
 	struct page *pages;          /* npages entries (one for a slab) */
 	/* slab (small.c): allocations of any size below the threshold,
 	 * packed first-fit in units; the slab's one page moves as a whole */
@@ -403,7 +401,6 @@ void pool_freed_push(pool_t *p, struct alloc *a);
 void pool_alloc_live(pool_t *p, struct alloc *a, uint64_t bytes);
 pool_status_t pool_free_large(pool_t *p, struct alloc *a, void *stream, bool all_streams);
 bool pool_range_ready(pool_t *p, struct alloc *a, bool wait);
-pool_status_t pool_alloc_order(pool_t *p, struct alloc *a, struct tl *tl, void *stream);
 void pool_range_reclaim(pool_t *p, struct alloc *a);
 void pool_emit(pool_t *p, pool_event_kind_t kind, const struct alloc *a,
 	       uint64_t off, uint64_t bytes, uint64_t mapped, void *stream);

@@ -787,9 +787,6 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 	struct tl *tl = pool_tl(p, stream);
 	struct mark last = { 0 };
 	for (int j = 0; st == POOL_OK && j < nrr; j++)
-		if (rr[j].a->after_fence || rr[j].a->after_mark.tl)
-			st = pool_alloc_order(p, rr[j].a, tl, stream);
-	for (int j = 0; st == POOL_OK && j < nrr; j++)
 		for (uint32_t k = rr[j].first; st == POOL_OK && k <= rr[j].last; k++) {
 			struct page *pg = &rr[j].a->pages[k];
 			if (pg->busy.tl && !mark_same(pg->busy, last)) {

@@ -598,6 +598,39 @@ static void pending_reuse(bool async, bool seen_by_pool)
 	env_close(&e);
 }
 
+/* A page of an allocation that reused a pending range may be evicted
+ * before its first use: the unmap must wait for the free too (a kernel
+ * the pool did not see may still be queued on the old bytes there). */
+static void test_pending_range_is_not_unmapped_under_a_queued_kernel(void **state)
+{
+	(void)state;
+	env_t e;
+	static int s1;
+	uintptr_t c;
+	uint64_t id;
+	env_open_with(&e, 2, 0, 64, false, true, true);
+	e.f.hold = true;
+	uintptr_t a = must_malloc(&e, 2 * CH);
+	uint8_t *buf = calloc(1, 2 * CH);
+	fake_kernel_write(&e.f, &s1, a, buf, 2 * CH);   /* unseen by the pool */
+	assert_int_equal(pool_free(e.p, a, NULL, false), POOL_OK);
+	uintptr_t b = must_malloc(&e, 2 * CH);
+	assert_int_equal(b, a);
+	assert_int_equal(stats(&e).ranges_pending, 1);
+	/* the budget is full: this evicts b's untouched pages */
+	pool_status_t st = pool_malloc(e.p, 2 * CH, &c, &id);
+	check_clean(&e);   /* no unmap under the queued kernel */
+	e.f.hold = false;
+	fake_drain(&e.f);
+	if (st == POOL_OK) {
+		put(&e, c, 2 * CH, 22);
+		assert_true(check(&e, c, 2 * CH, 22));
+	}
+	free(buf);
+	check_clean(&e);
+	env_close(&e);
+}
+
 static void test_best_fit_reuses_a_pending_range_ordered_on_the_device(void **state)
 {
 	(void)state;
@@ -3011,6 +3044,7 @@ int main(void)
 		cmocka_unit_test(test_best_fit_merges_adjacent_freed_ranges),
 		cmocka_unit_test(test_reclaim_unmaps_only_the_chunks_it_needs),
 		cmocka_unit_test(test_best_fit_reuses_a_pending_range_ordered_on_the_device),
+		cmocka_unit_test(test_pending_range_is_not_unmapped_under_a_queued_kernel),
 		cmocka_unit_test(test_bad_config_is_rejected),
 		cmocka_unit_test(test_two_threads_evicting_each_other_keep_their_bytes),
 		cmocka_unit_test(test_other_threads_run_while_one_waits_for_the_device),
