@@ -49,7 +49,7 @@ static const char *const algo_names[] = { "default", "app", "mem", "perf", "fit"
 static const char *const ws_names[] = { "default", "off", "wr", "wd", NULL };
 static const char *const mb_names[] = { "all", "pow2", "undivided", NULL };
 static const char *const map_names[] = { "lazy", "eager", NULL };
-static const char *const fit_names[] = { "best", "exact", NULL };
+static const char *const fit_names[] = { "best", "exact", "pending", NULL };
 static const char *const log_names[] = { "error", "warn", "info", "debug", NULL };
 
 const char *vmem_policy_name(vmem_policy_t p)
@@ -96,7 +96,8 @@ static const cfg_var_t cfg_vars[] = {
 	{ "VMEM_RANGE_FIT", CFG_ENUM, "best", fit_names, 0, 0, 0, false, false, F(range_fit), "",
 	  "best: a new allocation reuses a larger freed range in place (split, adjacent ones "
 	  "merged) and a reclaim unmaps only the chunks it needs; exact: only a freed range of "
-	  "the same chunk count is reused" },
+	  "the same chunk count is reused; pending: best, and also a range whose free has not "
+	  "completed yet (ordered by its pages' last uses)" },
 	{ "VMEM_GRANT_RUNS", CFG_BOOL, "1", NULL, 0, 0, 0, false, false, F(grant_runs), "",
 	  "1: adjacent chunks mapped together (an allocation, a fault-in, a prefetch) get their "
 	  "access in one cuMemSetAccess; 0: one call per chunk" },

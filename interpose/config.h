@@ -32,7 +32,7 @@ typedef enum { VMEM_PREFETCH_VDNN, VMEM_PREFETCH_TIMED } vmem_prefetch_t;
 /* VMEM_MAP: a new allocation under a full budget maps only what is free
  * and the rest at first touch (lazy), or everything at once (eager). */
 typedef enum { VMEM_MAP_LAZY, VMEM_MAP_EAGER } vmem_map_t;
-typedef enum { VMEM_FIT_BEST, VMEM_FIT_EXACT } vmem_fit_t;
+typedef enum { VMEM_FIT_BEST, VMEM_FIT_EXACT, VMEM_FIT_PENDING } vmem_fit_t;
 typedef enum { VMEM_LOG_ERROR, VMEM_LOG_WARN, VMEM_LOG_INFO, VMEM_LOG_DEBUG } vmem_log_level_t;
 
 typedef struct {

@@ -745,7 +745,8 @@ int runtime_init(void)
 	c.budget = budget;
 	c.lazy_map = vmem_cfg.map == VMEM_MAP_LAZY;
 	c.grant_runs = vmem_cfg.grant_runs;
-	c.range_fit = vmem_cfg.range_fit == VMEM_FIT_BEST;
+	c.range_fit = vmem_cfg.range_fit != VMEM_FIT_EXACT;
+	c.range_pending = vmem_cfg.range_fit == VMEM_FIT_PENDING;
 	c.host_limit = vmem_cfg.host_limit;
 	c.small_threshold = vmem_cfg.small_threshold < c.chunk_size / 2 ?
 		vmem_cfg.small_threshold : c.chunk_size / 2;

@@ -314,16 +314,22 @@ struct fit {
 	bool ready;
 };
 
-/* A range whose free is pending can be handed out when a mark on every
- * stream covers its pages' last uses: not while a copy on the pool's own
- * streams (which an all-streams fence leaves out) may still touch one. */
+/* A range whose free is pending can be handed out when its pages' busy
+ * marks stand for all the work queued on them before the free: when no
+ * hooked call vmem could not see into (pool_note_unseen_write) may still
+ * be running on any stream.  Then every later use on another stream, every
+ * unmap and every copy out orders after those marks as for any page, with
+ * no host wait for the free itself.  (A kernel launched through a path vmem
+ * does not hook at all is beyond this, as it is beyond eviction's
+ * protection: docs/pool.md.) */
 static bool pending_ok(pool_t *p, struct alloc *a)
 {
-	for (uint32_t i = 0; i < a->npages; i++) {
-		struct mark b = a->pages[i].busy;
-		if ((b.tl == p->tl_d2h || b.tl == p->tl_h2d) && !pool_mark_done(p, b))
+	(void)a;
+	if (!p->cfg.range_pending)
+		return false;
+	for (struct tl *tl = p->tls; tl; tl = tl->next)
+		if (tl->unseen && !pool_mark_done(p, (struct mark){ tl, tl->unseen }))
 			return false;
-	}
 	return true;
 }
 
@@ -389,14 +395,7 @@ static struct alloc *freed_find(pool_t *p, uint32_t npages)
 	if (f.a->npages != npages && pool_range_carve(p, f.a, f.at, npages))
 		return NULL;
 	if (!f.ready) {
-		/* Its pages' last use becomes a position on every stream,
-		 * fenced when something first waits for it: after the work
-		 * queued before the free, seen by the pool or not (cudaFree's
-		 * promise).  A use on another stream waits for it on the
-		 * device, an unmap or a copy out as for any page. */
-		struct mark m = pool_mark_now(p, p->tl_all);
-		for (uint32_t i = 0; i < f.a->npages; i++)
-			f.a->pages[i].busy = m;
+		/* its pages' busy marks order what follows (pending_ok) */
 		pool_fence_put(p, f.a->free_fence);
 		f.a->free_fence = NULL;
 		f.a->free_mark.tl = NULL;

@@ -84,6 +84,9 @@ typedef struct {
 				     reuses a larger freed range in place (split), merges
 				     adjacent ones, and a reclaim unmaps only the chunks it
 				     needs; false: only a freed range of the same page count */
+	bool range_pending;       /* with range_fit: also a range whose free is still pending
+				     (its pages' busy marks order what follows; not while an
+				     unseen call may run).  Off by default: docs/pool.md */
 	bool lazy_map;            /* a large allocation maps only what is free without a wait
 				     or a copy (first pages first); the rest is mapped by the
 				     first call that touches it, instead of evicting live
