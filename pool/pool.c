@@ -378,9 +378,8 @@ static bool merge_for(pool_t *p, uint32_t npages)
  * the fewest pages to map (then a ready one before one whose free is
  * still pending, then the smallest range, then the oldest); when none is
  * large enough, adjacent ready ranges are merged first.  A pending range
- * is taken without a host wait: the new allocation's uses wait for the
- * free on the device (pool_alloc_order), as the same stream's would by
- * its order.  Training frees and allocates the same sizes every
+ * (cfg.range_pending) is taken without a host wait: its pages' busy marks
+ * order the new uses, unmaps and copies (pending_ok).  Training frees and allocates the same sizes every
  * iteration, so exact fits are the rule without pressure; under it, a
  * freed range reused in place saves an unmap and a map per chunk
  * (docs/pool.md). */

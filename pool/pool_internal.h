@@ -24,9 +24,9 @@
  *     allocation reuses one in place once its free fence completed, with
  *     no driver call for the chunks it finds mapped: one of the same page
  *     count, or (cfg.range_fit) the part of a larger one, or of adjacent
- *     ones merged, that holds the most mapped chunks - even before its free
- *     completed: its pages' last use becomes a mark on every stream, which
- *     every later use, copy and unmap of them waits for; under pressure they
+ *     ones merged, that holds the most mapped chunks (cfg.range_pending:
+ *     even before its free completed, ordered by its pages' busy marks);
+ *     under pressure they
  *     are reclaimed (unmapped, chunks to the cache, range back to vfree),
  *     with range_fit only the pages that yield the chunks needed.
  *   - lru: resident, unlocked pages of live large allocations, most
