@@ -169,17 +169,23 @@ static bool range_movable(pool_t *p, struct alloc *a)
 	       pool_range_ready(p, a, false);
 }
 
+/* Links b into the freed list after pos (NULL: at the head). */
 static void freed_insert_after(pool_t *p, struct alloc *pos, struct alloc *b)
 {
-	b->on_freed = true;
+	struct alloc *next = pos ? pos->next : p->freed_head;
+
 	b->freed = true;
+	b->on_freed = true;
 	b->prev = pos;
-	b->next = pos->next;
-	if (pos->next)
-		pos->next->prev = b;
+	b->next = next;
+	if (next)
+		next->prev = b;
 	else
 		p->freed_tail = b;
-	pos->next = b;
+	if (pos)
+		pos->next = b;
+	else
+		p->freed_head = b;
 }
 
 /* A new alloc for pages [s, s + n) of `a`, taking over their entries. */
@@ -321,10 +327,9 @@ struct fit {
  * unmap and every copy out orders after those marks as for any page, with
  * no host wait for the free itself.  (A kernel launched through a path vmem
  * does not hook at all is beyond this, as it is beyond eviction's
- * protection: docs/pool.md.) */
-static bool pending_ok(pool_t *p, struct alloc *a)
+ * protection: docs/pool.md.)  The same for every range: asked once a scan. */
+static bool pending_ok(pool_t *p)
 {
-	(void)a;
 	if (!p->cfg.range_pending)
 		return false;
 	for (struct tl *tl = p->tls; tl; tl = tl->next)
@@ -336,6 +341,8 @@ static bool pending_ok(pool_t *p, struct alloc *a)
 /* One pass of the best fit over the freed list; false when nothing fits. */
 static bool fit_scan(pool_t *p, uint32_t npages, struct fit *f)
 {
+	int pending = -1;   /* pending_ok, once a range needs it */
+
 	*f = (struct fit){ 0 };
 	for (struct alloc *a = p->freed_head; a; a = a->next) {
 		uint32_t m, s;
@@ -344,7 +351,9 @@ static bool fit_scan(pool_t *p, uint32_t npages, struct fit *f)
 		if (a->pins || a->fixed || a->npages < npages)
 			continue;
 		ready = pool_range_ready(p, a, false);
-		if (!ready && !pending_ok(p, a))
+		if (!ready && pending < 0)
+			pending = pending_ok(p);
+		if (!ready && !pending)
 			continue;
 		s = best_window(a, npages, &m);
 		if (!f->a || m > f->mapped || (m == f->mapped && ready > f->ready) ||
@@ -379,10 +388,10 @@ static bool merge_for(pool_t *p, uint32_t npages)
  * still pending, then the smallest range, then the oldest); when none is
  * large enough, adjacent ready ranges are merged first.  A pending range
  * (cfg.range_pending) is taken without a host wait: its pages' busy marks
- * order the new uses, unmaps and copies (pending_ok).  Training frees and allocates the same sizes every
- * iteration, so exact fits are the rule without pressure; under it, a
- * freed range reused in place saves an unmap and a map per chunk
- * (docs/pool.md). */
+ * order the new uses, unmaps and copies (pending_ok).  Training frees and
+ * allocates the same sizes every iteration, so exact fits are the rule
+ * without pressure; under it, a freed range reused in place saves an unmap
+ * and a map per chunk (docs/pool.md). */
 static struct alloc *freed_find(pool_t *p, uint32_t npages)
 {
 	struct fit f;
@@ -493,15 +502,7 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 
 void pool_freed_push(pool_t *p, struct alloc *a)
 {
-	a->freed = true;
-	a->on_freed = true;
-	a->prev = p->freed_tail;
-	a->next = NULL;
-	if (p->freed_tail)
-		p->freed_tail->next = a;
-	else
-		p->freed_head = a;
-	p->freed_tail = a;
+	freed_insert_after(p, p->freed_tail, a);
 }
 
 void pool_alloc_live(pool_t *p, struct alloc *a, uint64_t bytes)

@@ -26,9 +26,9 @@
  *     count, or (cfg.range_fit) the part of a larger one, or of adjacent
  *     ones merged, that holds the most mapped chunks (cfg.range_pending:
  *     even before its free completed, ordered by its pages' busy marks);
- *     under pressure they
- *     are reclaimed (unmapped, chunks to the cache, range back to vfree),
- *     with range_fit only the pages that yield the chunks needed.
+ *     under pressure they are reclaimed (unmapped, chunks to the cache,
+ *     range back to vfree), with range_fit only the pages that yield the
+ *     chunks needed.
  *   - lru: resident, unlocked pages of live large allocations, most
  *     recently used first.  offloading: pages whose copy to host is in
  *     flight (explicit offload), oldest first.
