@@ -54,11 +54,13 @@ typedef enum {
 	SIMGPU_VMM_MAP, SIMGPU_VMM_ACCESS, SIMGPU_VMM_UNMAP,
 	SIMGPU_VMM_CREATE, SIMGPU_VMM_RELEASE, SIMGPU_VMM_N
 } simgpu_vmm_op_t;
-/* Parses SIMGPU_VMM_COST into seconds per 2 MiB chunk for each op:
- * "" or "h100" (the costs measured on an H100), "off" or "0" (free), or
- * five microsecond figures "MAP,ACCESS,UNMAP,CREATE,RELEASE"; a "/call"
- * suffix (*per_call) charges each call once whatever its size (a what-if:
- * only one-chunk calls were measured).  0 or -1. */
+/* Parses SIMGPU_VMM_COST into seconds per mapping for each op (a map,
+ * create or release makes or ends one; an access grant or unmap is
+ * charged once per mapping its range spans): "" or "h100" (the costs
+ * measured on an H100), "off" or "0" (free), or five microsecond figures
+ * "MAP,ACCESS,UNMAP,CREATE,RELEASE"; a "/call" suffix (*per_call) charges
+ * each call once however many mappings it spans (a what-if: the H100
+ * charges per mapping).  0 or -1. */
 SIMGPU_API int simgpu_parse_vmm_cost(const char *s, double out_s[SIMGPU_VMM_N], bool *per_call);
 /* The device model of that name, or NULL. */
 SIMGPU_API const simgpu_model_t *simgpu_model_lookup(const char *name);

@@ -94,9 +94,11 @@ int simgpu_parse_bool(const char *s, bool *out)
 	return -1;
 }
 
-/* The host cost of the driver's VMM calls, microseconds per 2 MiB chunk,
- * in simgpu_vmm_op_t order: measured on an H100 with CUDA 13 (median of
- * one-chunk calls, docs/real-gpu.md "Link and virtual memory"). */
+/* The host cost of the driver's VMM calls, microseconds per mapping, in
+ * simgpu_vmm_op_t order: measured on an H100 with CUDA 13 (median of
+ * one-chunk calls on 2 MiB chunks, docs/real-gpu.md "Link and virtual
+ * memory"; 32 MiB mappings and calls spanning 16 mappings cost the same
+ * per mapping within 8%, docs/benchmarks.md, 2026-11-26 H100 run). */
 static const double vmm_cost_h100_us[SIMGPU_VMM_N] = { 4.2, 36.7, 23.9, 16.5, 16.9 };
 
 int simgpu_parse_vmm_cost(const char *s, double out_s[SIMGPU_VMM_N], bool *per_call)
