@@ -102,7 +102,8 @@ static const cfg_var_t cfg_vars[] = {
 	  "1: adjacent chunks mapped together (an allocation, a fault-in, a prefetch) get their "
 	  "access in one cuMemSetAccess; 0: one call per chunk" },
 	{ "VMEM_CHUNK_SIZE", CFG_SIZE, "0", NULL, 2 * MiB, 1 * GiB, 2 * MiB, true, false, F(chunk_size), "bytes",
-	  "physical chunk size, a multiple of 2 MiB; 0: the device's allocation granularity" },
+	  "physical chunk size, a multiple of 2 MiB; 0: chosen from the budget (budget / 256 "
+	  "rounded down to a power of two, 2 MiB to 16 MiB)" },
 	{ "VMEM_SMALL_THRESHOLD", CFG_SIZE, "1M", NULL, 0, 1 * GiB, 0, true, false, F(small_threshold), "bytes",
 	  "allocations below this share chunks and are never offloaded" },
 	{ "VMEM_VA_SIZE", CFG_SIZE, "0", NULL, 1 * GiB, 1ull << 47, 2 * MiB, true, false, F(va_size), "bytes",
@@ -120,8 +121,9 @@ static const cfg_var_t cfg_vars[] = {
 	  "wr: of the configurations at most this much slower than the fastest under the limit, "
 	  "the one with the least workspace; 0: the fastest" },
 	{ "VMEM_REMAP_COST", CFG_SIZE, "0", NULL, 1, 1000000, 0, true, false, F(remap_cost), "us",
-	  "wr: once the budget binds, each 2 MiB of a configuration's workspace costs the call "
-	  "this much (the driver's unmap and map of it around the call: 61 us on an H100); "
+	  "wr: once the budget binds, each of the pool's chunks of a configuration's workspace "
+	  "costs the call this much (the driver's unmap and map of it around the call: 61 us on an "
+	  "H100, whatever the chunk size); "
 	  "0 (default, until measured on a GPU): workspace is free, only VMEM_WR_SLACK trades "
 	  "time for it" },
 	{ "VMEM_DYN_TRIALS", CFG_SIZE, "1", NULL, 1, 100, 0, true, false, F(dyn_trials), "iterations",

@@ -636,8 +636,12 @@ static void decide_wr(conv_kernel_t *k)
 	uint64_t limit = conv_kernel_limit(k);
 	solver_kernel_t t = { k->batch, k->quantum, k->nmeas, k->meas };
 	/* once the budget binds, a workspace is unmapped after its call and
-	 * mapped again for the next: each 2 MiB of it costs a remap */
-	double price = g_priced ? (double)vmem_cfg.remap_cost * 1e-3 / (double)(2 * MiB) : 0.0;
+	 * mapped again for the next: each of the pool's chunks of it costs a
+	 * remap (the driver charges per mapping, whatever its size) */
+	uint64_t chunk = 0;
+	runtime_budget_free(NULL, NULL, &chunk);
+	double price = g_priced && chunk ?
+		(double)vmem_cfg.remap_cost * 1e-3 / (double)chunk : 0.0;
 	solver_status_t st = solver_wr_priced(&t, limit, (double)vmem_cfg.wr_slack / 100.0, price,
 					      &k->cfg);
 	const char *how = "ok";

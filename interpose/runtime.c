@@ -715,8 +715,7 @@ int runtime_init(void)
 	pool_config_t c;
 	memset(&c, 0, sizeof(c));
 	c.granularity = gran;
-	c.chunk_size = vmem_cfg.chunk_size ? vmem_cfg.chunk_size : gran;
-	if (c.chunk_size % gran) {
+	if (vmem_cfg.chunk_size % gran) {
 		vmem_error("VMEM_CHUNK_SIZE=%" PRIu64 ": not a multiple of the device granularity %zu; "
 			   "use a multiple of it", vmem_cfg.chunk_size, gran);
 		return -1;
@@ -732,6 +731,8 @@ int runtime_init(void)
 	} else {
 		budget = free_b > reserve ? free_b - reserve : 0;
 	}
+	/* 0: chosen from the budget (pool_chunk_auto) */
+	c.chunk_size = vmem_cfg.chunk_size ? vmem_cfg.chunk_size : pool_chunk_auto(budget, gran);
 	budget -= budget % c.chunk_size;
 	if (budget < c.chunk_size) {
 		vmem_error("device budget %" PRIu64 " bytes is below one chunk (%" PRIu64 " bytes): "

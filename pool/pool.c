@@ -528,6 +528,18 @@ void pool_alloc_live(pool_t *p, struct alloc *a, uint64_t bytes)
 
 /* ------------------------------------------------------------ public API */
 
+uint64_t pool_chunk_auto(uint64_t budget, uint64_t granularity)
+{
+	const uint64_t most = 16ull << 20;
+	uint64_t c = granularity;
+
+	if (!granularity)
+		return 0;
+	while (c * 2 <= most && c * 2 <= budget / 256)
+		c *= 2;
+	return c;
+}
+
 pool_status_t pool_create(const pool_config_t *cfg, const pool_ops_t *ops, pool_t **out)
 {
 	pool_config_t c = *cfg;

@@ -209,6 +209,16 @@ typedef struct pool pool_t;
 
 /* Reserves the virtual range.  Returns POOL_OK and *out, or POOL_ECONFIG
  * (inconsistent config), or the va_reserve error. */
+/* The chunk size for a budget when none is asked for: the largest
+ * power-of-two multiple of `granularity` not above budget / 256, within
+ * [granularity, 16 MiB] (never below the granularity).  The driver
+ * charges a map, grant or unmap per mapping, whatever its size (an
+ * H100: ~60 us to unmap and map back a chunk), so larger chunks move the
+ * same bytes for fewer calls; each large allocation wastes up to a chunk,
+ * so the chunk stays a small part of the budget (docs/pool.md, "Chunk
+ * size"). */
+uint64_t pool_chunk_auto(uint64_t budget, uint64_t granularity);
+
 pool_status_t pool_create(const pool_config_t *cfg, const pool_ops_t *ops, pool_t **out);
 /* Waits for outstanding work, unmaps and releases everything. */
 void pool_destroy(pool_t *p);

@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -515,6 +516,33 @@ static void test_best_fit_merges_adjacent_freed_ranges(void **state)
 
 /* A reclaim for a fault-in unmaps only the chunks the fault-in needs; the
  * rest of the freed range stays mapped and is reused in place. */
+/* The chunk chosen from the budget: budget / 256 rounded down to a power
+ * of two times the granularity, within [granularity, 16 MiB]. */
+static void test_chunk_auto_follows_the_budget(void **state)
+{
+	(void)state;
+	const uint64_t M = 1ull << 20, G = 1ull << 30;
+	const struct { uint64_t budget, gran, want; } cases[] = {
+		{ 0, 2 * M, 2 * M },             /* never below the granularity */
+		{ 226492416, 2 * M, 2 * M },     /* a small test budget: as before */
+		{ 1 * G - 1, 2 * M, 2 * M },
+		{ 1 * G, 2 * M, 4 * M },         /* 1 GiB / 256 = 4 MiB */
+		{ 3575653990ull, 2 * M, 8 * M }, /* 13.3 MiB: rounded down */
+		{ 4 * G, 2 * M, 16 * M },
+		{ 12 * G, 2 * M, 16 * M },       /* capped */
+		{ 80 * G, 2 * M, 16 * M },
+		{ 1 * G, 4 * M, 4 * M },         /* a coarser device granularity */
+		{ 80 * G, 64 * M, 64 * M },      /* above the cap: the granularity */
+		{ 80 * G, 0, 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t got = pool_chunk_auto(cases[i].budget, cases[i].gran);
+		if (got != cases[i].want)
+			fail_msg("budget %" PRIu64 ", granularity %" PRIu64 ": expected chunk %" PRIu64
+				 ", got %" PRIu64, cases[i].budget, cases[i].gran, cases[i].want, got);
+	}
+}
+
 static void test_reclaim_unmaps_only_the_chunks_it_needs(void **state)
 {
 	(void)state;
@@ -3049,6 +3077,7 @@ int main(void)
 		cmocka_unit_test(test_stress_with_queued_copies),
 		cmocka_unit_test(test_stress_kernels_on_two_streams_in_random_order),
 		cmocka_unit_test(test_trim_releases_cached_chunks),
+		cmocka_unit_test(test_chunk_auto_follows_the_budget),
 		cmocka_unit_test(test_best_fit_reuses_a_larger_freed_range_in_place),
 		cmocka_unit_test(test_best_fit_merges_adjacent_freed_ranges),
 		cmocka_unit_test(test_reclaim_unmaps_only_the_chunks_it_needs),
