@@ -18,6 +18,19 @@ VMEM_BOUND = os.path.join(SCRIPTS, 'vmem-bound')
 MiB = 1 << 20
 
 
+def load_bound():
+	import importlib.machinery
+	import importlib.util
+	loader = importlib.machinery.SourceFileLoader('vmem_bound', VMEM_BOUND)
+	spec = importlib.util.spec_from_loader('vmem_bound', loader)
+	mod = importlib.util.module_from_spec(spec)
+	loader.exec_module(mod)
+	return mod
+
+
+VB = load_bound()
+
+
 def run(*args):
 	p = subprocess.run([sys.executable, VMEM_BOUND] + [str(a) for a in args],
 			   stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
@@ -121,6 +134,25 @@ class VmemBoundTest(unittest.TestCase):
 		rc, out, err = run(self.trace, '--budget', '1G', '--compute-ms', '1', '--remap-us', '5')
 		self.assertEqual(rc, 2)
 		self.assertIn('--remap-us 5: expected two microsecond figures', err)
+
+	def test_remaps_are_counted_per_chunk_of_the_pool(self):
+		# 4 MiB chunks: 25 come back, 23 leave (rounded down); the cost is
+		# per mapping, whatever its size
+		r = self.bound('--budget', '167M', '--compute-ms', '1', '--link', '100',
+			       '--remap-us', '40,20', '--chunk', '4M')
+		self.assertEqual(r['chunk'], 4 * MiB)
+		self.assertAlmostEqual(r['remap_ms'], (25 * 40 + 23 * 20) * 1e-3)
+		# by default the pool's own choice: 2 MiB below a 1 GiB budget
+		r = self.bound('--budget', '167M', '--compute-ms', '1', '--link', '100')
+		self.assertEqual(r['chunk'], 2 * MiB)
+		rc, out, err = run(self.trace, '--budget', '167M', '--compute-ms', '1', '--chunk', '3M')
+		self.assertEqual(rc, 2)
+		self.assertIn('--chunk 3145728: expected a multiple of 2 MiB', err)
+
+	def test_auto_chunk_follows_the_pool(self):
+		for budget, want in ((167 * MiB, 2 * MiB), (1 << 30, 4 * MiB), (3575653990, 8 * MiB),
+				     (12 << 30, 16 * MiB), (80 << 30, 16 * MiB)):
+			self.assertEqual(VB.auto_chunk(budget), want, 'budget %d' % budget)
 
 	def test_link_comes_from_the_device_model_in_the_header(self):
 		r = self.bound('--budget', '167M', '--compute-ms', '1')
