@@ -5,8 +5,6 @@
 # the fake's memory and time model), the batch search, failures shown with
 # their reason, the deadline, and the same tables whatever -j.
 import datetime
-import importlib.machinery
-import importlib.util
 import json
 import os
 import shutil
@@ -20,6 +18,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tracegen  # noqa: E402
+from scriptmod import load_script  # noqa: E402
 
 SCRIPTS = os.environ.get('VMEM_SCRIPTS_DIR') or os.path.join(HERE, '..', '..', '..', 'scripts')
 BENCH = os.path.join(SCRIPTS, 'bench-policies')
@@ -38,11 +37,7 @@ ALL_VARS = {
 
 
 def load_bench():
-	loader = importlib.machinery.SourceFileLoader('bench_policies', BENCH)
-	spec = importlib.util.spec_from_loader('bench_policies', loader)
-	mod = importlib.util.module_from_spec(spec)
-	loader.exec_module(mod)
-	return mod
+	return load_script(BENCH, 'bench_policies')
 
 
 class Case(unittest.TestCase):

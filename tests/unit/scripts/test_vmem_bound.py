@@ -12,23 +12,13 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tracegen  # noqa: E402
+from scriptmod import load_script  # noqa: E402
 
 SCRIPTS = os.environ.get('VMEM_SCRIPTS_DIR') or os.path.join(HERE, '..', '..', '..', 'scripts')
 VMEM_BOUND = os.path.join(SCRIPTS, 'vmem-bound')
 MiB = 1 << 20
 
-
-def load_bound():
-	import importlib.machinery
-	import importlib.util
-	loader = importlib.machinery.SourceFileLoader('vmem_bound', VMEM_BOUND)
-	spec = importlib.util.spec_from_loader('vmem_bound', loader)
-	mod = importlib.util.module_from_spec(spec)
-	loader.exec_module(mod)
-	return mod
-
-
-VB = load_bound()
+VB = load_script(VMEM_BOUND, 'vmem_bound')
 
 
 def run(*args):
