@@ -207,8 +207,6 @@ typedef struct {
 
 typedef struct pool pool_t;
 
-/* Reserves the virtual range.  Returns POOL_OK and *out, or POOL_ECONFIG
- * (inconsistent config), or the va_reserve error. */
 /* The chunk size for a budget when none is asked for: the largest
  * power-of-two multiple of `granularity` not above budget / 256, within
  * [granularity, 16 MiB] (never below the granularity).  The driver
@@ -219,6 +217,8 @@ typedef struct pool pool_t;
  * size"). */
 uint64_t pool_chunk_auto(uint64_t budget, uint64_t granularity);
 
+/* Reserves the virtual range.  Returns POOL_OK and *out, or POOL_ECONFIG
+ * (inconsistent config), or the va_reserve error. */
 pool_status_t pool_create(const pool_config_t *cfg, const pool_ops_t *ops, pool_t **out);
 /* Waits for outstanding work, unmaps and releases everything. */
 void pool_destroy(pool_t *p);

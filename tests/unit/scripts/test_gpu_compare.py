@@ -6,8 +6,6 @@
 # which policies it does not implement; a fake nvidia-smi), deadlines and
 # time-outs, the exit-statistics readers, the loss tolerance, and the
 # largest-batch search of compare_rows.py against a fake torch.
-import importlib.machinery
-import importlib.util
 import json
 import os
 import stat
@@ -24,6 +22,8 @@ SCRIPTS = os.environ.get('VMEM_SCRIPTS_DIR') or os.path.join(HERE, '..', '..', '
 GPU_COMPARE = os.path.join(SCRIPTS, 'gpu-compare')
 sys.path.insert(0, os.path.join(SCRIPTS, 'torch'))
 import harness  # noqa: E402
+sys.path.insert(0, HERE)
+from scriptmod import load_script  # noqa: E402
 
 GiB = 1 << 30
 
@@ -447,10 +447,7 @@ def load_with_fake_torch(path, name, extra=None):
 	saved = {k: sys.modules.get(k) for k in list(mods) + ['common']}
 	sys.modules.update(mods)
 	try:
-		loader = importlib.machinery.SourceFileLoader(name, path)
-		spec = importlib.util.spec_from_loader(name, loader)
-		mod = importlib.util.module_from_spec(spec)
-		loader.exec_module(mod)
+		mod = load_script(path, name)
 	finally:
 		for k, v in saved.items():
 			if v is None:

@@ -2,24 +2,20 @@
 # scripts/gpu-minitrain's verdicts (suite 'unit'): what a vmem run against
 # its oracle is called.  The runs themselves need a GPU (or the simulated
 # one through --libdirs); the verdict is the part that decides pass or fail.
-import importlib.machinery
-import importlib.util
 import os
 import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from scriptmod import load_script  # noqa: E402
+
 SCRIPTS = os.environ.get('VMEM_SCRIPTS_DIR') or os.path.join(HERE, '..', '..', '..', 'scripts')
 
 
 def load():
-	path = os.path.join(SCRIPTS, 'gpu-minitrain')
-	loader = importlib.machinery.SourceFileLoader('gpu_minitrain', path)
-	spec = importlib.util.spec_from_loader('gpu_minitrain', loader)
-	mod = importlib.util.module_from_spec(spec)
 	sys.path.insert(0, os.path.join(SCRIPTS, 'torch'))
-	loader.exec_module(mod)
-	return mod
+	return load_script(os.path.join(SCRIPTS, 'gpu-minitrain'), 'gpu_minitrain')
 
 
 GM = load()

@@ -16,6 +16,9 @@ import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from scriptmod import load_script  # noqa: E402
+
 SCRIPTS = os.environ.get('VMEM_SCRIPTS_DIR') or os.path.join(HERE, '..', '..', '..', 'scripts')
 TORCH_DIR = os.path.join(SCRIPTS, 'torch')
 GPU_VALIDATE = os.path.join(SCRIPTS, 'gpu-validate')
@@ -108,12 +111,7 @@ class CompileTest(unittest.TestCase):
 
 class CompareTest(unittest.TestCase):
 	def setUp(self):
-		import importlib.machinery
-		import importlib.util
-		loader = importlib.machinery.SourceFileLoader('gpu_validate', GPU_VALIDATE)
-		spec = importlib.util.spec_from_loader('gpu_validate', loader)
-		self.gv = importlib.util.module_from_spec(spec)
-		loader.exec_module(self.gv)
+		self.gv = load_script(GPU_VALIDATE, 'gpu_validate')
 
 	def test_same_losses_bitwise(self):
 		a = {'loss_hex': ['0x1.8p+1', '0x1.4p+1'], 'checksum_hex': '0x1p+0', 'error': None}
@@ -266,8 +264,6 @@ class CheckpointSplitTest(unittest.TestCase):
 			return t
 
 	def setUp(self):
-		import importlib.machinery
-		import importlib.util
 		import types
 		self.saved = []
 		saved = self.saved
@@ -294,11 +290,7 @@ class CheckpointSplitTest(unittest.TestCase):
 		# the fakes stay until the test ends.
 		self.addCleanup(restore)
 		sys.modules.update(fakes)
-		loader = importlib.machinery.SourceFileLoader('common_under_test',
-							      os.path.join(TORCH_DIR, 'common.py'))
-		spec = importlib.util.spec_from_loader('common_under_test', loader)
-		self.common = importlib.util.module_from_spec(spec)
-		loader.exec_module(self.common)
+		self.common = load_script(os.path.join(TORCH_DIR, 'common.py'), 'common_under_test')
 
 	def backward(self):
 		for i, (t, v) in enumerate(self.saved):
@@ -360,13 +352,8 @@ class GpuSuiteTest(unittest.TestCase):
 	of the GPU machine's python3: one budget run per policy asked for."""
 
 	def setUp(self):
-		import importlib.machinery
-		import importlib.util
-		path = os.path.join(HERE, '..', '..', 'gpu', 'test_vgg16_budget.py')
-		loader = importlib.machinery.SourceFileLoader('gpu_vgg16_budget', path)
-		spec = importlib.util.spec_from_loader('gpu_vgg16_budget', loader)
-		self.t = importlib.util.module_from_spec(spec)
-		loader.exec_module(self.t)
+		self.t = load_script(os.path.join(HERE, '..', '..', 'gpu', 'test_vgg16_budget.py'),
+				     'gpu_vgg16_budget')
 		self.stub = os.environ.get('VMEM_TEST_STUB_LIB')
 		if not self.stub or not os.path.isfile(self.stub):
 			self.skipTest('no stub library built (VMEM_TEST_STUB_LIB)')
