@@ -174,6 +174,16 @@ static int mark_soon(const policy_graph_t *g, svec_t *s)
 	return 0;
 }
 
+/* True when interval o is away while op 0 runs: it wraps (out in one
+ * iteration, needed in the next) and its copy back starts after op 0 of
+ * the next (or is not placed at all: the call faults it in). */
+static bool away_at_start(const policy_offload_t *o)
+{
+	if (!o->wrap || o->need_op == 0)
+		return false;
+	return o->prefetch_op < 0 || (o->prefetch_op > 0 && o->prefetch_op <= o->after_op);
+}
+
 static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const uint64_t *room)
 {
 	const policy_graph_t *g = &plan->g;
@@ -191,6 +201,7 @@ static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const 
 		x.bytes = d->bytes;
 		x.until_op = d->until_op;
 		x.ref = i;
+		x.entry = d->wraps && d->until_op > 0;
 		if (spush(&s, &x) < 0)
 			goto fail;
 	}
@@ -205,10 +216,12 @@ static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const 
 		range_in_use(g, o->offset, o->bytes, o->use, &x.delta, &x.bytes);
 		x.until_op = o->need_op;
 		x.ref = o->tensor;
+		x.entry = away_at_start(o);
 		if (x.bytes == 0)
 			continue;
 		if (spush(&s, &x) < 0)
 			goto fail;
+		x.entry = false;
 		x.kind = POLICY_STEP_SETTLE;
 		x.when = POLICY_BEFORE;
 		if (spush(&s, &x) < 0)

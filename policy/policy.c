@@ -409,97 +409,135 @@ static void dead_checks(policy_t *p, const vmem_event_t *ev, policy_actions_t *o
 	}
 }
 
+/* The action of step s, attached to op `op` (whose call has trace seq
+ * `seq`), its range resolved as step `prev` says.  False when out of
+ * memory (the list is full). */
+static bool step_act(policy_t *p, const policy_step_t *s, int op, uint64_t seq, bool prev,
+		     policy_actions_t *out)
+{
+	const policy_plan_t *pl = &p->plan;
+	const policy_graph_t *g = &pl->g;
+	policy_cur_t c;
+	policy_action_t *x;
+
+	if (s->kind == POLICY_STEP_ALGO) {
+		if (!(x = policy_actions_push(out)))
+			return false;
+		x->kind = POLICY_ACT_ALGO;
+		x->plan_op = op;
+		x->until_op = op;
+		x->algo = s->algo;
+		x->workspace = s->workspace;
+		x->room = s->room;
+		x->in_trial = p->trial.n > 1 && !p->kept_noted;
+		return true;
+	}
+	if (policy_match_resolve(&p->m, s->use, s->delta, s->bytes, prev, &c) < 0)
+		return true;
+	if (!(x = policy_actions_push(out)))
+		return false;
+	x->alloc_id = c.alloc_id;
+	x->offset = c.offset;
+	x->bytes = c.bytes;
+	x->ptr = c.ptr;
+	x->plan_op = op;
+	x->until_op = s->until_op;
+	x->plan_id = pl->id;
+	switch (s->kind) {
+	case POLICY_STEP_DEAD: {
+		const policy_dead_t *d = &pl->live.dead[s->ref];
+		policy_loss_t *l = &x->loss;
+
+		x->kind = POLICY_ACT_DEAD;
+		x->eager = p->cfg.liveness == POLICY_LIVENESS_EAGER;
+		l->alloc_id = c.alloc_id;
+		l->offset = c.offset;
+		l->bytes = c.bytes;
+		l->ptr = c.ptr;
+		l->plan_id = pl->id;
+		l->iteration = p->m.iter;
+		l->last_read_op = d->last_read;
+		if (d->last_read >= 0) {
+			l->last_read_kind = g->ops[d->last_read].kind;
+			l->last_read_api = g->ops[d->last_read].api;
+			l->last_read_seq = p->m.op_seq[d->last_read];
+		}
+		l->after_op = op;
+		l->after_seq = seq;
+		l->after_kind = g->ops[op].kind;
+		l->after_api = g->ops[op].api;
+		l->until_op = d->until_op;
+		l->until_kind = g->ops[d->until_op].kind;
+		l->until_api = g->ops[d->until_op].api;
+		if (policy_deadset_add(&p->dead, c.alloc_id, c.offset, c.offset + c.bytes, l) < 0) {
+			out->n--;   /* cannot watch it: do not declare it dead */
+			return true;
+		}
+		p->st.dead_actions++;
+		p->st.dead_bytes += c.bytes;
+		break;
+	}
+	case POLICY_STEP_OFFLOAD:
+		x->kind = POLICY_ACT_OFFLOAD;
+		p->st.offloads++;
+		p->st.offload_bytes += c.bytes;
+		break;
+	case POLICY_STEP_SETTLE:
+		x->kind = POLICY_ACT_SETTLE;
+		break;
+	case POLICY_STEP_PREFETCH:
+		x->kind = POLICY_ACT_PREFETCH;
+		x->next = s->next;
+		x->soon = s->soon;
+		if (s->next) {
+			p->st.lookaheads++;
+			break;
+		}
+		p->st.prefetches++;
+		p->st.prefetch_bytes += c.bytes;
+		break;
+	default:
+		out->n--;
+		break;
+	}
+	return true;
+}
+
 static void steps(policy_t *p, int op, policy_when_t when, const vmem_event_t *ev,
 		  policy_actions_t *out)
 {
 	const policy_plan_t *pl = &p->plan;
-	const policy_graph_t *g = &pl->g;
 
-	for (int i = pl->step_at[2 * op + when]; i < pl->step_at[2 * op + when + 1]; i++) {
-		const policy_step_t *s = &pl->steps[i];
-		policy_cur_t c;
-		policy_action_t *x;
-
-		if (s->kind == POLICY_STEP_ALGO) {
-			if (!(x = policy_actions_push(out)))
-				return;
-			x->kind = POLICY_ACT_ALGO;
-			x->plan_op = op;
-			x->until_op = op;
-			x->algo = s->algo;
-			x->workspace = s->workspace;
-			x->room = s->room;
-			x->in_trial = p->trial.n > 1 && !p->kept_noted;
-			continue;
-		}
-		if (policy_match_resolve(&p->m, s->use, s->delta, s->bytes, s->prev, &c) < 0)
-			continue;
-		if (!(x = policy_actions_push(out)))
+	for (int i = pl->step_at[2 * op + when]; i < pl->step_at[2 * op + when + 1]; i++)
+		if (!step_act(p, &pl->steps[i], op, ev->seq, pl->steps[i].prev, out))
 			return;
-		x->alloc_id = c.alloc_id;
-		x->offset = c.offset;
-		x->bytes = c.bytes;
-		x->ptr = c.ptr;
-		x->plan_op = op;
-		x->until_op = s->until_op;
-		x->plan_id = pl->id;
-		switch (s->kind) {
-		case POLICY_STEP_DEAD: {
-			const policy_dead_t *d = &pl->live.dead[s->ref];
-			policy_loss_t *l = &x->loss;
+}
 
-			x->kind = POLICY_ACT_DEAD;
-			x->eager = p->cfg.liveness == POLICY_LIVENESS_EAGER;
-			l->alloc_id = c.alloc_id;
-			l->offset = c.offset;
-			l->bytes = c.bytes;
-			l->ptr = c.ptr;
-			l->plan_id = pl->id;
-			l->iteration = p->m.iter;
-			l->last_read_op = d->last_read;
-			if (d->last_read >= 0) {
-				l->last_read_kind = g->ops[d->last_read].kind;
-				l->last_read_api = g->ops[d->last_read].api;
-				l->last_read_seq = p->m.op_seq[d->last_read];
-			}
-			l->after_op = op;
-			l->after_seq = ev->seq;
-			l->after_kind = g->ops[op].kind;
-			l->after_api = g->ops[op].api;
-			l->until_op = d->until_op;
-			l->until_kind = g->ops[d->until_op].kind;
-			l->until_api = g->ops[d->until_op].api;
-			if (policy_deadset_add(&p->dead, c.alloc_id, c.offset, c.offset + c.bytes, l) < 0) {
-				out->n--;   /* cannot watch it: do not declare it dead */
-				continue;
-			}
-			p->st.dead_actions++;
-			p->st.dead_bytes += c.bytes;
-			break;
-		}
-		case POLICY_STEP_OFFLOAD:
-			x->kind = POLICY_ACT_OFFLOAD;
-			p->st.offloads++;
-			p->st.offload_bytes += c.bytes;
-			break;
-		case POLICY_STEP_SETTLE:
-			x->kind = POLICY_ACT_SETTLE;
-			break;
-		case POLICY_STEP_PREFETCH:
-			x->kind = POLICY_ACT_PREFETCH;
-			x->next = s->next;
-			x->soon = s->soon;
-			if (s->next) {
-				p->st.lookaheads++;
-				break;
-			}
-			p->st.prefetches++;
-			p->st.prefetch_bytes += c.bytes;
-			break;
-		default:
-			out->n--;
-			break;
-		}
+/* Before op 0 of an iteration the plan did not follow from its start to
+ * here (the first planned one, or one after a suspension): what the plan
+ * has dead or away while op 0 runs - the wrapped intervals declared or
+ * offloaded late in the iteration before, when no plan ran them - is
+ * declared and moved now, so that the device starts the iteration where
+ * the plan's curve does.  Without it the first planned iteration finds
+ * last iteration's optimizer state and gradients resident, dirty, with
+ * their next use an iteration away: a prefetch takes no dirty page, and
+ * the calls fault (ResNet in the network style at 1/2 of its peak).  The
+ * ranges resolve through the iteration before (STABLE allocations where
+ * the plan has them); one that does not is left alone. */
+static void entry_steps(policy_t *p, policy_actions_t *out)
+{
+	const policy_plan_t *pl = &p->plan;
+
+	for (int i = 0; i < pl->nsteps; i++) {
+		const policy_step_t *s = &pl->steps[i];
+
+		int n0 = out->n;
+
+		if (!s->entry)
+			continue;
+		if (!step_act(p, s, s->op, p->m.op_seq[s->op], true, out))
+			return;
+		p->st.entry_steps += (uint64_t)(out->n - n0);
 	}
 }
 
@@ -549,6 +587,8 @@ static void planned_call(policy_t *p, const vmem_event_t *ev, uint64_t pos,
 		suspend(p, expected, pos, out);
 		return;
 	}
+	bool entry = op == 0 && (!was_clean || p->m.iter_resumed);
+
 	if (op == 0 && was_clean) {
 		p->st.iterations_planned++;
 		p->failed_resumes = 0;
@@ -556,6 +596,8 @@ static void planned_call(policy_t *p, const vmem_event_t *ev, uint64_t pos,
 	}
 	if (op == 0)
 		iteration_begins(p, was_clean, out);
+	if (entry)
+		entry_steps(p, out);
 	p->st.ops_matched++;
 	steps(p, op, POLICY_BEFORE, ev, out);
 }
@@ -882,6 +924,10 @@ void policy_stats_print(const policy_stats_t *s, policy_print_fn out, void *ctx)
 	policy_printf(out, ctx, "policy: offload %8" PRIu64 " (%14" PRIu64 " B)  prefetch %8" PRIu64
 		      " (%14" PRIu64 " B)  lookahead %8" PRIu64, s->offloads, s->offload_bytes,
 		      s->prefetches, s->prefetch_bytes, s->lookaheads);
+	if (s->entry_steps)
+		policy_printf(out, ctx, "policy: set at an iteration's start %6" PRIu64
+			      "  (dead and offloaded ranges the plan has away at op 0)",
+			      s->entry_steps);
 	policy_printf(out, ctx, "policy: misses in planned iterations %10" PRIu64 "  elsewhere %10"
 		      PRIu64, s->misses_planned, s->misses_other);
 	policy_printf(out, ctx, "policy: fresh maps in planned iterations %6" PRIu64 "  elsewhere %10"

@@ -225,6 +225,9 @@ typedef struct {
 	uint64_t offloads, offload_bytes, prefetches, prefetch_bytes;
 	uint64_t lookaheads;             /* PREFETCH actions of the lookahead (plan.c): ranges the
 					    next call reads, brought if away (most are resident) */
+	uint64_t entry_steps;            /* DEAD and OFFLOAD actions due before op 0 of an
+					    iteration the plan did not run from its start
+					    (policy.c, entry_steps) */
 	uint64_t misses_planned, misses_other;   /* reported by the runtime: fault-ins that
 						    brought bytes back */
 	uint64_t maps_planned, maps_other;       /* fault-ins that only mapped fresh pages

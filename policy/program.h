@@ -752,6 +752,11 @@ typedef struct {
 	bool next;               /* PREFETCH: the lookahead's, for the lane's next op (plan.c) */
 	bool soon;               /* PREFETCH for this op or the lane's next one: worth a host
 				    wait for copies out (pool_prefetch, plan.c) */
+	bool entry;              /* DEAD or OFFLOAD of an interval that spans the iteration's
+				    start (dead, or away, while op 0 runs): also due before
+				    op 0 of an iteration that follows one the plan did not
+				    run whole - the first, or one after a suspension - so
+				    that the device starts where the plan's curve does */
 } policy_step_t;
 
 typedef struct {

@@ -3,8 +3,9 @@
  * state are planned too: the need curve checked by hand on a two-layer
  * iteration, whole pages only, YOUNG allocations never wrap, paged
  * allocations counted and moved by the page, ops past one that cannot fit
- * still relieved, and the wrapped interval's prefetch resolved through the
- * iteration before. */
+ * still relieved, the wrapped interval's prefetch resolved through the
+ * iteration before, and the first planned iteration set where the plan
+ * has it at op 0. */
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -463,6 +464,88 @@ static void test_wrapped_prefetch_resolves_through_the_iteration_before(void **s
 	drv_free(&d);
 }
 
+/* The first planned iteration follows one no plan ran: what the plan has
+ * away or dead while op 0 runs (a wrapped interval offloaded, a range
+ * declared dead, late in the iteration before) is set before op 0, so the
+ * device starts where the plan's curve does; an iteration that follows a
+ * whole planned one does not repeat it. */
+static void test_first_planned_iteration_starts_where_the_plan_does(void **state)
+{
+	net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_NETWORK };
+	policy_config_t c;
+	policy_stats_t st;
+	drv_t d;
+	net_t n;
+	const policy_plan_t *pl;
+	uint64_t peak, mark[2] = { 0, 0 };
+	int away = -1, nmark = 0, off[2] = { 0, 0 }, dead[2] = { 0, 0 };
+
+	(void)state;
+	policy_config_default(&c);
+	c.offload = POLICY_OFFLOAD_DYN;
+	c.offload_min_bytes = 1024;
+	c.page_size = 1024;
+	c.budget = (uint64_t)1 << 40;
+	c.dyn_trials = 0;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 3; i++)
+		net_train(&n, &d);
+	peak = policy_plan(d.p)->dyn.peak_none;
+	net_free(&n);
+	drv_free(&d);
+
+	c.budget = peak / 3;
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 3; i++)
+		net_train(&n, &d);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	pl = policy_plan(d.p);
+	for (int i = 0; i < pl->off.n; i++) {
+		const policy_offload_t *x = &pl->off.v[i];
+
+		if (x->wrap && x->need_op > 0 && x->prefetch_op > 0 && x->prefetch_op <= x->after_op)
+			away = i;
+	}
+	if (away < 0)
+		fail_msg("expected an interval away while op 0 runs in the plan at a third of the "
+			 "peak (%llu bytes), got none of %d", (unsigned long long)peak, pl->off.n);
+	const policy_offload_t *x = &pl->off.v[away];
+	const policy_tensor_t *t = &pl->g.tensors[x->tensor];
+
+	d.nacts = 0;
+	for (int i = 0; i < 2; i++)
+		net_train(&n, &d);
+	for (int i = 0; i < d.nacts && nmark < 2; i++)
+		if (d.acts[i].kind == POLICY_ACT_MARK)
+			mark[nmark++] = d.acts[i].seq;
+	assert_int_equal(nmark, 2);
+	for (int i = 0; i < d.nacts; i++) {
+		const policy_action_t *a = &d.acts[i].a;
+		int it = d.acts[i].seq == mark[0] ? 0 : d.acts[i].seq == mark[1] ? 1 : -1;
+
+		if (it < 0 || a->plan_op == 0)
+			continue;   /* not before op 0, or op 0's own */
+		if (d.acts[i].kind == POLICY_ACT_OFFLOAD && a->alloc_id == t->alloc_id &&
+		    a->plan_op == x->after_op)
+			off[it]++;
+		if (d.acts[i].kind == POLICY_ACT_DEAD)
+			dead[it]++;
+	}
+	if (off[0] != 1 || off[1] != 0)
+		fail_msg("expected a%llu (out after #%d, back before #%d) offloaded before op 0 of the "
+			 "first planned iteration and not of the second, got %d and %d",
+			 (unsigned long long)t->alloc_id, x->after_op, x->prefetch_op, off[0], off[1]);
+	if (dead[0] == 0 || dead[1] != 0)
+		fail_msg("expected wrapped dead ranges declared before op 0 of the first planned "
+			 "iteration only, got %d and %d", dead[0], dead[1]);
+	policy_get_stats(d.p, &st);
+	assert_true(st.entry_steps >= 2);
+	net_free(&n);
+	drv_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -475,6 +558,7 @@ int main(void)
 		cmocka_unit_test(test_gaps_explain_what_an_op_holds),
 		cmocka_unit_test(test_gaps_bring_back_late_what_a_slow_link_fetched_early),
 		cmocka_unit_test(test_wrapped_prefetch_resolves_through_the_iteration_before),
+		cmocka_unit_test(test_first_planned_iteration_starts_where_the_plan_does),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
