@@ -105,7 +105,9 @@ static int ref_use(const policy_graph_t *g, uint64_t alloc_id, uint64_t off, uin
  * instead of at the call, where it would be a miss with the copy in the
  * call's way.  A range already resident costs the pool a lookup.  Ranges
  * resolve through the latest use of the same allocation seen before the
- * step (a STABLE allocation's use in the iteration before, too). */
+ * step (a STABLE allocation's use in the iteration before, too); where
+ * that use covers the range in part, a STABLE allocation's through the
+ * call's own use in the iteration before. */
 static int lookahead(const policy_graph_t *g, svec_t *s)
 {
 	for (int l = 0; l < g->nlanes; l++) {
@@ -129,6 +131,17 @@ static int lookahead(const policy_graph_t *g, svec_t *s)
 				    (prev && a->cls != POLICY_ALLOC_STABLE))
 					continue;
 				range_in_use(g, u->offset, u->bytes, r, &st.delta, &st.bytes);
+				if (st.bytes < u->bytes && a->cls == POLICY_ALLOC_STABLE) {
+					/* the latest use covers part of the range only
+					 * (a scanned kernel argument reaches to its
+					 * segment's end, over tensors other calls use
+					 * apart): the call's own use in the iteration
+					 * before names all of it */
+					r = x;
+					prev = true;
+					st.delta = 0;
+					st.bytes = u->bytes;
+				}
 				st.kind = POLICY_STEP_PREFETCH;
 				st.when = POLICY_BEFORE;
 				st.op = j;

@@ -563,6 +563,88 @@ static void test_lookahead_prefetches_the_next_calls_reads(void **state)
 	drv_free(&d);
 }
 
+/* A kernel whose scanned argument reaches over several tensors of one
+ * segment (a caching allocator's: the scan cannot tell where the tensor
+ * ends) reads more than any earlier call touched: the lookahead before it
+ * brings the whole range, named through the kernel's own use in the
+ * iteration before, not the part the latest call read. */
+static void one_scanned_iteration(drv_t *d)
+{
+	vmem_range_t r[3];
+	vmem_op_info_t in;
+
+	memset(&in, 0, sizeof(in));
+	r[0] = R(0, 0x1000, 4096, VMEM_ACCESS_R, "src");
+	r[1] = R(11, 0, 4096, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "dst");
+	drv_op(d, VMEM_OP_MEMCPY, "cudaMemcpyAsync", NULL, 2, r);
+	/* the weight: the first 64 KiB of segment 10 */
+	r[0] = R(11, 0, 4096, VMEM_ACCESS_R, "x");
+	r[1] = R(10, 0, 65536, VMEM_ACCESS_R, "w");
+	r[2] = R(12, 0, 4096, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "y");
+	drv_op(d, VMEM_OP_CONV_FWD, "cudnnConvolutionForward", NULL, 3, r);
+	r[0] = R(12, 0, 4096, VMEM_ACCESS_R, "x");
+	r[1] = R(13, 0, 4096, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "y");
+	drv_op(d, VMEM_OP_ACT_FWD, "cudnnActivationForward", NULL, 2, r);
+	/* the update kernel: its pointer is the weight's, its scanned extent
+	 * the segment's end (weight, gradient, momentum side by side) */
+	r[0] = R(10, 0, 196608, VMEM_ACCESS_RW, "arg0");
+	r[1] = R(13, 0, 4096, VMEM_ACCESS_RW, "arg1");
+	drv_op(d, VMEM_OP_LAUNCH, "cudaLaunchKernel", NULL, 2, r);
+	r[0] = R(13, 0, 4, VMEM_ACCESS_R, "src");
+	r[1] = R(0, 0x2000, 4, VMEM_ACCESS_W, "dst");
+	drv_op(d, VMEM_OP_MEMCPY, "cudaMemcpyAsync", NULL, 2, r);
+	drv_sync(d);
+}
+
+static void test_lookahead_brings_a_scanned_argument_whole(void **state)
+{
+	policy_config_t c = cfg();
+	drv_t d;
+	int steps = 0, acts = 0;
+	uint64_t seq;
+
+	(void)state;
+	c.offload = POLICY_OFFLOAD_ALL;
+	drv_init(&d, &c);
+	policy_allocated(d.p, 10, 196608);
+	for (uint64_t a = 11; a <= 13; a++)
+		policy_allocated(d.p, a, 4096);
+	for (int i = 0; i < 5; i++)
+		one_scanned_iteration(&d);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	const policy_plan_t *pl = policy_plan(d.p);
+	const policy_graph_t *g = &pl->g;
+
+	for (int i = 0; i < pl->nsteps; i++) {
+		const policy_step_t *s = &pl->steps[i];
+		const policy_use_t *u = &g->uses[s->use];
+
+		if (!s->next || u->alloc_id != 10 || g->ops[s->until_op].kind != VMEM_OP_LAUNCH)
+			continue;
+		steps++;
+		if (s->delta != 0 || s->bytes != 196608 || u->offset != 0 || u->bytes != 196608)
+			fail_msg("expected the lookahead before the kernel to name all of its 196608 "
+				 "bytes of a10, got [%llu, +%llu) of a use of %llu bytes at %llu",
+				 (unsigned long long)s->delta, (unsigned long long)s->bytes,
+				 (unsigned long long)u->bytes, (unsigned long long)u->offset);
+	}
+	assert_int_equal(steps, 1);
+	/* a planned iteration resolves it: one PREFETCH of the whole range */
+	seq = d.seq;
+	one_scanned_iteration(&d);
+	for (int i = 0; i < d.nacts; i++) {
+		const policy_action_t *a = &d.acts[i].a;
+
+		if (d.acts[i].seq >= seq && d.acts[i].kind == POLICY_ACT_PREFETCH && a->next &&
+		    a->alloc_id == 10 && g->ops[a->until_op].kind == VMEM_OP_LAUNCH)
+			acts += a->offset == 0 && a->bytes == 196608 ? 1 : 100;
+	}
+	if (acts != 1)
+		fail_msg("expected one lookahead PREFETCH of a10 [0, +196608) in a planned iteration, "
+			 "got %d (100 per one of another range)", acts);
+	drv_free(&d);
+}
+
 static void test_debug_log_prints_every_pass_of_a_new_plan(void **state)
 {
 	policy_config_t c = cfg();
@@ -604,6 +686,7 @@ int main(void)
 		cmocka_unit_test(test_misses_counted_by_state),
 		cmocka_unit_test(test_algo_steps_before_each_convolution),
 		cmocka_unit_test(test_lookahead_prefetches_the_next_calls_reads),
+		cmocka_unit_test(test_lookahead_brings_a_scanned_argument_whole),
 		cmocka_unit_test(test_debug_log_prints_every_pass_of_a_new_plan),
 	};
 
