@@ -487,10 +487,11 @@ void policy_plan_dump(const policy_plan_t *plan, policy_print_fn out, void *ctx)
 				      x->workspace, x->room == UINT64_MAX ? 0 : x->room);
 		else
 			policy_printf(out, ctx, "step %s %s: %s use %d (%s a%" PRIu64 ") +0x%" PRIx64
-				      "/%" PRIu64 " until #%d ref %d",
+				      "/%" PRIu64 " until #%d ref %d%s",
 				      lab, x->when == POLICY_BEFORE ? "before" : "after",
 				      x->next ? "PREFETCH(next)" : step_name[x->kind], x->use,
 				      g->uses[x->use].role ? g->uses[x->use].role : "?",
-				      g->uses[x->use].alloc_id, x->delta, x->bytes, x->until_op, x->ref);
+				      g->uses[x->use].alloc_id, x->delta, x->bytes, x->until_op, x->ref,
+				      x->entry ? " entry" : "");
 	}
 }
