@@ -93,11 +93,11 @@ static const cfg_var_t cfg_vars[] = {
 	{ "VMEM_MAP", CFG_ENUM, "lazy", map_names, 0, 0, 0, false, false, F(map), "",
 	  "when the budget is full, a new allocation maps what is free and the rest at first touch "
 	  "(lazy), or evicts live memory to map all of it at once (eager)" },
-	{ "VMEM_RANGE_FIT", CFG_ENUM, "best", fit_names, 0, 0, 0, false, false, F(range_fit), "",
-	  "best: a new allocation reuses a larger freed range in place (split, adjacent ones "
-	  "merged) and a reclaim unmaps only the chunks it needs; exact: only a freed range of "
-	  "the same chunk count is reused; pending: best, and also a range whose free has not "
-	  "completed yet (ordered by its pages' last uses)" },
+	{ "VMEM_RANGE_FIT", CFG_ENUM, "pending", fit_names, 0, 0, 0, false, false, F(range_fit), "",
+	  "pending: a new allocation reuses a larger freed range in place (split, adjacent ones "
+	  "merged), also one whose free has not completed yet (ordered by its pages' last uses), "
+	  "and a reclaim unmaps only the chunks it needs; best: the same with ready ranges only; "
+	  "exact: only a freed range of the same chunk count is reused" },
 	{ "VMEM_GRANT_RUNS", CFG_BOOL, "1", NULL, 0, 0, 0, false, false, F(grant_runs), "",
 	  "1: adjacent chunks mapped together (an allocation, a fault-in, a prefetch) get their "
 	  "access in one cuMemSetAccess; 0: one call per chunk" },

@@ -207,17 +207,20 @@ def pool_stat(text, name):
 
 def case_range_fit(a):
     # Per-tensor allocation under dyn at half the peak frees and allocates
-    # every tensor each iteration: best fit (the default) reuses freed
-    # ranges in place where exact fit unmaps one range and maps another.
-    # Both must train to the unlimited run's weights with the race
-    # checker and poison on; best fit must map fewer chunks.
+    # every tensor each iteration: best fit reuses freed ranges in place
+    # where exact fit unmaps one range and maps another, and pending (the
+    # default) also takes ranges whose free has not completed, ordered on
+    # the device.  All three must train to the unlimited run's weights
+    # with the race checker and poison on; best fit must map fewer chunks
+    # than exact, pending fewer than best, and pending must take ranges
+    # before their free completed.
     args = [a.minitrain, "--net", "vgg16", "--batch", "8", "--image", "32",
             "--iters", "8", "--alloc", "per-tensor"]
     full = run(args, {"SIMGPU_MEM": "12G"}, False, a.vmem)
     if full.returncode != 0 or not checksum(full):
         fail("unlimited run: expected exit 0 with a checksum, got exit %d" % full.returncode)
     got = {}
-    for fit in ("exact", "best"):
+    for fit in ("exact", "best", "pending"):
         p = run(args, {"SIMGPU_MEM": "12G", "VMEM_DEVICE_LIMIT": "216M", "VMEM_POLICY": "dyn",
                        "VMEM_STATS": "1", "VMEM_RANGE_FIT": fit}, True, a.vmem)
         if p.returncode != 0:
@@ -226,19 +229,26 @@ def case_range_fit(a):
             fail("VMEM_RANGE_FIT=%s: checksum %s, expected the unlimited run's %s"
                  % (fit, checksum(p), checksum(full)))
         got[fit] = {k: pool_stat(p.stderr, k) for k in ("maps", "ranges reused", "split",
-                                                        "merged", "reclaimed in part")}
+                                                        "merged", "reclaimed in part",
+                                                        "before their free completed")}
         if None in got[fit].values():
             fail("VMEM_RANGE_FIT=%s: expected the pool's maps and ranges lines in VMEM_STATS, "
                  "got %s" % (fit, got[fit]))
-    e, b = got["exact"], got["best"]
+    e, b, q = got["exact"], got["best"], got["pending"]
     if e["split"] or e["merged"] or e["reclaimed in part"]:
         fail("exact fit carved or merged ranges: %s" % e)
     if not b["split"] or not b["reclaimed in part"]:
         fail("best fit: expected ranges split and reclaimed in part, got %s" % b)
     if b["maps"] >= e["maps"]:
         fail("best fit mapped %d chunks, exact %d: expected fewer" % (b["maps"], e["maps"]))
-    print("range-fit: maps %d exact, %d best (%.2fx); best: %s"
-          % (e["maps"], b["maps"], b["maps"] / e["maps"], b))
+    if b["before their free completed"]:
+        fail("best fit took %d ranges before their free completed: expected none"
+             % b["before their free completed"])
+    if not q["before their free completed"] or q["maps"] >= b["maps"]:
+        fail("pending: expected ranges taken before their free completed and fewer maps than "
+             "best fit's %d, got %s" % (b["maps"], q))
+    print("range-fit: maps %d exact, %d best (%.2fx), %d pending (%.2fx); pending: %s"
+          % (e["maps"], b["maps"], b["maps"] / e["maps"], q["maps"], q["maps"] / e["maps"], q))
 
 
 def main():

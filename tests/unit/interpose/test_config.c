@@ -300,7 +300,7 @@ static void test_settings_json_lists_every_variable(void **state)
 	if (n != 26)
 		fail_msg("expected 26 VMEM_* variables listed, got %d", n);
 	assert_non_null(strstr(buf, "\"map\":\"lazy\""));
-	assert_non_null(strstr(buf, "\"range_fit\":\"best\""));
+	assert_non_null(strstr(buf, "\"range_fit\":\"pending\""));
 	assert_non_null(strstr(buf, "\"dyn_trials\":1"));
 	assert_non_null(strstr(buf, "\"wr_slack\":1"));
 	assert_non_null(strstr(buf, "\"workspace\":\"default\""));
