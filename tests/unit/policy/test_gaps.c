@@ -396,9 +396,39 @@ static void test_gaps_bring_back_late_what_a_slow_link_fetched_early(void **stat
 
 /* ---- the running policy: wrapped prefetches come out ---- */
 
-static void test_wrapped_prefetch_resolves_through_the_iteration_before(void **state)
+/* The four-layer NETWORK net trained under dyn at a third of its peak
+ * (measured first with no budget to fit), until planned: even vDNN-all
+ * does not fit (weights, gradients and momenta alone are more), so the
+ * plan moves their idle intervals.  *peak: the net's peak. */
+static void third_of_peak(drv_t *d, net_t *n, policy_config_t *c, uint64_t *peak)
 {
 	net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_NETWORK };
+
+	policy_config_default(c);
+	c->offload = POLICY_OFFLOAD_DYN;
+	c->offload_min_bytes = 1024;
+	c->page_size = 1024;
+	c->budget = (uint64_t)1 << 40;
+	c->dyn_trials = 0;
+	drv_init(d, c);
+	net_init(n, d, &nc);
+	for (int i = 0; i < 3; i++)
+		net_train(n, d);
+	assert_int_equal(policy_state(d->p), POLICY_PLANNED);
+	*peak = policy_plan(d->p)->dyn.peak_none;
+	net_free(n);
+	drv_free(d);
+
+	c->budget = *peak / 3;
+	drv_init(d, c);
+	net_init(n, d, &nc);
+	for (int i = 0; i < 3; i++)
+		net_train(n, d);
+	assert_int_equal(policy_state(d->p), POLICY_PLANNED);
+}
+
+static void test_wrapped_prefetch_resolves_through_the_iteration_before(void **state)
+{
 	policy_config_t c;
 	drv_t d;
 	net_t n;
@@ -407,30 +437,7 @@ static void test_wrapped_prefetch_resolves_through_the_iteration_before(void **s
 	int wrapped = -1, seen = 0;
 
 	(void)state;
-	/* the net's peak with no budget to fit */
-	policy_config_default(&c);
-	c.offload = POLICY_OFFLOAD_DYN;
-	c.offload_min_bytes = 1024;
-	c.page_size = 1024;
-	c.budget = (uint64_t)1 << 40;
-	c.dyn_trials = 0;
-	drv_init(&d, &c);
-	net_init(&n, &d, &nc);
-	for (int i = 0; i < 3; i++)
-		net_train(&n, &d);
-	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
-	peak = policy_plan(d.p)->dyn.peak_none;
-	net_free(&n);
-	drv_free(&d);
-
-	/* a third of it: even vDNN-all does not fit (weights, gradients and
-	 * momenta alone are more), so the plan moves their idle intervals */
-	c.budget = peak / 3;
-	drv_init(&d, &c);
-	net_init(&n, &d, &nc);
-	for (int i = 0; i < 3; i++)
-		net_train(&n, &d);
-	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	third_of_peak(&d, &n, &c, &peak);
 	pl = policy_plan(d.p);
 	if (pl->off.gaps.added == 0)
 		fail_msg("expected idle intervals in the plan at a third of the peak (%llu bytes), "
@@ -471,7 +478,6 @@ static void test_wrapped_prefetch_resolves_through_the_iteration_before(void **s
  * whole planned one does not repeat it. */
 static void test_first_planned_iteration_starts_where_the_plan_does(void **state)
 {
-	net_cfg_t nc = { .layers = 4, .batch = 4, .style = NET_NETWORK };
 	policy_config_t c;
 	policy_stats_t st;
 	drv_t d;
@@ -481,26 +487,7 @@ static void test_first_planned_iteration_starts_where_the_plan_does(void **state
 	int away = -1, nmark = 0, off[2] = { 0, 0 }, dead[2] = { 0, 0 };
 
 	(void)state;
-	policy_config_default(&c);
-	c.offload = POLICY_OFFLOAD_DYN;
-	c.offload_min_bytes = 1024;
-	c.page_size = 1024;
-	c.budget = (uint64_t)1 << 40;
-	c.dyn_trials = 0;
-	drv_init(&d, &c);
-	net_init(&n, &d, &nc);
-	for (int i = 0; i < 3; i++)
-		net_train(&n, &d);
-	peak = policy_plan(d.p)->dyn.peak_none;
-	net_free(&n);
-	drv_free(&d);
-
-	c.budget = peak / 3;
-	drv_init(&d, &c);
-	net_init(&n, &d, &nc);
-	for (int i = 0; i < 3; i++)
-		net_train(&n, &d);
-	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	third_of_peak(&d, &n, &c, &peak);
 	pl = policy_plan(d.p);
 	for (int i = 0; i < pl->off.n; i++) {
 		const policy_offload_t *x = &pl->off.v[i];
