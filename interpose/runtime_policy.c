@@ -698,6 +698,27 @@ static void retry_run(tl_policy_t *t)
 
 /* Carries out one action.  cudaSuccess, or the error that refuses the
  * call (a read of bytes the plan dropped). */
+/* VMEM_LOG=debug: a prefetch found no chunk it may take - what holds the
+ * device, by what a prefetch may do with it (pool_census), so that a
+ * miss in a planned iteration can be traced to its cause: pages the plan
+ * counts away but still dirty, prefetched ranges waiting for their
+ * calls, memory the plan does not know. */
+static void log_prefetch_short(const pool_range_t *r, const policy_action_t *a)
+{
+	pool_census_t c;
+
+	if (pool_census(g_rp_pool, r, &c) != POOL_OK)
+		return;
+	vmem_debug("prefetch of allocation %llu [+%llu, %llu bytes) for plan op #%d%s found no "
+		   "chunk; resident %u pages: dead %u, clean needed later %u, dirty needed later "
+		   "%u (the call's fault copies them out), needed sooner %u, outside the plan %u, "
+		   "prefetched not used %u, offloading %u",
+		   (unsigned long long)r->alloc_id, (unsigned long long)r->offset,
+		   (unsigned long long)r->bytes, a->until_op, a->next ? " (lookahead)" : "",
+		   c.resident, c.dead, c.clean_later, c.dirty_later, c.sooner, c.unknown, c.held,
+		   c.offloading);
+}
+
 static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 {
 	pool_range_t r = prange(a);
@@ -735,8 +756,11 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 		/* a range for this call or the next is worth a host wait for
 		 * the copies out that make its room; one for a call further
 		 * ahead is tried again after each call meanwhile */
-		if (pool_prefetch(g_rp_pool, &r, a->soon) == POOL_ENOMEM)
+		if (pool_prefetch(g_rp_pool, &r, a->soon) == POOL_ENOMEM) {
+			if (vmem_log_enabled(VMEM_LOG_DEBUG))
+				log_prefetch_short(&r, a);
 			retry_add(&r);
+		}
 		break;
 	case POLICY_ACT_SETTLE:
 		pool_settle(g_rp_pool, &r);

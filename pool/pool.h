@@ -351,6 +351,24 @@ pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, bool wait);
 /* Releases held pages of the range that no call used (a plan suspended):
  * they are ordinary resident pages again. */
 pool_status_t pool_unhold(pool_t *p, const pool_range_t *r);
+
+/* What holds the device when a prefetch of range r finds no chunk: the
+ * resident pages counted by what a prefetch may do with them - relative
+ * to the range's own next use in the eviction order (pool_set_order;
+ * without one every page is `unknown`).  For VMEM_LOG=debug: it walks
+ * every resident page. */
+typedef struct {
+	uint32_t dead;          /* every byte dead: dropped first */
+	uint32_t clean_later;   /* clean, needed after the range: a prefetch takes them */
+	uint32_t dirty_later;   /* dirty, needed after it: only the call's fault copies them out */
+	uint32_t sooner;        /* needed before the range: kept */
+	uint32_t unknown;       /* not in the order (small chunks, memory the plan never saw) */
+	uint32_t held;          /* prefetched, not used yet */
+	uint32_t offloading;    /* offloaded, their copy out not reaped yet */
+	uint32_t resident;      /* every page mapped (the rest of them: in use by a call now,
+				   or being evicted) */
+} pool_census_t;
+pool_status_t pool_census(pool_t *p, const pool_range_t *r, pool_census_t *out);
 /* Starts copying the range's resident, unlocked pages to host after their
  * last write (on the D2H stream, ordered by an event on the writer's
  * stream), so the copy overlaps calls that still read them, and releases

@@ -1180,6 +1180,47 @@ pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, bool wait)
 	return skipped ? POOL_ENOMEM : POOL_OK;
 }
 
+pool_status_t pool_census(pool_t *p, const pool_range_t *r, pool_census_t *out)
+{
+	pool_span_t s;
+	struct rref rr;
+	uint64_t floor = 0;
+	pool_status_t st;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&p->lock);
+	if ((st = range_rref(p, r, &rr, &s))) {
+		pthread_mutex_unlock(&p->lock);
+		return st;
+	}
+	if (p->order && rr.a->kind == A_LARGE)
+		floor = p->order(p->order_ctx, rr.a->id, s.offset, s.bytes);
+	for (struct page *pg = p->lru.tail; pg; pg = pg->prev) {
+		uint64_t key = POOL_ORDER_UNKNOWN;
+
+		if (p->order && pg->a->kind == A_LARGE)
+			key = p->order(p->order_ctx, pg->a->id, (uint64_t)pg->idx * chunk_sz(p),
+				       page_bytes(p, pg->a, pg->idx));
+		if (pool_page_all_dead(p, pg))
+			out->dead++;
+		else if (key == POOL_ORDER_UNKNOWN || floor == POOL_ORDER_UNKNOWN)
+			out->unknown++;
+		else if (key <= floor)
+			out->sooner++;
+		else if (page_clean(p, pg))
+			out->clean_later++;
+		else
+			out->dirty_later++;
+	}
+	for (struct page *pg = p->heldl.head; pg; pg = pg->next)
+		out->held++;
+	for (struct page *pg = p->offl.head; pg; pg = pg->next)
+		out->offloading++;
+	out->resident = (uint32_t)(p->st.resident.cur / chunk_sz(p));
+	pthread_mutex_unlock(&p->lock);
+	return POOL_OK;
+}
+
 pool_status_t pool_unhold(pool_t *p, const pool_range_t *r)
 {
 	pool_span_t s;

@@ -2190,6 +2190,55 @@ static void test_prefetch_evicts_only_pages_needed_later(void **state)
 	env_close(&e);
 }
 
+/* pool_census (VMEM_LOG=debug when a prefetch finds no chunk): the
+ * resident pages counted by what a prefetch may do with them, relative
+ * to the range's own next use. */
+static void test_census_classes_pages_by_the_ranges_next_use(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 3, 0, 64);
+	uintptr_t z = must_malloc(&e, CH), s = must_malloc(&e, CH), l = must_malloc(&e, CH);
+	put(&e, z, CH, 60);
+	put(&e, s, CH, 61);
+	put(&e, l, CH, 62);
+	make_clean(&e, s, 61);
+	make_clean(&e, l, 62);
+	offload_done(&e, z, CH);
+	uintptr_t c = must_malloc(&e, CH);
+	put(&e, c, CH, 63);                      /* s l clean, c dirty; z on the host */
+	uint64_t zid = range_of(&e, z, CH).alloc_id, sid = range_of(&e, s, CH).alloc_id;
+	uint64_t lid = range_of(&e, l, CH).alloc_id;
+	pool_range_t rz = range_of(&e, z, CH);
+	pool_census_t k;
+
+	/* without an order nothing is known of any page */
+	assert_int_equal(pool_census(e.p, &rz, &k), POOL_OK);
+	if (k.resident != 3 || k.unknown != 3 || k.sooner || k.clean_later || k.dirty_later)
+		fail_msg("no order: expected 3 resident pages, all unknown, got resident %u unknown "
+			 "%u sooner %u clean later %u dirty later %u", k.resident, k.unknown, k.sooner,
+			 k.clean_later, k.dirty_later);
+	/* z is needed in 50, s in 5, l in 500; c is not in the order */
+	order_t o = { { zid, sid, lid }, { 50, 5, 500 }, 3, 0 };
+	pool_set_order(e.p, order_fn, &o, 0);
+	assert_int_equal(pool_census(e.p, &rz, &k), POOL_OK);
+	if (k.sooner != 1 || k.clean_later != 1 || k.unknown != 1 || k.dirty_later || k.held ||
+	    k.dead)
+		fail_msg("expected s needed sooner, l clean and needed later, c unknown, got sooner %u "
+			 "clean later %u unknown %u dirty later %u held %u dead %u", k.sooner,
+			 k.clean_later, k.unknown, k.dirty_later, k.held, k.dead);
+	put(&e, l, CH, 64);                      /* l written: dirty now */
+	assert_int_equal(pool_census(e.p, &rz, &k), POOL_OK);
+	if (k.dirty_later != 1 || k.clean_later)
+		fail_msg("l written: expected it dirty and needed later, got dirty later %u clean "
+			 "later %u", k.dirty_later, k.clean_later);
+	pool_set_order(e.p, NULL, NULL, 0);
+	assert_true(check(&e, z, CH, 60));
+	assert_true(check(&e, l, CH, 64));
+	check_clean(&e);
+	env_close(&e);
+}
+
 /* A page evicted with its bytes on the host comes back for a call that
  * rewrites it whole without its old bytes; an in-place call (the same
  * bytes read through another ref) gets them back. */
@@ -3061,6 +3110,7 @@ int main(void)
 		cmocka_unit_test(test_prefetch_after_reclaiming_an_empty_freed_range),
 		cmocka_unit_test(test_prefetch_waits_for_copies_out_under_way),
 		cmocka_unit_test(test_prefetch_evicts_only_pages_needed_later),
+		cmocka_unit_test(test_census_classes_pages_by_the_ranges_next_use),
 		cmocka_unit_test(test_range_of_a_freed_allocation_is_left_alone),
 		cmocka_unit_test(test_fixed_mappings_grow_shrink_and_move_under_the_budget),
 		cmocka_unit_test(test_fixed_reservation_is_aligned_as_asked),
