@@ -417,10 +417,16 @@ void runtime_policy_copy_end(void *started, void *stream, bool h2d, uint64_t byt
 
 /* ---- logging and the trace ---- */
 
+/* The policy's VMEM_LOG=debug lines (set only at that level): a plan's
+ * dump is hundreds of lines of one format, which vmem_log's per-format
+ * cap would cut after ten, so they go out whole, with vmem_log's prefix. */
 static void log_line(void *ctx, const char *line)
 {
+	char buf[1024];
+
 	(void)ctx;
-	vmem_debug("policy: %s", line);
+	snprintf(buf, sizeof(buf), "vmem: debug: policy: %s", line);
+	vmem_log_raw(buf);
 }
 
 static void stats_line(void *ctx, const char *line)

@@ -620,8 +620,19 @@ def t_no_misses(args):
     if not m:
         fail("vgg16 under all at %d MiB with VMEM_LOOKAHEAD=0: expected misses in planned "
              "iterations (what the lookahead covers), got %s\n%s" % (limit // MiB, m, show(off)))
+    # VMEM_LOG=debug prints each new plan whole: one line per step, not
+    # cut by the log's cap on repeated lines
+    dbg = mt(args, "vgg16", extra, {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_POLICY": "all",
+                                    "VMEM_LOG": "debug"})
+    must_pass(dbg, "vgg16 under all, VMEM_LOG=debug")
+    hdr = re.search(r"policy: plan 1: .*?, (\d+) steps \(", dbg.stderr)
+    nstep = len(re.findall(r"^vmem: debug: policy: step ", dbg.stderr, re.M))
+    if not hdr or int(hdr.group(1)) != nstep or nstep < 20:
+        fail("VMEM_LOG=debug: expected the plan's header and one 'step' line per step, got "
+             "header %s and %d step lines" % (hdr.group(0) if hdr else None, nstep))
     print("ok: 6 runs at half the peak without a miss in a planned iteration, same weights; "
-          "without the lookahead vgg16 under all misses %d" % m)
+          "without the lookahead vgg16 under all misses %d; VMEM_LOG=debug printed all %d "
+          "steps of the plan" % (m, nstep))
 
 
 TESTS = {
