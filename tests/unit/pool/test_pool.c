@@ -2130,6 +2130,28 @@ static void test_prefetch_waits_for_copies_out_under_way(void **state)
 	env_close(&e);
 }
 
+/* A three-chunk pool, full: s and l clean (bytes 61, 62), c dirty (63);
+ * z (60) offloaded to the host.  *o: an order (not set) where z is needed
+ * in 50, s in 5 and l in 500, and c is not in it. */
+static void full_but_z(env_t *e, uintptr_t *z, uintptr_t *s, uintptr_t *l, uintptr_t *c,
+		       order_t *o)
+{
+	env_open(e, 3, 0, 64);
+	*z = must_malloc(e, CH);
+	*s = must_malloc(e, CH);
+	*l = must_malloc(e, CH);
+	put(e, *z, CH, 60);
+	put(e, *s, CH, 61);
+	put(e, *l, CH, 62);
+	make_clean(e, *s, 61);
+	make_clean(e, *l, 62);
+	offload_done(e, *z, CH);
+	*c = must_malloc(e, CH);
+	put(e, *c, CH, 63);
+	*o = (order_t){ { range_of(e, *z, CH).alloc_id, range_of(e, *s, CH).alloc_id,
+			  range_of(e, *l, CH).alloc_id }, { 50, 5, 500 }, 3, 0 };
+}
+
 /* With a plan's order, a prefetch frees chunks only from pages needed
  * later than the range it brings (Belady for prefetching: bringing z
  * must not push out what an earlier call reads), and without an order
@@ -2138,20 +2160,10 @@ static void test_prefetch_evicts_only_pages_needed_later(void **state)
 {
 	(void)state;
 	env_t e;
-	env_open(&e, 3, 0, 64);
-	uintptr_t z = must_malloc(&e, CH), s = must_malloc(&e, CH), l = must_malloc(&e, CH);
-	put(&e, z, CH, 60);
-	put(&e, s, CH, 61);
-	put(&e, l, CH, 62);
-	make_clean(&e, s, 61);
-	make_clean(&e, l, 62);
-	offload_done(&e, z, CH);
-	uintptr_t c = must_malloc(&e, CH);
-	put(&e, c, CH, 63);                      /* full: s l clean, c dirty */
-	uint64_t zid = range_of(&e, z, CH).alloc_id, sid = range_of(&e, s, CH).alloc_id;
-	uint64_t lid = range_of(&e, l, CH).alloc_id;
+	uintptr_t z, s, l, c;
+	order_t o;
+	full_but_z(&e, &z, &s, &l, &c, &o);
 	/* z is needed in 50; s in 5, l in 500: only l may make room */
-	order_t o = { { zid, sid, lid }, { 50, 5, 500 }, 3, 0 };
 	pool_set_order(e.p, order_fn, &o, 0);
 	assert_int_equal(prefetch(&e, z, CH), POOL_OK);
 	if (pool_page_state(e.p, s) != POOL_PAGE_RESIDENT || pool_page_state(e.p, l) == POOL_PAGE_RESIDENT)
@@ -2197,18 +2209,9 @@ static void test_census_classes_pages_by_the_ranges_next_use(void **state)
 {
 	(void)state;
 	env_t e;
-	env_open(&e, 3, 0, 64);
-	uintptr_t z = must_malloc(&e, CH), s = must_malloc(&e, CH), l = must_malloc(&e, CH);
-	put(&e, z, CH, 60);
-	put(&e, s, CH, 61);
-	put(&e, l, CH, 62);
-	make_clean(&e, s, 61);
-	make_clean(&e, l, 62);
-	offload_done(&e, z, CH);
-	uintptr_t c = must_malloc(&e, CH);
-	put(&e, c, CH, 63);                      /* s l clean, c dirty; z on the host */
-	uint64_t zid = range_of(&e, z, CH).alloc_id, sid = range_of(&e, s, CH).alloc_id;
-	uint64_t lid = range_of(&e, l, CH).alloc_id;
+	uintptr_t z, s, l, c;
+	order_t o;
+	full_but_z(&e, &z, &s, &l, &c, &o);
 	pool_range_t rz = range_of(&e, z, CH);
 	pool_census_t k;
 
@@ -2219,7 +2222,6 @@ static void test_census_classes_pages_by_the_ranges_next_use(void **state)
 			 "%u sooner %u clean later %u dirty later %u", k.resident, k.unknown, k.sooner,
 			 k.clean_later, k.dirty_later);
 	/* z is needed in 50, s in 5, l in 500; c is not in the order */
-	order_t o = { { zid, sid, lid }, { 50, 5, 500 }, 3, 0 };
 	pool_set_order(e.p, order_fn, &o, 0);
 	assert_int_equal(pool_census(e.p, &rz, &k), POOL_OK);
 	if (k.sooner != 1 || k.clean_later != 1 || k.unknown != 1 || k.dirty_later || k.held ||
