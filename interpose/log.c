@@ -94,16 +94,13 @@ static void log_write(const char *buf, size_t len)
 	}
 }
 
-void vmem_log(vmem_log_level_t level, const char *fmt, ...)
+/* One line of `level`; `seen`: how many of its format came before (0
+ * for a message that is not capped). */
+static void log_emit(vmem_log_level_t level, unsigned seen, const char *fmt, va_list ap)
 {
 	char line[LOG_LINE_MAX];
-	unsigned seen;
 	int n;
-	va_list ap;
 
-	if (!vmem_log_enabled(level))
-		return;
-	seen = log_seen(fmt);
 	if (seen > LOG_REPEAT_CAP)
 		return;
 	n = snprintf(line, sizeof(line), "vmem: %s: ", log_names[level]);
@@ -113,13 +110,33 @@ void vmem_log(vmem_log_level_t level, const char *fmt, ...)
 		log_write(line, (size_t)n);
 		return;
 	}
-	va_start(ap, fmt);
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-	va_end(ap);
 	if (n >= (int)sizeof(line) - 1)
 		n = (int)sizeof(line) - 2;
 	line[n++] = '\n';
 	log_write(line, (size_t)n);
+}
+
+void vmem_log(vmem_log_level_t level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!vmem_log_enabled(level))
+		return;
+	va_start(ap, fmt);
+	log_emit(level, log_seen(fmt), fmt, ap);
+	va_end(ap);
+}
+
+void vmem_log_uncapped(vmem_log_level_t level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!vmem_log_enabled(level))
+		return;
+	va_start(ap, fmt);
+	log_emit(level, 0, fmt, ap);
+	va_end(ap);
 }
 
 void vmem_log_raw(const char *line)

@@ -13,6 +13,12 @@
 void vmem_log(vmem_log_level_t level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* vmem_log without the cap on repeats: for a listing whose lines share
+ * one format (the policy's plan dump at VMEM_LOG=debug), each a different
+ * line, not a repeat. */
+void vmem_log_uncapped(vmem_log_level_t level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 #define vmem_error(...) vmem_log(VMEM_LOG_ERROR, __VA_ARGS__)
 #define vmem_warn(...) vmem_log(VMEM_LOG_WARN, __VA_ARGS__)
 #define vmem_info(...) vmem_log(VMEM_LOG_INFO, __VA_ARGS__)

@@ -419,14 +419,11 @@ void runtime_policy_copy_end(void *started, void *stream, bool h2d, uint64_t byt
 
 /* The policy's VMEM_LOG=debug lines (set only at that level): a plan's
  * dump is hundreds of lines of one format, which vmem_log's per-format
- * cap would cut after ten, so they go out whole, with vmem_log's prefix. */
+ * cap would cut after ten. */
 static void log_line(void *ctx, const char *line)
 {
-	char buf[1024];
-
 	(void)ctx;
-	snprintf(buf, sizeof(buf), "vmem: debug: policy: %s", line);
-	vmem_log_raw(buf);
+	vmem_log_uncapped(VMEM_LOG_DEBUG, "policy: %s", line);
 }
 
 static void stats_line(void *ctx, const char *line)

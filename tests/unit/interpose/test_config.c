@@ -1,5 +1,6 @@
 /* tests/unit/interpose/test_config.c - VMEM_* parsing: defaults, good and
- * bad values of every kind, size suffixes, overflow, message text. */
+ * bad values of every kind, size suffixes, overflow, message text; and the
+ * log lines VMEM_LOG governs (the cap on repeats, the uncapped form). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <cmocka.h>
 
 #include "interpose/config.h"
+#include "interpose/log.h"
 #include "interpose/trace.h"
 
 void trace_header_fields(char *buf, size_t len) { (void)len; buf[0] = '\0'; }
@@ -374,9 +376,69 @@ static void test_auto_is_refused_where_it_has_no_meaning(void **state)
 	expect_bad("VMEM_DEVICE_RESERVE", "automatic", "not a size; accepted: auto, or bytes");
 }
 
+/* ---- vmem's log lines (interpose/log.c): the cap on repeats of one
+ * format, and the uncapped form a listing of one format uses (the plan
+ * dump at VMEM_LOG=debug). */
+
+static int nlines, nsuppressed;
+static char last[256];
+
+static void capture(const char *line, size_t len, void *ctx)
+{
+	(void)ctx;
+	nlines++;
+	if (strstr(line, "further messages like this one are suppressed"))
+		nsuppressed++;
+	snprintf(last, sizeof(last), "%.*s", (int)len, line);
+}
+
+static void reset(void)
+{
+	nlines = nsuppressed = 0;
+	last[0] = 0;
+}
+
+static void test_repeats_of_one_format_are_capped(void **state)
+{
+	(void)state;
+	vmem_log_set_output(capture, NULL);
+	vmem_log_set_level(VMEM_LOG_DEBUG);
+	reset();
+	for (int i = 0; i < 30; i++)
+		vmem_debug("capped line %d", i);
+	if (nlines != 11 || nsuppressed != 1)
+		fail_msg("30 lines of one format: expected 10 and one 'suppressed' line, got %d lines, "
+			 "%d of them 'suppressed'", nlines, nsuppressed);
+	vmem_log_set_level(VMEM_LOG_WARN);
+	vmem_log_set_output(NULL, NULL);
+}
+
+static void test_uncapped_lines_all_go_out_with_the_prefix(void **state)
+{
+	(void)state;
+	vmem_log_set_output(capture, NULL);
+	vmem_log_set_level(VMEM_LOG_DEBUG);
+	reset();
+	for (int i = 0; i < 30; i++)
+		vmem_log_uncapped(VMEM_LOG_DEBUG, "policy: step %d", i);
+	if (nlines != 30 || nsuppressed)
+		fail_msg("30 uncapped lines: expected all 30, got %d (%d 'suppressed')", nlines,
+			 nsuppressed);
+	if (strcmp(last, "vmem: debug: policy: step 29\n") != 0)
+		fail_msg("expected the last line \"vmem: debug: policy: step 29\\n\", got \"%s\"", last);
+	/* below the level in force: nothing */
+	vmem_log_set_level(VMEM_LOG_WARN);
+	reset();
+	vmem_log_uncapped(VMEM_LOG_DEBUG, "policy: step %d", 0);
+	assert_int_equal(nlines, 0);
+	vmem_log_set_output(NULL, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_repeats_of_one_format_are_capped),
+		cmocka_unit_test(test_uncapped_lines_all_go_out_with_the_prefix),
 		cmocka_unit_test(test_defaults_when_nothing_is_set),
 		cmocka_unit_test(test_good_values_of_every_kind),
 		cmocka_unit_test(test_conv_algo_accepts_app_and_fit),
