@@ -146,6 +146,19 @@ struct keyed {
 	struct page *pg;
 };
 
+/* The eviction order's key of a range of allocation a (pool_set_order):
+ * POOL_ORDER_UNKNOWN without an order and for a small chunk's slab. */
+static uint64_t range_key(const pool_t *p, const struct alloc *a, uint64_t off, uint64_t bytes)
+{
+	return p->order && a->kind == A_LARGE ? p->order(p->order_ctx, a->id, off, bytes)
+					      : POOL_ORDER_UNKNOWN;
+}
+
+static uint64_t page_key(const pool_t *p, const struct page *pg)
+{
+	return range_key(p, pg->a, (uint64_t)pg->idx * chunk_sz(p), page_bytes(p, pg->a, pg->idx));
+}
+
 static int cmp_keyed(const void *x, const void *y)
 {
 	const struct keyed *a = x, *b = y;
@@ -193,10 +206,7 @@ static uint32_t evict_candidates(pool_t *p, struct page **cand, uint32_t max, ui
 		for (struct page *pg = p->lru.tail; k && pg && nk < cap; pg = pg->prev) {
 			if (pg->flags & PF_SEL)
 				continue;
-			uint64_t key = POOL_ORDER_UNKNOWN;
-			if (pg->a->kind == A_LARGE)
-				key = p->order(p->order_ctx, pg->a->id, (uint64_t)pg->idx * chunk_sz(p),
-					       page_bytes(p, pg->a, pg->idx));
+			uint64_t key = page_key(p, pg);
 			if (floor && key != POOL_ORDER_UNKNOWN && key <= floor)
 				continue;
 			k[nk] = (struct keyed){ key, nk, pg };
@@ -1075,13 +1085,8 @@ uint32_t pool_chunks_free(pool_t *p, uint32_t want)
 static void prefetch_fill(pool_t *p, struct alloc *a, uint64_t off, uint64_t bytes, uint32_t need,
 			  bool wait)
 {
-	uint64_t floor = 0;
+	uint64_t floor = range_key(p, a, off, bytes);   /* 0 (unknown): no floor */
 
-	if (p->order && a->kind == A_LARGE) {
-		floor = p->order(p->order_ctx, a->id, off, bytes);
-		if (floor == POOL_ORDER_UNKNOWN)
-			floor = 0;
-	}
 	a->pins++;
 	while (fill_nowait(p, need, false, 0) < need && wait &&
 	       (pool_freed_reclaim_one(p, true, need - p->ncache) || pool_offl_reap(p, true)))
@@ -1184,7 +1189,7 @@ pool_status_t pool_census(pool_t *p, const pool_range_t *r, pool_census_t *out)
 {
 	pool_span_t s;
 	struct rref rr;
-	uint64_t floor = 0;
+	uint64_t floor;
 	pool_status_t st;
 
 	memset(out, 0, sizeof(*out));
@@ -1193,14 +1198,10 @@ pool_status_t pool_census(pool_t *p, const pool_range_t *r, pool_census_t *out)
 		pthread_mutex_unlock(&p->lock);
 		return st;
 	}
-	if (p->order && rr.a->kind == A_LARGE)
-		floor = p->order(p->order_ctx, rr.a->id, s.offset, s.bytes);
+	floor = range_key(p, rr.a, s.offset, s.bytes);
 	for (struct page *pg = p->lru.tail; pg; pg = pg->prev) {
-		uint64_t key = POOL_ORDER_UNKNOWN;
+		uint64_t key = page_key(p, pg);
 
-		if (p->order && pg->a->kind == A_LARGE)
-			key = p->order(p->order_ctx, pg->a->id, (uint64_t)pg->idx * chunk_sz(p),
-				       page_bytes(p, pg->a, pg->idx));
 		if (pool_page_all_dead(p, pg))
 			out->dead++;
 		else if (key == POOL_ORDER_UNKNOWN || floor == POOL_ORDER_UNKNOWN)
