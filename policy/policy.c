@@ -530,7 +530,6 @@ static void entry_steps(policy_t *p, policy_actions_t *out)
 
 	for (int i = 0; i < pl->nsteps; i++) {
 		const policy_step_t *s = &pl->steps[i];
-
 		int n0 = out->n;
 
 		if (!s->entry)
