@@ -355,7 +355,8 @@ pool_status_t pool_unhold(pool_t *p, const pool_range_t *r);
 /* What holds the device when a prefetch of range r finds no chunk: the
  * resident pages counted by what a prefetch may do with them - relative
  * to the range's own next use in the eviction order (pool_set_order;
- * without one every page is `unknown`).  For VMEM_LOG=debug: it walks
+ * without one, or for a range in a small chunk, which has no key, every
+ * page is `unknown`).  For VMEM_LOG=debug: it walks
  * every resident page. */
 typedef struct {
 	uint32_t dead;          /* every byte dead: dropped first */
