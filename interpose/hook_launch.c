@@ -31,6 +31,7 @@
 #include <cuda_runtime_api.h>
 
 #include "interpose/hooks.h"
+#include "interpose/kernel_bounds.h"
 #include "interpose/log.h"
 #include "interpose/runtime.h"
 #include "interpose/scan.h"
@@ -257,8 +258,17 @@ void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extr
 			break;
 		}
 	}
+	/* A known family states its arguments' extents (kernel_bounds.h);
+	 * the rest stay unknown (0): the rest of their allocation. */
+	if (args && l && l->bound.family) {
+		int b = kb_apply(l->bound, args, l->params, l->nparams, refs, n);
+
+		if (b)
+			stats_add(STATS_ARGS_BOUNDED, (uint64_t)b);
+	}
 	for (int i = 0; i < n; i++)
-		hook_call_ref(c, (const void *)refs[i].ptr, 0, VMEM_ACCESS_RW, refs[i].role);
+		hook_call_ref(c, (const void *)refs[i].ptr, refs[i].bytes, refs[i].access,
+			      refs[i].role);
 	if (missed && c->refs_lost)
 		stats_add(STATS_REFS_DROPPED, (uint64_t)missed);
 	if (refs != inline_refs)

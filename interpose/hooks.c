@@ -360,7 +360,9 @@ void hook_call_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access
 	}
 	c->refs[c->nrefs].ptr = (uintptr_t)ptr;
 	c->refs[c->nrefs].bytes = bytes;
-	c->refs[c->nrefs].access = bytes ? access : (uint8_t)(access & ~VMEM_ACCESS_WHOLE);
+	/* an unknown extent, or an upper bound, is never a whole overwrite */
+	c->refs[c->nrefs].access = bytes && !(access & VMEM_ACCESS_UPTO) ?
+		access : (uint8_t)(access & ~VMEM_ACCESS_WHOLE);
 	c->refs[c->nrefs].role = role;
 	c->nrefs++;
 }

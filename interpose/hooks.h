@@ -67,7 +67,8 @@ typedef struct {
 
 void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const void *stream);
 /* Adds a touched range; NULL pointers are ignored.  VMEM_ACCESS_WHOLE is
- * dropped when bytes is 0 (an unknown extent is never a whole overwrite).
+ * dropped when bytes is 0 or with VMEM_ACCESS_UPTO (an unknown extent, or
+ * an upper bound, is never a whole overwrite).
  * Any number of refs:
  * past VMEM_INLINE_REFS they move to the heap (freed by finish).  When
  * that allocation fails the call is marked and hook_call_prepare refuses

@@ -3,7 +3,8 @@
  * One rule for every place that hands a call's ranges to the pool (the
  * runtime's acquire and release, the policy's resolution): written when
  * the access says so; a whole overwrite only when also written; an
- * unknown extent (bytes 0) may touch only part of what it resolves to.
+ * unknown extent (bytes 0), and an upper bound (VMEM_ACCESS_UPTO), may
+ * touch only part of what it resolves to.
  */
 #ifndef VMEM_INTERPOSE_POOL_REF_H
 #define VMEM_INTERPOSE_POOL_REF_H
@@ -19,7 +20,7 @@ static inline pool_ref_t pool_ref_of(uintptr_t ptr, uint64_t bytes, uint8_t acce
 
 	return (pool_ref_t){
 		.ptr = ptr, .bytes = bytes, .write = write,
-		.whole = write && (access & VMEM_ACCESS_WHOLE), .maybe = bytes == 0,
+		.whole = write && (access & VMEM_ACCESS_WHOLE), .maybe = bytes == 0 || (access & VMEM_ACCESS_UPTO),
 	};
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "interpose/config.h"
+#include "interpose/kernel_bounds.h"
 
 static const char *const roles[] = {
 	"arg0", "arg1", "arg2", "arg3", "arg4", "arg5", "arg6", "arg7",
@@ -177,6 +178,7 @@ static void query_into(const void *func, scan_query_fn query, scan_name_fn namef
 	l->params = params;
 	l->name = NULL;
 	l->nparams = -1;
+	l->bound = (scan_bound_t){ KB_NONE, 0 };
 	for (i = 0; i < cap; i++) {
 		size_t off, size;
 		int rc = query(func, i, &off, &size);
@@ -195,10 +197,15 @@ static void query_into(const void *func, scan_query_fn query, scan_name_fn namef
 			return;   /* more than SCAN_MAX_PARAMS: unknown (cached so; see launch-paths.md) */
 	}
 	l->nparams = i;
-	if (namefn && name) {
-		char raw[NAME_MAX_LEN];
+	if (namefn) {
+		/* The whole name (template arguments run long) decides the
+		 * bound; the trace keeps its head. */
+		char raw[2048];
 
-		if (namefn(func, raw, sizeof(raw)) == 0) {
+		if (namefn(func, raw, sizeof(raw)) != 0)
+			return;
+		l->bound = kb_classify(raw, params, i);
+		if (name) {
 			size_t n = vmem_json_escape(raw, name, nlen);
 
 			/* Drop the quotes: the launch hook adds its own. */

@@ -33,12 +33,21 @@ typedef struct {
 	uint32_t size;     /* bytes */
 } scan_param_t;
 
+/* What a known kernel family's parameters say of its pointer arguments'
+ * extents (interpose/kernel_bounds.h): a family (KB_*, 0 = none) and the
+ * largest element size of its operands. */
+typedef struct {
+	uint8_t family;
+	uint8_t elem_bytes;
+} scan_bound_t;
+
 /* The layout of one function's parameters. */
 typedef struct {
 	const void *func;
 	int nparams;              /* -1: unknown (the query failed) */
 	const scan_param_t *params;
 	const char *name;         /* JSON-escaped kernel name without quotes, or NULL */
+	scan_bound_t bound;       /* from the full name and the layout */
 } scan_layout_t;
 
 typedef bool (*scan_owns_fn)(uintptr_t p);

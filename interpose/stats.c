@@ -42,6 +42,7 @@ static const char *const counter_names[STATS_COUNTER_COUNT] = {
 	[STATS_REFS_DROPPED] = "refs not held (calls refused)",
 	[STATS_CAPTURE_PASSTHROUGH] = "calls passed through (capture)",
 	[STATS_UNKNOWN_PARAMS] = "launches with unknown params",
+	[STATS_ARGS_BOUNDED] = "kernel arguments bounded",
 	[STATS_CONV_MICRO] = "convs run as micro-batches",
 	[STATS_CONV_MICRO_CALLS] = "cuDNN calls of those",
 	[STATS_CONV_RESCUED] = "convs rescued (ws did not fit)",

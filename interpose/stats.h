@@ -41,6 +41,8 @@ typedef enum {
 	STATS_REFS_DROPPED,       /* refs a call could not hold (the call was refused) */
 	STATS_CAPTURE_PASSTHROUGH,/* calls passed through because a stream was capturing */
 	STATS_UNKNOWN_PARAMS,     /* launches whose parameter layout was unknown */
+	STATS_ARGS_BOUNDED,       /* scanned kernel arguments whose extent the kernel's own
+				     parameters bound (interpose/kernel_bounds.h) */
 	/* convolutions (interpose/conv_exec.c) */
 	STATS_CONV_MICRO,         /* convolutions run as µ-cuDNN configurations (WR/WD) */
 	STATS_CONV_MICRO_CALLS,   /* cuDNN calls those made */

@@ -91,6 +91,10 @@ enum {
 	VMEM_ACCESS_W = 2u,
 	VMEM_ACCESS_RW = 3u,
 	VMEM_ACCESS_WHOLE = 4u,   /* with W only: a whole overwrite, nothing read */
+	VMEM_ACCESS_UPTO = 8u,    /* `bytes` is an upper bound, not the extent: the
+				     call may touch only part of it (a scanned kernel
+				     argument its family's parameters bound,
+				     interpose/kernel_bounds.h) */
 };
 
 /* One device range a call touches, as a hook names it.  `ptr` is the

@@ -1,14 +1,18 @@
 /* tests/unit/interpose/test_scan.c - kernel-parameter scanning: a buffer
  * whose words are vmem pointers, foreign pointers and integers, with a
- * fake owns() range; and the per-function layout cache. */
+ * fake owns() range; the per-function layout cache; and the extents a
+ * known kernel family's parameters bound (kernel_bounds.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "interpose/kernel_bounds.h"
+#include "interpose/pool_ref.h"
 #include "interpose/scan.h"
 #include "interpose/trace.h"
 
@@ -259,6 +263,147 @@ static void test_kernel_handles_are_remembered(void **state)
 	assert_false(scan_handle_known((const void *)(uintptr_t)(7 << 8)));
 }
 
+/* PyTorch's vectorized elementwise kernel, as cudaFuncGetName spells some
+ * of its instantiations (the lambda's enclosing names shortened). */
+#define VEC "_ZN2at6native29vectorized_elementwise_kernelILi4E"
+#define VEC_END "EEviT0_T1_"
+static const char *const fill_f = VEC "NS0_11FillFunctorIfEESt5arrayIPcLm1EE" VEC_END;
+static const char *const add_d = VEC "NS0_15CUDAFunctor_addIdEESt5arrayIPcLm3EE" VEC_END;
+static const char *const relu_bwd_f =
+	VEC "NS0_13BinaryFunctorIfffZZZNS0_21threshold_kernel_implERNS_18TensorIterator"
+	"BaseEN3c106ScalarES5_ENKUlvE_clEvENKUlvE6_clEvEUlffE_EESt5arrayIPcLm3EE" VEC_END;
+static const char *const mul_h =
+	VEC "NS0_13BinaryFunctorIN3c104HalfES4_S4_NS0_11MulFunctorIfEEEESt5arrayIPcLm3EE" VEC_END;
+static const char *const cmp_bool_d =
+	VEC "NS0_13BinaryFunctorIddbNS0_12CompareEqOpIdEEEESt5arrayIPcLm3EE" VEC_END;
+static const char *const clamp_lambda =
+	VEC "ZZZNS0_49_GLOBAL__N__d2ba64fb_16_TensorCompare_cu_71e06f4e19launch_clamp_scalar"
+	"ERNS_18TensorIteratorBaseEN3c106ScalarES6_NS0_6detail11ClampLimitsEENKUlvE_clEvENKU"
+	"lvE5_clEvEUlfE_St5arrayIPcLm2EE" VEC_END;
+/* (int N, an empty functor, 3 pointers); N int64 in the wrong one */
+static const scan_param_t vec3[] = { { 0, 4 }, { 4, 1 }, { 8, 24 } };
+static const scan_param_t vec3_n64[] = { { 0, 8 }, { 8, 1 }, { 16, 24 } };
+
+static void test_torch_vectorized_kernels_are_classified_by_name_and_layout(void **state)
+{
+	static const struct {
+		const char *name;
+		const scan_param_t *params;
+		int nparams, family, elem;
+	} cases[] = {
+		{ fill_f, vec3, 3, KB_TORCH_VECTORIZED, 4 },
+		{ add_d, vec3, 3, KB_TORCH_VECTORIZED, 8 },
+		{ relu_bwd_f, vec3, 3, KB_TORCH_VECTORIZED, 4 },
+		/* c10::Half, then two substitutions for it */
+		{ mul_h, vec3, 3, KB_TORCH_VECTORIZED, 2 },
+		/* a bool result beside double operands: the largest counts */
+		{ cmp_bool_d, vec3, 3, KB_TORCH_VECTORIZED, 8 },
+		/* a lambda's return type is not in its name: the largest scalar */
+		{ clamp_lambda, vec3, 3, KB_TORCH_VECTORIZED, 16 },
+		/* not the layout the family has */
+		{ fill_f, vec3_n64, 3, KB_NONE, 0 },
+		{ fill_f, vec3, 2, KB_NONE, 0 },
+		/* a name cut short (the trace's head of it), another family */
+		{ VEC "NS0_11FillFunctorIfEESt5arrayIPcLm1EE", vec3, 3, KB_NONE, 0 },
+		{ "_ZN2at6native27unrolled_elementwise_kernelIZZZNS0_23direct_copy_kernel_cuda"
+		  "EviT0_T1_", vec3, 3, KB_NONE, 0 },
+		{ NULL, vec3, 3, KB_NONE, 0 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		scan_bound_t b = kb_classify(cases[i].name, cases[i].params, cases[i].nparams);
+
+		if (b.family != cases[i].family || b.elem_bytes != cases[i].elem)
+			fail_msg("case %zu (%.60s...): expected family %d, %d-byte elements; got "
+				 "family %d, %d", i, cases[i].name ? cases[i].name : "(null)",
+				 cases[i].family, cases[i].elem, b.family, b.elem_bytes);
+	}
+}
+
+static void test_bound_covers_the_array_but_not_a_pointer_the_functor_holds(void **state)
+{
+	/* BinaryFunctor<float, float, float>(N = 1000): out, a, b in the
+	 * array; b also held by the functor (a captured pointer: any extent). */
+	uintptr_t out = VA_BASE + 0x200000, a = VA_BASE + 0x400000, b = VA_BASE + 0x600000;
+	int32_t n = 1000;
+	uintptr_t functor = b;
+	uintptr_t data[3] = { out, a, b };
+	void *args[] = { &n, &functor, data };
+	const scan_param_t params[] = { { 0, 4 }, { 8, 8 }, { 16, 24 } };
+	scan_bound_t rule = kb_classify(relu_bwd_f, params, 3);
+	vmem_ref_t refs[8];
+	int k = scan_args(args, params, 3, fake_owns, refs, 8, NULL);
+
+	(void)state;
+	assert_int_equal(k, 3);
+	assert_int_equal(kb_apply(rule, args, params, 3, refs, k), 2);
+	for (int i = 0; i < k; i++) {
+		size_t want = refs[i].ptr == b ? 0 : 4000;
+		pool_ref_t pr = pool_ref_of(refs[i].ptr, refs[i].bytes, refs[i].access);
+
+		if (refs[i].bytes != want)
+			fail_msg("ref %#lx: expected extent %zu, got %zu", (unsigned long)refs[i].ptr,
+				 want, refs[i].bytes);
+		/* a bound is not the extent: the kernel may touch only part of
+		 * it, so the pool lets dropped bytes there through (H200: a
+		 * float-to-double copy's input bounded at 16 bytes an element
+		 * ran into bytes the plan had dropped, and was refused) */
+		if (want && !(refs[i].access & VMEM_ACCESS_UPTO))
+			fail_msg("ref %#lx: expected VMEM_ACCESS_UPTO in access %#x",
+				 (unsigned long)refs[i].ptr, refs[i].access);
+		assert_true(pr.maybe);
+		assert_false(pr.whole);
+	}
+	/* N = 0 (or negative) bounds nothing: the extents stay unknown */
+	n = 0;
+	k = scan_args(args, params, 3, fake_owns, refs, 8, NULL);
+	assert_int_equal(kb_apply(rule, args, params, 3, refs, k), 0);
+	for (int i = 0; i < k; i++)
+		assert_int_equal(refs[i].bytes, 0);
+	/* another kernel's rule bounds nothing */
+	n = 1000;
+	assert_int_equal(kb_apply((scan_bound_t){ KB_NONE, 0 }, args, params, 3, refs, k), 0);
+}
+
+static const char *long_name;
+
+static int long_name_fn(const void *func, char *buf, size_t len)
+{
+	(void)func;
+	snprintf(buf, len, "%s", long_name);
+	return 0;
+}
+
+static int vec3_query(const void *func, int i, size_t *off, size_t *size)
+{
+	(void)func;
+	if (i >= 3)
+		return 1;
+	*off = vec3[i].offset;
+	*size = vec3[i].size;
+	return 0;
+}
+
+static void test_layout_keeps_the_bound_of_a_name_longer_than_it_stores(void **state)
+{
+	scan_param_t tmp[SCAN_MAX_PARAMS];
+	scan_layout_t tl;
+	const scan_layout_t *l;
+
+	(void)state;
+	scan_cache_reset();
+	long_name = relu_bwd_f;
+	assert_true(strlen(long_name) > 200);
+	l = scan_layout((const void *)(uintptr_t)0x30005, vec3_query, long_name_fn, &tl, tmp);
+	assert_int_equal(l->nparams, 3);
+	assert_int_equal(l->bound.family, KB_TORCH_VECTORIZED);
+	assert_int_equal(l->bound.elem_bytes, 4);
+	/* the name kept for the trace is the head of it */
+	assert_true(strlen(l->name) < strlen(long_name));
+	assert_memory_equal(l->name, long_name, strlen(l->name));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -272,6 +417,9 @@ int main(void)
 		cmocka_unit_test(test_unknown_layout_is_cached_as_unknown),
 		cmocka_unit_test(test_many_functions_stay_distinct),
 		cmocka_unit_test(test_kernel_handles_are_remembered),
+		cmocka_unit_test(test_torch_vectorized_kernels_are_classified_by_name_and_layout),
+		cmocka_unit_test(test_bound_covers_the_array_but_not_a_pointer_the_functor_holds),
+		cmocka_unit_test(test_layout_keeps_the_bound_of_a_name_longer_than_it_stores),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
