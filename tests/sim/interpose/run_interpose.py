@@ -36,7 +36,12 @@ def run(args, cmd, env_extra=None, preload=True, check=True):
     return p
 
 
-def read_trace(path):
+def read_trace(path, drops_allowed=False):
+    """The trace's records, checked whole: JSON lines, header first, end
+    last, times in range, nothing dropped - unless drops_allowed (a test
+    that hammers the hooks from a thread on a loaded machine can outrun
+    the writer; the ring then drops and counts, and the file must hold
+    exactly the records the end record says were written)."""
     with open(path) as f:
         lines = f.read().splitlines()
     recs = []
@@ -49,8 +54,11 @@ def read_trace(path):
         fail("trace: first record should be the header, got %r" % (recs[:1],))
     if recs[-1].get("type") != "end":
         fail("trace: last record should be 'end', got %r" % (recs[-1],))
-    if recs[-1].get("dropped") != 0:
+    if recs[-1].get("dropped") != 0 and not drops_allowed:
         fail("trace: %s records dropped, expected 0" % recs[-1].get("dropped"))
+    if recs[-1].get("records") != len(recs) - 1:
+        fail("trace: the end record says %s records were written, the file holds %d"
+             % (recs[-1].get("records"), len(recs) - 1))
     late = [r for r in recs[1:-1] if not 0 <= r["t"] <= recs[-1]["t"]]
     if late:
         fail("trace: records with t outside [0, end.t=%d] (t is ns since vmem start): %s"
@@ -572,7 +580,9 @@ def t_fork(args):
         if not p.stdout.startswith("ok 50 forks"):
             fail("forkprog under VMEM_TRACE: expected 'ok 50 forks', got %r; stderr:\n%s"
                  % (p.stdout, p.stderr))
-        recs = read_trace(trace)
+        # the hammer thread may outrun the writer on a loaded machine:
+        # counted drops are allowed, a record lost or torn is not
+        recs = read_trace(trace, drops_allowed=True)
     heads = [r for r in recs if r["type"] in ("header", "end")]
     if len(heads) != 2:
         fail("trace: expected one header and one end record, got %d (children wrote to it?)"
