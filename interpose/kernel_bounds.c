@@ -2,6 +2,7 @@
  * parameters (see kernel_bounds.h). */
 #include "interpose/kernel_bounds.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* at::native::vectorized_elementwise_kernel<, and the end of its full
@@ -117,16 +118,14 @@ static int functor_elem_bytes(const char *s)
 	return ELEM_MAX;
 }
 
-scan_bound_t kb_classify(const char *name, const scan_param_t *params, int nparams)
+static scan_bound_t classify_vectorized(const char *name, const scan_param_t *params,
+					int nparams)
 {
-	scan_bound_t none = { KB_NONE, 0 };
-	size_t len, plen = strlen(TORCH_VEC_PREFIX), slen = strlen(TORCH_VEC_SUFFIX);
+	scan_bound_t none = { KB_NONE, 0, 0, 0 };
+	size_t len = strlen(name), plen = strlen(TORCH_VEC_PREFIX), slen = strlen(TORCH_VEC_SUFFIX);
 	const char *s;
 
-	if (!name || !params || nparams != 3)
-		return none;
-	len = strlen(name);
-	if (len < plen + slen || strncmp(name, TORCH_VEC_PREFIX, plen) != 0 ||
+	if (nparams != 3 || len < plen + slen || strncmp(name, TORCH_VEC_PREFIX, plen) != 0 ||
 	    strcmp(name + len - slen, TORCH_VEC_SUFFIX) != 0)
 		return none;
 	/* N is a 4-byte int at offset 0; the last parameter an 8-aligned
@@ -140,7 +139,126 @@ scan_bound_t kb_classify(const char *name, const scan_param_t *params, int npara
 		s++;
 	if (*s != 'E')
 		return none;
-	return (scan_bound_t){ KB_TORCH_VECTORIZED, (uint8_t)functor_elem_bytes(s + 1) };
+	return (scan_bound_t){ KB_TORCH_VECTORIZED, (uint8_t)functor_elem_bytes(s + 1), 0, 0 };
+}
+
+/* TensorListMetadata<depth, large> (MultiTensorApply.cuh): per depth, the
+ * most tensors one launch lists, and the blocks it runs; the 32 KB layout
+ * (CUDA >= 12.1 with a driver that takes large parameters) holds seven
+ * times as many and indexes blocks with 16 bits instead of 8. */
+static const int foreach_tensors[2][5] = { { 110, 64, 48, 36, 30 }, { 770, 448, 336, 252, 210 } };
+static const int foreach_blocks[2] = { 320, 2240 };
+
+/* sizeof(TensorListMetadata<depth, large>): addresses[depth][M],
+ * numel_for_tensor[M] (int64), block_to_tensor[B] (u8 or u16),
+ * block_to_chunk[B] (int), start_tensor_this_launch (int), 8-aligned. */
+static uint32_t foreach_meta_size(int depth, int large)
+{
+	uint32_t m = (uint32_t)foreach_tensors[large][depth - 1], b = (uint32_t)foreach_blocks[large];
+	uint32_t at = (uint32_t)depth * m * 8 + m * 8 + b * (large ? 2u : 1u);
+
+	at = (at + 3u) & ~3u;
+	at += b * 4 + 4;
+	return (at + 7u) & ~7u;
+}
+
+/* The largest operand element size the foreach functor's mangled type at
+ * `s` states: every scalar type among its template arguments (the lists'
+ * types: T, and a copy's source type), integer literals skipped; ELEM_MAX
+ * when an argument is neither. */
+static int foreach_functor_elem_bytes(const char *s)
+{
+	int max = 0;
+
+	/* N S<seq>_ <length><name> I : a functor in the file's anonymous
+	 * namespace (or at::native's) */
+	if (*s++ != 'N' || *s++ != 'S')
+		return ELEM_MAX;
+	while ((*s >= '0' && *s <= '9') || (*s >= 'A' && *s <= 'Z'))
+		s++;
+	if (*s++ != '_' || !(*s >= '1' && *s <= '9'))
+		return ELEM_MAX;
+	{
+		char *end;
+		unsigned long n = strtoul(s, &end, 10);
+
+		if (strlen(end) < n + 1)
+			return ELEM_MAX;
+		s = end + n;
+	}
+	if (*s++ != 'I')
+		return ELEM_MAX;
+	while (*s && *s != 'E') {
+		int b;
+
+		if (s[0] == 'L' && (s[1] == 'i' || s[1] == 'b' || s[1] == 'j' || s[1] == 'l')) {
+			s += 2;
+			if (*s == 'n')   /* a negative literal */
+				s++;
+			while (*s >= '0' && *s <= '9')
+				s++;
+			if (*s++ != 'E')
+				return ELEM_MAX;
+			continue;
+		}
+		b = scalar_arg(&s, max);
+		if (!b)
+			return ELEM_MAX;
+		if (b > max)
+			max = b;
+	}
+	return *s == 'E' && max ? max : ELEM_MAX;
+}
+
+static scan_bound_t classify_foreach(const char *name, const scan_param_t *params, int nparams)
+{
+	static const char kernel[] = "25multi_tensor_apply_kernelINS";
+	static const char meta[] = "18TensorListMetadataILi";
+	scan_bound_t none = { KB_NONE, 0, 0, 0 };
+	const char *s;
+	int depth, large = 0;
+
+	/* at::native::(anonymous)::multi_tensor_apply_kernel<
+	 * at::native::(anonymous)::TensorListMetadata<depth[, large]>, the
+	 * metadata's namespace a substitution (S1_ in PyTorch 2.x) */
+	if (nparams < 2 || strncmp(name, "_ZN2at6native", 13) != 0 ||
+	    !(s = strstr(name, kernel)))
+		return none;
+	s += strlen(kernel);
+	while ((*s >= '0' && *s <= '9') || (*s >= 'A' && *s <= 'Z'))
+		s++;
+	if (*s++ != '_' || strncmp(s, meta, strlen(meta)) != 0)
+		return none;
+	s += strlen(meta);
+	if (*s < '1' || *s > '5' || s[1] != 'E')
+		return none;
+	depth = *s - '0';
+	s += 2;
+	if (s[0] == 'L' && s[1] == 'b' && (s[2] == '0' || s[2] == '1') && s[3] == 'E') {
+		large = s[2] == '1';
+		s += 4;
+	}
+	if (s[0] != 'E' || s[1] != 'E')   /* its template arguments, its nested name */
+		return none;
+	s += 2;
+	/* the metadata, passed by value, is the first parameter: its size
+	 * says the layout is the one this rule reads */
+	if (params[0].offset != 0 || params[0].size != foreach_meta_size(depth, large))
+		return none;
+	return (scan_bound_t){ KB_TORCH_FOREACH, (uint8_t)foreach_functor_elem_bytes(s),
+			       (uint8_t)depth, (uint8_t)large };
+}
+
+scan_bound_t kb_classify(const char *name, const scan_param_t *params, int nparams)
+{
+	scan_bound_t b = { KB_NONE, 0, 0, 0 };
+
+	if (!name || !params)
+		return b;
+	b = classify_vectorized(name, params, nparams);
+	if (b.family == KB_NONE)
+		b = classify_foreach(name, params, nparams);
+	return b;
 }
 
 /* Whether the 8-aligned words of parameter `p` (value at `val`) hold `w`,
@@ -162,14 +280,23 @@ static bool param_holds(const void *val, scan_param_t p, uintptr_t w)
 	return false;
 }
 
-int kb_apply(scan_bound_t rule, void *const *args, const scan_param_t *params, int nparams,
-	     vmem_ref_t *refs, int n)
+/* Whether `w` is a word of any parameter from `first` on. */
+static bool params_hold(void *const *args, const scan_param_t *params, int first, int nparams,
+			uintptr_t w)
+{
+	for (int i = first; i < nparams; i++)
+		if (param_holds(args[i], params[i], w))
+			return true;
+	return false;
+}
+
+static int apply_vectorized(scan_bound_t rule, void *const *args, const scan_param_t *params,
+			    vmem_ref_t *refs, int n)
 {
 	int32_t count;
 	int bounded = 0;
 
-	if (rule.family != KB_TORCH_VECTORIZED || nparams != 3 || !args || !args[0] ||
-	    !rule.elem_bytes)
+	if (!args[0])
 		return 0;
 	memcpy(&count, args[0], sizeof(count));
 	if (count <= 0)
@@ -184,4 +311,59 @@ int kb_apply(scan_bound_t rule, void *const *args, const scan_param_t *params, i
 		}
 	}
 	return bounded;
+}
+
+/* A foreach kernel's tensors: slot k of list d is addresses[d][k] with
+ * numel_for_tensor[k] elements.  Slots past the launch's own keep what an
+ * earlier launch of the same call wrote there (multi_tensor_apply reuses
+ * the metadata): those pairs are as consistent, and bounded alike.  A
+ * pointer in several slots gets the largest. */
+static int apply_foreach(scan_bound_t rule, void *const *args, const scan_param_t *params,
+			 int nparams, vmem_ref_t *refs, int n)
+{
+	const unsigned char *meta = args[0];
+	int m = foreach_tensors[rule.large][rule.depth - 1];
+	int bounded = 0;
+
+	if (!meta)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		uintptr_t p = refs[i].ptr;
+		int64_t most = -1;
+
+		for (int d = 0; d < rule.depth; d++)
+			for (int k = 0; k < m; k++) {
+				uintptr_t a;
+				int64_t numel;
+
+				memcpy(&a, meta + ((size_t)d * m + k) * 8, sizeof(a));
+				if (a != p)
+					continue;
+				memcpy(&numel, meta + ((size_t)rule.depth * m + k) * 8, sizeof(numel));
+				if (numel > most)
+					most = numel;
+			}
+		/* a slot with a negative count, or the pointer held by the
+		 * functor or the arguments: its extent stays unknown */
+		if (most <= 0 || (uint64_t)most > UINT64_MAX / 16 ||
+		    params_hold(args, params, 1, nparams, p))
+			continue;
+		refs[i].bytes = (size_t)most * rule.elem_bytes;
+		refs[i].access |= VMEM_ACCESS_UPTO;
+		bounded++;
+	}
+	return bounded;
+}
+
+int kb_apply(scan_bound_t rule, void *const *args, const scan_param_t *params, int nparams,
+	     vmem_ref_t *refs, int n)
+{
+	if (!args || !params || !rule.elem_bytes)
+		return 0;
+	if (rule.family == KB_TORCH_VECTORIZED && nparams == 3)
+		return apply_vectorized(rule, args, params, refs, n);
+	if (rule.family == KB_TORCH_FOREACH && nparams >= 2 && rule.depth >= 1 && rule.depth <= 5 &&
+	    params[0].size == foreach_meta_size(rule.depth, rule.large))
+		return apply_foreach(rule, args, params, nparams, refs, n);
+	return 0;
 }

@@ -39,6 +39,8 @@ typedef struct {
 typedef struct {
 	uint8_t family;
 	uint8_t elem_bytes;
+	uint8_t depth;   /* KB_TORCH_FOREACH: tensor lists in the metadata */
+	uint8_t large;   /* KB_TORCH_FOREACH: the 32 KB parameter layout */
 } scan_bound_t;
 
 /* The layout of one function's parameters. */

@@ -273,7 +273,7 @@ static const char *const relu_bwd_f =
 	VEC "NS0_13BinaryFunctorIfffZZZNS0_21threshold_kernel_implERNS_18TensorIterator"
 	"BaseEN3c106ScalarES5_ENKUlvE_clEvENKUlvE6_clEvEUlffE_EESt5arrayIPcLm3EE" VEC_END;
 static const char *const mul_h =
-	VEC "NS0_13BinaryFunctorIN3c104HalfES4_S4_NS0_11MulFunctorIfEEEESt5arrayIPcLm3EE" VEC_END;
+	VEC "NS0_13BinaryFunctorIN3c104HalfES4_S4_NS0_10MulFunctorIfEEEESt5arrayIPcLm3EE" VEC_END;
 static const char *const cmp_bool_d =
 	VEC "NS0_13BinaryFunctorIddbNS0_12CompareEqOpIdEEEESt5arrayIPcLm3EE" VEC_END;
 static const char *const clamp_lambda =
@@ -363,7 +363,7 @@ static void test_bound_covers_the_array_but_not_a_pointer_the_functor_holds(void
 		assert_int_equal(refs[i].bytes, 0);
 	/* another kernel's rule bounds nothing */
 	n = 1000;
-	assert_int_equal(kb_apply((scan_bound_t){ KB_NONE, 0 }, args, params, 3, refs, k), 0);
+	assert_int_equal(kb_apply((scan_bound_t){ KB_NONE, 0, 0, 0 }, args, params, 3, refs, k), 0);
 }
 
 static const char *long_name;
@@ -404,6 +404,110 @@ static void test_layout_keeps_the_bound_of_a_name_longer_than_it_stores(void **s
 	assert_memory_equal(l->name, long_name, strlen(l->name));
 }
 
+/* PyTorch's foreach kernels (SGD's step is _foreach_add_(params, grads)):
+ * multi_tensor_apply_kernel<TensorListMetadata<depth, large>, functor,
+ * args...>, the metadata by value first; the names as g++ mangles a mock
+ * of MultiTensorApply.cuh's templates (the same ABI as nvcc's), with
+ * nvcc's name for the file's anonymous namespace. */
+#define FOREACH_HEAD "_ZN2at6native55_GLOBAL__N__d25d856e_22_ForeachBinaryOpList_cu_a911ec43" \
+	"25multi_tensor_apply_kernelINS1_18TensorListMetadataILi2ELb"
+#define FOREACH_TAIL "JSt4plusIfEfEEENSt9enable_ifIXntsrT0_20use_large_kernel_argEvE4typeET_SA_DpT1_"
+static const char *const foreach_add_f =
+	FOREACH_HEAD "0EEENS1_24BinaryOpListAlphaFunctorIfLi2ELi2ELi0EEE" FOREACH_TAIL;
+static const char *const foreach_add_f_large =
+	FOREACH_HEAD "1EEENS1_24BinaryOpListAlphaFunctorIfLi2ELi2ELi0EEE" FOREACH_TAIL;
+static const char *const foreach_add_h =
+	FOREACH_HEAD "0EEENS1_24BinaryOpListAlphaFunctorIN3c104HalfELi2ELi2ELi0EEE" FOREACH_TAIL;
+static const char *const foreach_copy_fd =
+	FOREACH_HEAD "0EEENS1_11CopyFunctorIfdLi2ELi1ELi1EEE" FOREACH_TAIL;
+static const char *const foreach_lambda =
+	FOREACH_HEAD "0EEEZNS0_8some_opEvEUlfE_" FOREACH_TAIL;
+/* sizeof(TensorListMetadata<2, false>) and <2, true> in PyTorch 2.x:
+ * 2*64*8 + 64*8 + 320 + 320*4 + 4 -> 3144; 2*448*8 + 448*8 + 2240*2 +
+ * 2240*4 + 4 -> 24200 */
+static const scan_param_t fe_small[] = { { 0, 3144 }, { 3144, 1 }, { 3148, 4 } };
+static const scan_param_t fe_large[] = { { 0, 24200 }, { 24200, 1 }, { 24204, 4 } };
+
+static void test_torch_foreach_kernels_are_classified_by_name_and_layout(void **state)
+{
+	static const struct {
+		const char *name;
+		const scan_param_t *params;
+		int family, elem, depth, large;
+	} cases[] = {
+		{ foreach_add_f, fe_small, KB_TORCH_FOREACH, 4, 2, 0 },
+		{ foreach_add_f_large, fe_large, KB_TORCH_FOREACH, 4, 2, 1 },
+		{ foreach_add_h, fe_small, KB_TORCH_FOREACH, 2, 2, 0 },
+		/* a copy's lists have two types: the larger counts */
+		{ foreach_copy_fd, fe_small, KB_TORCH_FOREACH, 8, 2, 0 },
+		/* a functor that is no named class: the largest scalar */
+		{ foreach_lambda, fe_small, KB_TORCH_FOREACH, 16, 2, 0 },
+		/* PyTorch before the 32 KB layout: no bool argument */
+		{ "_ZN2at6native55_GLOBAL__N__d25d856e_22_ForeachBinaryOpList_cu_a911ec4325multi_"
+		  "tensor_apply_kernelINS1_18TensorListMetadataILi2EEENS1_24BinaryOpListAlphaFunctor"
+		  "IfLi2ELi2ELi0EEEJSt4plusIfEfEEEvT_T0_DpT1_", fe_small, KB_TORCH_FOREACH, 4, 2, 0 },
+		/* another metadata (a scalar list beside the tensors) */
+		{ "_ZN2at6native55_GLOBAL__N__d25d856e_22_ForeachBinaryOpList_cu_a911ec4325multi_"
+		  "tensor_apply_kernelINS1_28TensorListScalarListMetadataIfLi2ELb0EEE", fe_small,
+		  KB_NONE, 0, 0, 0 },
+		/* the metadata's size is not the one the name says */
+		{ foreach_add_f, fe_large, KB_NONE, 0, 0, 0 },
+		{ foreach_add_f_large, fe_small, KB_NONE, 0, 0, 0 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		scan_bound_t b = kb_classify(cases[i].name, cases[i].params, 3);
+
+		if (b.family != cases[i].family || b.elem_bytes != cases[i].elem ||
+		    b.depth != cases[i].depth || b.large != cases[i].large)
+			fail_msg("case %zu: expected family %d, %d-byte elements, depth %d, large %d; "
+				 "got %d, %d, %d, %d", i, cases[i].family, cases[i].elem,
+				 cases[i].depth, cases[i].large, b.family, b.elem_bytes, b.depth,
+				 b.large);
+	}
+}
+
+static void test_foreach_bounds_each_listed_tensor_by_its_count(void **state)
+{
+	/* _foreach_add_(params, grads): lists 0 and 1, tensors 0 and 1 of
+	 * this launch; slot 5 left by an earlier launch of the same call; a
+	 * pointer that the kernel's trailing argument also holds. */
+	enum { M = 64 };
+	static uint64_t meta[3144 / 8];
+	uintptr_t p0 = VA_BASE + 0x200000, p1 = VA_BASE + 0x400000;
+	uintptr_t g0 = VA_BASE + 0x600000, g1 = VA_BASE + 0x800000;
+	uintptr_t stale = VA_BASE + 0xa00000, shared = VA_BASE + 0xc00000;
+	unsigned char functor = 0;
+	uintptr_t extra = shared;
+	void *args[] = { meta, &functor, &extra };
+	const scan_param_t params[] = { { 0, 3144 }, { 3144, 1 }, { 3152, 8 } };
+	scan_bound_t rule = kb_classify(foreach_add_f, fe_small, 3);
+	vmem_ref_t refs[16];
+	int k;
+
+	(void)state;
+	memset(meta, 0, sizeof(meta));
+	meta[0] = p0, meta[1] = p1, meta[5] = stale, meta[6] = shared;   /* list 0 */
+	meta[M + 0] = g0, meta[M + 1] = g1, meta[M + 5] = stale;          /* list 1 */
+	meta[2 * M + 0] = 1000, meta[2 * M + 1] = 50, meta[2 * M + 5] = 7, meta[2 * M + 6] = 9;
+	k = scan_args(args, params, 3, fake_owns, refs, 16, NULL);
+	assert_int_equal(k, 6);
+	assert_int_equal(kb_apply(rule, args, params, 3, refs, k), 5);
+	for (int i = 0; i < k; i++) {
+		uintptr_t p = refs[i].ptr;
+		size_t want = p == p0 || p == g0 ? 4000 : p == p1 || p == g1 ? 200 :
+			      p == stale ? 28 : 0;
+
+		if (refs[i].bytes != want)
+			fail_msg("ref %#lx: expected extent %zu, got %zu", (unsigned long)p, want,
+				 refs[i].bytes);
+		if (!!want != !!(refs[i].access & VMEM_ACCESS_UPTO))
+			fail_msg("ref %#lx: VMEM_ACCESS_UPTO expected %s, access %#x",
+				 (unsigned long)p, want ? "set" : "clear", refs[i].access);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -420,6 +524,8 @@ int main(void)
 		cmocka_unit_test(test_torch_vectorized_kernels_are_classified_by_name_and_layout),
 		cmocka_unit_test(test_bound_covers_the_array_but_not_a_pointer_the_functor_holds),
 		cmocka_unit_test(test_layout_keeps_the_bound_of_a_name_longer_than_it_stores),
+		cmocka_unit_test(test_torch_foreach_kernels_are_classified_by_name_and_layout),
+		cmocka_unit_test(test_foreach_bounds_each_listed_tensor_by_its_count),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
