@@ -276,6 +276,88 @@ static void list_cost(void **args, double *flops, double *bytes)
 	*bytes = 4.0 * (double)ARG(unsigned long long, 2) * (double)ARG(int, 1);
 }
 
+/* ---- Two of PyTorch's kernels, by their mangled names, so that vmem's
+ * bounds on their scanned arguments (interpose/kernel_bounds.h) are
+ * exercised end to end: the name and layout vmem queries, the refs it
+ * bounds, the pool's residency under a budget.
+ *
+ * at::native::vectorized_elementwise_kernel<4, FillFunctor<float>,
+ *     std::array<char *, 1>>(int N, FillFunctor<float> f, array data):
+ * data[0][0..N) = f.value. */
+#define TORCH_FILL_F "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEE" \
+	"St5arrayIPcLm1EEEEviT0_T1_"
+static const uint16_t tfill_sizes[] = { 4, 4, 8 };
+
+static void tfill_run(void **args, unsigned threads)
+{
+	int n = ARG(int, 0);
+	float v = ARG(float, 1);
+	float *p = ARG(float *, 2);
+
+	(void)threads;
+	if (n <= 0)
+		return;
+	acc(p, (size_t)n * sizeof(float), SIMGPU_ACC_W);
+	if (simgpu_dryrun())
+		return;
+	for (int i = 0; i < n; i++)
+		p[i] = v;
+}
+
+static void tfill_cost(void **args, double *flops, double *bytes)
+{
+	*flops = 0.0;
+	*bytes = 4.0 * (double)ARG(int, 0);
+}
+
+/* at::native::(anonymous)::multi_tensor_apply_kernel<TensorListMetadata<2,
+ * false>, BinaryOpListAlphaFunctor<float, 2, 2, 0>, std::plus<float>,
+ * float>(meta, functor, plus, alpha): _foreach_add_(a, b, alpha=alpha).
+ * Block k of the launch (512 threads each) adds chunk block_to_chunk[k]
+ * (65536 elements) of tensor block_to_tensor[k]: a[i] += alpha * b[i]. */
+#define TORCH_FOREACH_ADD_F "_ZN2at6native55_GLOBAL__N__d25d856e_22_ForeachBinaryOpList_cu_" \
+	"a911ec4325multi_tensor_apply_kernelINS1_18TensorListMetadataILi2ELb0EEENS1_24BinaryOp" \
+	"ListAlphaFunctorIfLi2ELi2ELi0EEEJSt4plusIfEfEEENSt9enable_ifIXntsrT0_20use_large_kern" \
+	"el_argEvE4typeET_SA_DpT1_"
+enum { TFE_M = 64, TFE_BLOCKS = 320, TFE_CHUNK = 65536 };
+static const uint16_t tforeach_sizes[] = { 3144, 1, 1, 4 };
+
+static void tforeach_run(void **args, unsigned threads)
+{
+	const unsigned char *meta = args[0];
+	float alpha = ARG(float, 3);
+	unsigned blocks = threads / 512;
+
+	for (unsigned k = 0; k < blocks && k < TFE_BLOCKS; k++) {
+		unsigned t = meta[2 * TFE_M * 8 + TFE_M * 8 + k];
+		int chunk;
+		int64_t numel, lo, hi;
+		float *a, *b;
+
+		memcpy(&chunk, meta + 2 * TFE_M * 8 + TFE_M * 8 + TFE_BLOCKS + 4 * k, 4);
+		memcpy(&a, meta + 8 * (size_t)t, 8);
+		memcpy(&b, meta + 8 * (size_t)(TFE_M + t), 8);
+		memcpy(&numel, meta + 8 * (size_t)(2 * TFE_M + t), 8);
+		lo = (int64_t)chunk * TFE_CHUNK;
+		hi = lo + TFE_CHUNK < numel ? lo + TFE_CHUNK : numel;
+		if (t >= TFE_M || lo >= hi)
+			continue;
+		acc(a + lo, (size_t)(hi - lo) * sizeof(float), SIMGPU_ACC_RW);
+		acc(b + lo, (size_t)(hi - lo) * sizeof(float), SIMGPU_ACC_R);
+		if (simgpu_dryrun())
+			continue;
+		for (int64_t i = lo; i < hi; i++)
+			a[i] += alpha * b[i];
+	}
+}
+
+static void tforeach_cost(void **args, double *flops, double *bytes)
+{
+	(void)args;
+	*flops = 0.0;
+	*bytes = 12.0 * TFE_CHUNK;
+}
+
 #define KERNEL(name, sizes, run, cost) \
 	{ name, (int)(sizeof(sizes) / sizeof(sizes[0])), sizes, run, cost }
 
@@ -287,6 +369,8 @@ static const simgpu_kernel_t kernels[] = {
 	KERNEL("mt_fill", fill_sizes, fill_run, fill_cost),
 	KERNEL("mt_probe", probe_sizes, probe_run, probe_cost),
 	KERNEL("mt_list_fill", list_sizes, list_run, list_cost),
+	KERNEL(TORCH_FILL_F, tfill_sizes, tfill_run, tfill_cost),
+	KERNEL(TORCH_FOREACH_ADD_F, tforeach_sizes, tforeach_run, tforeach_cost),
 };
 
 #define NKERNELS (sizeof(kernels) / sizeof(kernels[0]))

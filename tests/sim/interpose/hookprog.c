@@ -348,6 +348,80 @@ static int launch_oom(void)
 	return 0;
 }
 
+/* PyTorch's vectorized fill and foreach add (the simulator has both under
+ * their mangled names) over 4 MiB tensors at the heads of 20 MiB segments,
+ * as a caching allocator hands them out, under a budget
+ * (VMEM_DEVICE_LIMIT=24M) that cannot hold the rest of two segments: the
+ * foreach add runs only if vmem bounds its scanned pointers by the
+ * kernel's own counts (interpose/kernel_bounds.h).  The foreach metadata also keeps a slot an
+ * earlier launch left (a third segment's head), as PyTorch's does. */
+static int torch_bounds(void)
+{
+	enum { SEG = 20 << 20, N = 1 << 20, M = 64, BLOCKS = 320, CHUNK = 65536 };
+	static const char fill_name[] =
+		"_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEE"
+		"St5arrayIPcLm1EEEEviT0_T1_";
+	static const char add_name[] =
+		"_ZN2at6native55_GLOBAL__N__d25d856e_22_ForeachBinaryOpList_cu_a911ec4325multi_"
+		"tensor_apply_kernelINS1_18TensorListMetadataILi2ELb0EEENS1_24BinaryOpListAlpha"
+		"FunctorIfLi2ELi2ELi0EEEJSt4plusIfEfEEENSt9enable_ifIXntsrT0_20use_large_kernel_"
+		"argEvE4typeET_SA_DpT1_";
+	static uint64_t meta[3144 / 8];
+	static float h[N];
+	unsigned char *bt = (unsigned char *)meta + 2 * M * 8 + M * 8;
+	int *bc = (int *)(bt + BLOCKS);
+	cudaLibrary_t lib;
+	cudaKernel_t k_tfill, k_tadd;
+	float *a, *b, *c, alpha = 0.5f;
+	unsigned char functor = 0, plus = 0;
+	int n = N, chunks = N / CHUNK;
+
+	CHECK(cudaLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+	CHECK(cudaLibraryGetKernel(&k_tfill, lib, fill_name));
+	CHECK(cudaLibraryGetKernel(&k_tadd, lib, add_name));
+	CHECK(cudaMalloc((void **)&a, SEG));
+	CHECK(cudaMalloc((void **)&b, SEG));
+	CHECK(cudaMalloc((void **)&c, SEG));
+	for (int k = 0; k < 3; k++) {
+		float v = k == 0 ? 1.0f : k == 1 ? 2.0f : 3.0f;
+		float *p = k == 0 ? a : k == 1 ? b : c;
+		void *args[] = { &n, &v, &p };
+
+		CHECK(cudaLaunchKernel((const void *)k_tfill, (dim3){ N / 512, 1, 1 },
+				       (dim3){ 128, 1, 1 }, args, 0, NULL));
+	}
+	/* slot 0: a += 0.5 * b over N; slot 3: c's head, 1000 elements, left
+	 * by "an earlier launch" (no block of this one reads it) */
+	meta[0] = (uintptr_t)a, meta[M] = (uintptr_t)b, meta[2 * M] = N;
+	meta[3] = (uintptr_t)c, meta[M + 3] = (uintptr_t)c, meta[2 * M + 3] = 1000;
+	for (int k = 0; k < chunks; k++)
+		bt[k] = 0, bc[k] = k;
+	{
+		void *args[] = { meta, &functor, &plus, &alpha };
+
+		CHECK(cudaLaunchKernel((const void *)k_tadd, (dim3){ (unsigned)chunks, 1, 1 },
+				       (dim3){ 512, 1, 1 }, args, 0, NULL));
+	}
+	CHECK(cudaDeviceSynchronize());
+	CHECK(cudaMemcpy(h, a, sizeof(h), cudaMemcpyDeviceToHost));
+	for (int i = 0; i < N; i++)
+		if (h[i] != 2.0f) {
+			fprintf(stderr, "hookprog: a[%d] = %g after a += 0.5 * b, expected 2\n", i, h[i]);
+			return 1;
+		}
+	CHECK(cudaMemcpy(h, c, sizeof(h), cudaMemcpyDeviceToHost));
+	for (int i = 0; i < N; i++)
+		if (h[i] != 3.0f) {
+			fprintf(stderr, "hookprog: c[%d] = %g, expected 3 (the fill's)\n", i, h[i]);
+			return 1;
+		}
+	CHECK(cudaFree(a));
+	CHECK(cudaFree(b));
+	CHECK(cudaFree(c));
+	printf("ok\n");
+	return 0;
+}
+
 /* Streams used, destroyed, then a cudaFree: vmem records its whole-device
  * fence on the streams it has seen, and must have forgotten destroyed ones
  * (the simulator aborts on any use of a destroyed stream). */
@@ -516,6 +590,8 @@ int main(int argc, char **argv)
 		return stub_launch();
 	if (strcmp(mode, "launch-oom") == 0)
 		return launch_oom();
+	if (strcmp(mode, "torch-bounds") == 0)
+		return torch_bounds();
 	if (strcmp(mode, "destroyed-streams") == 0)
 		return destroyed_streams();
 	if (strcmp(mode, "ipc") == 0)

@@ -458,6 +458,25 @@ def t_launch_oom(args):
     print("ok: a launch that cannot fit is reported through cudaGetLastError")
 
 
+def t_torch_bounds(args):
+    # PyTorch's vectorized fill and foreach add over the heads of 20 MiB
+    # segments under a 24 MiB budget: the foreach add fits only when vmem
+    # bounds the scanned pointers by the kernel's own counts; the values
+    # come back right, and the stats count every bounded argument (3
+    # fills, then a, b and the stale slot's c of the foreach add).
+    p = run(args, [args.prog, "torch-bounds"],
+            {"VMEM_DEVICE_LIMIT": "24M", "VMEM_STATS": "1"}, check=False)
+    if p.returncode != 0 or p.stdout.strip() != "ok":
+        fail("torch-bounds under VMEM_DEVICE_LIMIT=24M: expected exit 0 and 'ok', got exit %d"
+             "\n--- stdout\n%s--- stderr\n%s" % (p.returncode, p.stdout, p.stderr))
+    bounded = [l.split()[-1] for l in p.stderr.splitlines() if "kernel arguments bounded" in l]
+    if bounded != ["6"]:
+        fail("torch-bounds: expected the stats line 'kernel arguments bounded 6', got %s\n%s"
+             % (bounded, p.stderr))
+    print("ok: PyTorch's elementwise and foreach kernels ran over segment heads under a budget "
+          "smaller than a segment, their 6 arguments bounded")
+
+
 def t_sgemm_batched(args):
     # PyTorch's float bmm goes to cublasSgemmStridedBatched: one gemm op
     # with a, b, c spanning all three batches (4x5, 5x6, 4x6 floats each).
@@ -709,7 +728,7 @@ TESTS = {
     "exports": t_exports, "passthrough": t_passthrough, "bad-settings": t_bad_settings,
     "unimplemented-settings": t_unimplemented_settings,
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
-    "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom,
+    "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom, "torch-bounds": t_torch_bounds,
     "stub-launch": t_stub_launch, "small-device": t_small_device,
     "copies-and-sets": t_copies_and_sets, "unseen-write": t_unseen_write, "ipc": t_ipc,
     "refs-not-held": t_refs_not_held, "many-args": t_many_args,
