@@ -89,6 +89,10 @@ class CompileTest(unittest.TestCase):
 					self.assertIn('%s-fp32-%s-%s ' % (model, pol, suffix), out)
 		self.assertRegex(out, r'vgg16-fp32-dyn-wd-budget3 +vmem-run --policy dyn --workspace wd '
 				 r'--device-limit <0.333 of vgg16-fp32-base max_memory_reserved>')
+		# dyn without micro-batches, bitwise with the application's algorithms
+		for model in ('vgg16', 'resnet50'):
+			self.assertRegex(out, r'%s-fp32-dyn-nows-budget +vmem-run --policy dyn --workspace off '
+					 r'--device-limit <0.5 of %s-fp32-base' % (model, model))
 		# the reactive-only runs come first
 		self.assertLess(out.index('resnet50-fp32-nocache-budget3'), out.index('vgg16-fp32-all-budget'))
 
