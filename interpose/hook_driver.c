@@ -391,7 +391,8 @@ static void drv_launch_args(hook_call_t *c, unsigned gx, unsigned gy, unsigned g
 		if (!hook_begin())                                                            \
 			return real(f, gx, gy, gz, bx, by, bz, sh, s, params, extra);         \
 		hook_call_init(&c, VMEM_OP_LAUNCH, #NAME, s);                                 \
-		hook_launch_refs(&c, f, params, extra, HOOK_LAUNCH_DRIVER);                   \
+		hook_launch_refs(&c, f, params, extra, HOOK_LAUNCH_DRIVER,                    \
+				 hook_grid_blocks(gx, gy, gz));                               \
 		drv_launch_args(&c, gx, gy, gz, bx, by, bz, sh);                              \
 		if (hook_call_prepare(&c) == cudaSuccess)                                     \
 			st = real(f, gx, gy, gz, bx, by, bz, sh, s, params, extra);           \
@@ -417,7 +418,9 @@ DRV_LAUNCH(cuLaunchKernel_ptsz)
 		if (!hook_begin())                                                            \
 			return real(cfg, f, params, extra);                                   \
 		hook_call_init(&c, VMEM_OP_LAUNCH, #NAME, cfg ? cfg->hStream : NULL);         \
-		hook_launch_refs(&c, f, params, extra, HOOK_LAUNCH_DRIVER);                   \
+		hook_launch_refs(&c, f, params, extra, HOOK_LAUNCH_DRIVER,                    \
+				 cfg ? hook_grid_blocks(cfg->gridDimX, cfg->gridDimY,         \
+							cfg->gridDimZ) : 0);                  \
 		if (cfg)                                                                      \
 			drv_launch_args(&c, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ,      \
 					cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ,       \

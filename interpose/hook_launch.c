@@ -209,7 +209,7 @@ static bool owns(uintptr_t p)
 }
 
 void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extra,
-		      hook_launch_from_t from)
+		      hook_launch_from_t from, uint32_t blocks)
 {
 	scan_param_t tmp[SCAN_MAX_PARAMS];
 	scan_layout_t tmpl;
@@ -261,10 +261,13 @@ void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extr
 	/* A known family states its arguments' extents (kernel_bounds.h);
 	 * the rest stay unknown (0): the rest of their allocation. */
 	if (args && l && l->bound.family) {
-		int b = kb_apply(l->bound, args, l->params, l->nparams, refs, n);
+		int dropped = 0;
+		int b = kb_apply(l->bound, args, l->params, l->nparams, blocks, refs, &n, &dropped);
 
 		if (b)
 			stats_add(STATS_ARGS_BOUNDED, (uint64_t)b);
+		if (dropped)
+			stats_add(STATS_ARGS_UNTOUCHED, (uint64_t)dropped);
 	}
 	for (int i = 0; i < n; i++)
 		hook_call_ref(c, (const void *)refs[i].ptr, refs[i].bytes, refs[i].access,
@@ -282,7 +285,7 @@ static cudaError_t launch(real_cudaLaunchKernel_t real, const char *api, const v
 	cudaError_t st;
 
 	hook_call_init(&c, VMEM_OP_LAUNCH, api, s);
-	hook_launch_refs(&c, f, a, NULL, HOOK_LAUNCH_RUNTIME);
+	hook_launch_refs(&c, f, a, NULL, HOOK_LAUNCH_RUNTIME, hook_grid_blocks(g.x, g.y, g.z));
 	hook_call_args(&c, "\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shmem\":%zu",
 		       g.x, g.y, g.z, b.x, b.y, b.z, sh);
 	st = hook_call_prepare(&c);
@@ -326,7 +329,8 @@ static cudaError_t launch_ex(real_cudaLaunchKernelExC_t real, const char *api,
 	cudaError_t st;
 
 	hook_call_init(&c, VMEM_OP_LAUNCH, api, cfg ? cfg->stream : NULL);
-	hook_launch_refs(&c, f, a, NULL, HOOK_LAUNCH_RUNTIME);
+	hook_launch_refs(&c, f, a, NULL, HOOK_LAUNCH_RUNTIME,
+			 cfg ? hook_grid_blocks(cfg->gridDim.x, cfg->gridDim.y, cfg->gridDim.z) : 0);
 	if (cfg)
 		hook_call_args(&c, "\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shmem\":%zu",
 			       cfg->gridDim.x, cfg->gridDim.y, cfg->gridDim.z, cfg->blockDim.x,
@@ -374,7 +378,8 @@ static cudaError_t launch_handle(real___cudaLaunchKernel_t real, const char *api
 	cudaError_t st;
 
 	hook_call_init(&c, VMEM_OP_LAUNCH, api, s);
-	hook_launch_refs(&c, (const void *)k, a, NULL, HOOK_LAUNCH_KERNEL);
+	hook_launch_refs(&c, (const void *)k, a, NULL, HOOK_LAUNCH_KERNEL,
+			 hook_grid_blocks(g.x, g.y, g.z));
 	hook_call_args(&c, "\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"shmem\":%zu",
 		       g.x, g.y, g.z, b.x, b.y, b.z, sh);
 	st = hook_call_prepare(&c);

@@ -226,8 +226,15 @@ typedef enum {
 	HOOK_LAUNCH_DRIVER,    /* cuLaunchKernel*: a CUfunction (or a CUkernel cast to one) */
 	HOOK_LAUNCH_KERNEL,    /* __cudaLaunchKernel: always a kernel handle */
 } hook_launch_from_t;
+/* `blocks`: the launch's block count when its grid is 1-D (gy = gz = 1),
+ * else 0; a known kernel family may use it (interpose/kernel_bounds.h). */
 void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extra,
-		      hook_launch_from_t from);
+		      hook_launch_from_t from, uint32_t blocks);
+/* hook_launch_refs' `blocks` for a grid gx x gy x gz. */
+static inline uint32_t hook_grid_blocks(unsigned gx, unsigned gy, unsigned gz)
+{
+	return gy == 1 && gz == 1 ? gx : 0;
+}
 
 /* Start-up and exit of the whole shim (interpose/init.c).  vmem_init runs
  * vmem_startup exactly once (pthread_once) with the re-entry guard set, so

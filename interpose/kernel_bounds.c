@@ -313,23 +313,59 @@ static int apply_vectorized(scan_bound_t rule, void *const *args, const scan_par
 	return bounded;
 }
 
+/* The slots a foreach launch's blocks name: block b works on tensor
+ * block_to_tensor[b] (multi_tensor_apply's contract with its functors), so
+ * with a 1-D grid of `blocks` blocks the other slots are untouched - they
+ * keep what an earlier launch of the same call wrote there (PyTorch reuses
+ * the metadata).  False (every slot counts) when the grid is unknown or a
+ * block names no slot. */
+static bool foreach_used(scan_bound_t rule, const unsigned char *meta, uint32_t blocks,
+			 bool *used)
+{
+	int m = foreach_tensors[rule.large][rule.depth - 1];
+	size_t at = (size_t)rule.depth * m * 8 + (size_t)m * 8;
+
+	if (blocks == 0 || blocks > (uint32_t)foreach_blocks[rule.large])
+		return false;
+	memset(used, 0, (size_t)m * sizeof(*used));
+	for (uint32_t b = 0; b < blocks; b++) {
+		unsigned t;
+
+		if (rule.large) {
+			uint16_t t16;
+
+			memcpy(&t16, meta + at + 2 * (size_t)b, sizeof(t16));
+			t = t16;
+		} else {
+			t = meta[at + b];
+		}
+		if (t >= (unsigned)m)
+			return false;
+		used[t] = true;
+	}
+	return true;
+}
+
 /* A foreach kernel's tensors: slot k of list d is addresses[d][k] with
- * numel_for_tensor[k] elements.  Slots past the launch's own keep what an
- * earlier launch of the same call wrote there (multi_tensor_apply reuses
- * the metadata): those pairs are as consistent, and bounded alike.  A
- * pointer in several slots gets the largest. */
+ * numel_for_tensor[k] elements.  A pointer in several slots gets the
+ * largest count; one only in slots no block names is not touched at all
+ * and leaves the call (*dropped). */
 static int apply_foreach(scan_bound_t rule, void *const *args, const scan_param_t *params,
-			 int nparams, vmem_ref_t *refs, int n)
+			 int nparams, uint32_t blocks, vmem_ref_t *refs, int *n, int *dropped)
 {
 	const unsigned char *meta = args[0];
 	int m = foreach_tensors[rule.large][rule.depth - 1];
-	int bounded = 0;
+	bool used[770];
+	bool known;
+	int bounded = 0, kept = 0;
 
 	if (!meta)
 		return 0;
-	for (int i = 0; i < n; i++) {
+	known = foreach_used(rule, meta, blocks, used);
+	for (int i = 0; i < *n; i++) {
 		uintptr_t p = refs[i].ptr;
 		int64_t most = -1;
+		bool listed = false;
 
 		for (int d = 0; d < rule.depth; d++)
 			for (int k = 0; k < m; k++) {
@@ -339,31 +375,44 @@ static int apply_foreach(scan_bound_t rule, void *const *args, const scan_param_
 				memcpy(&a, meta + ((size_t)d * m + k) * 8, sizeof(a));
 				if (a != p)
 					continue;
+				listed = true;
+				if (known && !used[k])
+					continue;
 				memcpy(&numel, meta + ((size_t)rule.depth * m + k) * 8, sizeof(numel));
 				if (numel > most)
 					most = numel;
 			}
-		/* a slot with a negative count, or the pointer held by the
-		 * functor or the arguments: its extent stays unknown */
-		if (most <= 0 || (uint64_t)most > UINT64_MAX / 16 ||
-		    params_hold(args, params, 1, nparams, p))
+		refs[kept] = refs[i];
+		/* held by the functor or the arguments too: any extent */
+		if (!listed || params_hold(args, params, 1, nparams, p)) {
+			kept++;
 			continue;
-		refs[i].bytes = (size_t)most * rule.elem_bytes;
-		refs[i].access |= VMEM_ACCESS_UPTO;
-		bounded++;
+		}
+		if (most < 0 && known) {   /* listed, in no slot a block names */
+			(*dropped)++;
+			continue;
+		}
+		if (most > 0 && (uint64_t)most <= UINT64_MAX / 16) {
+			refs[kept].bytes = (size_t)most * rule.elem_bytes;
+			refs[kept].access |= VMEM_ACCESS_UPTO;
+			bounded++;
+		}
+		kept++;
 	}
+	*n = kept;
 	return bounded;
 }
 
 int kb_apply(scan_bound_t rule, void *const *args, const scan_param_t *params, int nparams,
-	     vmem_ref_t *refs, int n)
+	     uint32_t blocks, vmem_ref_t *refs, int *n, int *dropped)
 {
+	*dropped = 0;
 	if (!args || !params || !rule.elem_bytes)
 		return 0;
 	if (rule.family == KB_TORCH_VECTORIZED && nparams == 3)
-		return apply_vectorized(rule, args, params, refs, n);
+		return apply_vectorized(rule, args, params, refs, *n);
 	if (rule.family == KB_TORCH_FOREACH && nparams >= 2 && rule.depth >= 1 && rule.depth <= 5 &&
 	    params[0].size == foreach_meta_size(rule.depth, rule.large))
-		return apply_foreach(rule, args, params, nparams, refs, n);
+		return apply_foreach(rule, args, params, nparams, blocks, refs, n, dropped);
 	return 0;
 }

@@ -30,7 +30,9 @@
  * numel_for_tensor[M], every list of one element type (the functor's
  * template arguments name it, and a copy's source type beside it).  A
  * pointer in slot k spans at most numel_for_tensor[k] of the largest of
- * those types.  The metadata's size must be the one MultiTensorApply.cuh
+ * those types; and block b of the launch works on slot block_to_tensor[b]
+ * only, so a pointer that only slots no block names hold (an earlier
+ * launch's, left in the reused metadata) is not touched at all.  The metadata's size must be the one MultiTensorApply.cuh
  * gives that depth (the 4 KB layout, or the 32 KB one of CUDA >= 12.1):
  * a PyTorch whose layout differs gets no bound.  On VGG-16 (H200) these
  * kernels carried 195 GB of the 460 GB its launches made resident in ten
@@ -62,10 +64,13 @@ scan_bound_t kb_classify(const char *name, const scan_param_t *params, int npara
 /* Sets refs[i].bytes to the rule's bound, and VMEM_ACCESS_UPTO in its
  * access (the call may touch only part of it: bytes dropped as dead there
  * are counted, not refused, as for an unknown extent), for each ref whose
- * pointer is a word of the family's pointer parameter and of no other;
- * others keep theirs.  args: CUDA's array of pointers to the parameter values.
- * Returns the number of refs bounded. */
+ * pointer is where the family keeps its tensors and in no other parameter;
+ * others keep theirs.  A foreach launch's refs that only slots no block
+ * names hold are removed from refs (*n shrinks, *dropped counts them):
+ * `blocks` is the launch's block count when its grid is 1-D, else 0
+ * (every slot counts).  args: CUDA's array of pointers to the parameter
+ * values.  Returns the number of refs bounded. */
 int kb_apply(scan_bound_t rule, void *const *args, const scan_param_t *params, int nparams,
-	     vmem_ref_t *refs, int n);
+	     uint32_t blocks, vmem_ref_t *refs, int *n, int *dropped);
 
 #endif

@@ -43,6 +43,7 @@ static const char *const counter_names[STATS_COUNTER_COUNT] = {
 	[STATS_CAPTURE_PASSTHROUGH] = "calls passed through (capture)",
 	[STATS_UNKNOWN_PARAMS] = "launches with unknown params",
 	[STATS_ARGS_BOUNDED] = "kernel arguments bounded",
+	[STATS_ARGS_UNTOUCHED] = "kernel arguments untouched",
 	[STATS_CONV_MICRO] = "convs run as micro-batches",
 	[STATS_CONV_MICRO_CALLS] = "cuDNN calls of those",
 	[STATS_CONV_RESCUED] = "convs rescued (ws did not fit)",

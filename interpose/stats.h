@@ -43,6 +43,8 @@ typedef enum {
 	STATS_UNKNOWN_PARAMS,     /* launches whose parameter layout was unknown */
 	STATS_ARGS_BOUNDED,       /* scanned kernel arguments whose extent the kernel's own
 				     parameters bound (interpose/kernel_bounds.h) */
+	STATS_ARGS_UNTOUCHED,     /* scanned words the kernel's parameters say it does not
+				     touch (a foreach launch's leftover slots) */
 	/* convolutions (interpose/conv_exec.c) */
 	STATS_CONV_MICRO,         /* convolutions run as µ-cuDNN configurations (WR/WD) */
 	STATS_CONV_MICRO_CALLS,   /* cuDNN calls those made */

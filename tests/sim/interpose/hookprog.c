@@ -353,8 +353,9 @@ static int launch_oom(void)
  * as a caching allocator hands them out, under a budget
  * (VMEM_DEVICE_LIMIT=24M) that cannot hold the rest of two segments: the
  * foreach add runs only if vmem bounds its scanned pointers by the
- * kernel's own counts (interpose/kernel_bounds.h).  The foreach metadata also keeps a slot an
- * earlier launch left (a third segment's head), as PyTorch's does. */
+ * kernel's own counts (interpose/kernel_bounds.h).  The foreach metadata
+ * also keeps a slot an earlier launch left (a third segment's head), as
+ * PyTorch's does: no block names it, and vmem leaves it alone. */
 static int torch_bounds(void)
 {
 	enum { SEG = 20 << 20, N = 1 << 20, M = 64, BLOCKS = 320, CHUNK = 65536 };

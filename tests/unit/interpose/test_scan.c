@@ -333,11 +333,12 @@ static void test_bound_covers_the_array_but_not_a_pointer_the_functor_holds(void
 	const scan_param_t params[] = { { 0, 4 }, { 8, 8 }, { 16, 24 } };
 	scan_bound_t rule = kb_classify(relu_bwd_f, params, 3);
 	vmem_ref_t refs[8];
-	int k = scan_args(args, params, 3, fake_owns, refs, 8, NULL);
+	int k = scan_args(args, params, 3, fake_owns, refs, 8, NULL), dropped = -1;
 
 	(void)state;
 	assert_int_equal(k, 3);
-	assert_int_equal(kb_apply(rule, args, params, 3, refs, k), 2);
+	assert_int_equal(kb_apply(rule, args, params, 3, 0, refs, &k, &dropped), 2);
+	assert_int_equal(dropped, 0);
 	for (int i = 0; i < k; i++) {
 		size_t want = refs[i].ptr == b ? 0 : 4000;
 		pool_ref_t pr = pool_ref_of(refs[i].ptr, refs[i].bytes, refs[i].access);
@@ -358,12 +359,13 @@ static void test_bound_covers_the_array_but_not_a_pointer_the_functor_holds(void
 	/* N = 0 (or negative) bounds nothing: the extents stay unknown */
 	n = 0;
 	k = scan_args(args, params, 3, fake_owns, refs, 8, NULL);
-	assert_int_equal(kb_apply(rule, args, params, 3, refs, k), 0);
+	assert_int_equal(kb_apply(rule, args, params, 3, 0, refs, &k, &dropped), 0);
 	for (int i = 0; i < k; i++)
 		assert_int_equal(refs[i].bytes, 0);
 	/* another kernel's rule bounds nothing */
 	n = 1000;
-	assert_int_equal(kb_apply((scan_bound_t){ KB_NONE, 0, 0, 0 }, args, params, 3, refs, k), 0);
+	assert_int_equal(kb_apply((scan_bound_t){ KB_NONE, 0, 0, 0 }, args, params, 3, 0, refs, &k,
+				  &dropped), 0);
 }
 
 static const char *long_name;
@@ -468,6 +470,23 @@ static void test_torch_foreach_kernels_are_classified_by_name_and_layout(void **
 	}
 }
 
+static void expect_foreach_extents(const vmem_ref_t *refs, int k, uintptr_t p0, uintptr_t p1,
+				   uintptr_t g0, uintptr_t g1, uintptr_t stale, size_t stale_bytes)
+{
+	for (int i = 0; i < k; i++) {
+		uintptr_t p = refs[i].ptr;
+		size_t want = p == p0 || p == g0 ? 4000 : p == p1 || p == g1 ? 200 :
+			      p == stale ? stale_bytes : 0;
+
+		if (refs[i].bytes != want)
+			fail_msg("ref %#lx: expected extent %zu, got %zu", (unsigned long)p, want,
+				 refs[i].bytes);
+		if (!!want != !!(refs[i].access & VMEM_ACCESS_UPTO))
+			fail_msg("ref %#lx: VMEM_ACCESS_UPTO expected %s, access %#x",
+				 (unsigned long)p, want ? "set" : "clear", refs[i].access);
+	}
+}
+
 static void test_foreach_bounds_each_listed_tensor_by_its_count(void **state)
 {
 	/* _foreach_add_(params, grads): lists 0 and 1, tensors 0 and 1 of
@@ -483,29 +502,38 @@ static void test_foreach_bounds_each_listed_tensor_by_its_count(void **state)
 	void *args[] = { meta, &functor, &extra };
 	const scan_param_t params[] = { { 0, 3144 }, { 3144, 1 }, { 3152, 8 } };
 	scan_bound_t rule = kb_classify(foreach_add_f, fe_small, 3);
+	unsigned char *bt = (unsigned char *)meta + 2 * M * 8 + M * 8;
 	vmem_ref_t refs[16];
-	int k;
+	int k, dropped = -1;
 
 	(void)state;
 	memset(meta, 0, sizeof(meta));
 	meta[0] = p0, meta[1] = p1, meta[5] = stale, meta[6] = shared;   /* list 0 */
 	meta[M + 0] = g0, meta[M + 1] = g1, meta[M + 5] = stale;          /* list 1 */
 	meta[2 * M + 0] = 1000, meta[2 * M + 1] = 50, meta[2 * M + 5] = 7, meta[2 * M + 6] = 9;
+	/* the grid unknown (0): every slot counts */
 	k = scan_args(args, params, 3, fake_owns, refs, 16, NULL);
 	assert_int_equal(k, 6);
-	assert_int_equal(kb_apply(rule, args, params, 3, refs, k), 5);
-	for (int i = 0; i < k; i++) {
-		uintptr_t p = refs[i].ptr;
-		size_t want = p == p0 || p == g0 ? 4000 : p == p1 || p == g1 ? 200 :
-			      p == stale ? 28 : 0;
-
-		if (refs[i].bytes != want)
-			fail_msg("ref %#lx: expected extent %zu, got %zu", (unsigned long)p, want,
-				 refs[i].bytes);
-		if (!!want != !!(refs[i].access & VMEM_ACCESS_UPTO))
-			fail_msg("ref %#lx: VMEM_ACCESS_UPTO expected %s, access %#x",
-				 (unsigned long)p, want ? "set" : "clear", refs[i].access);
-	}
+	assert_int_equal(kb_apply(rule, args, params, 3, 0, refs, &k, &dropped), 5);
+	assert_int_equal(dropped, 0);
+	assert_int_equal(k, 6);
+	expect_foreach_extents(refs, k, p0, p1, g0, g1, stale, 28);
+	/* two blocks, over tensors 0 and 1: slot 5 is an earlier launch's,
+	 * untouched, and its pointer leaves the call; the one the trailing
+	 * argument holds stays, its extent unknown */
+	bt[0] = 0, bt[1] = 1;
+	k = scan_args(args, params, 3, fake_owns, refs, 16, NULL);
+	assert_int_equal(kb_apply(rule, args, params, 3, 2, refs, &k, &dropped), 4);
+	assert_int_equal(dropped, 1);
+	assert_int_equal(k, 5);
+	expect_foreach_extents(refs, k, p0, p1, g0, g1, stale, 0);
+	for (int i = 0; i < k; i++)
+		assert_int_not_equal(refs[i].ptr, stale);
+	/* a block naming a slot past the metadata's: every slot counts */
+	bt[1] = 200;
+	k = scan_args(args, params, 3, fake_owns, refs, 16, NULL);
+	assert_int_equal(kb_apply(rule, args, params, 3, 2, refs, &k, &dropped), 5);
+	assert_int_equal(dropped, 0);
 }
 
 int main(void)
