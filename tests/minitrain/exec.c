@@ -43,7 +43,7 @@ static struct {
 	cudaStream_t st;
 	cudnnActivationDescriptor_t act;
 	cudaLibrary_t lib;
-	cudaKernel_t k_sgd, k_xent, k_copy, k_slice;
+	cudaKernel_t k_sgd, k_xent, k_copy, k_slice, k_foreach_add;
 	int batch;                  /* descriptors are set for this batch */
 	int plan_batch;             /* network style: allocated for (0: none) */
 	/* liveness */
@@ -78,6 +78,11 @@ static size_t fmap_bytes(const mt_node_t *nd, int batch)
 }
 
 /* ---- kernels */
+/* kernels.cu's foreach add (--optim foreach), by its mangled name */
+#define FOREACH_ADD_NAME "_ZN2at6native25multi_tensor_apply_kernelINS0_18TensorListMetadata" \
+	"ILi2ELb0EEENS0_24BinaryOpListAlphaFunctorIfLi2ELi2ELi0EEEJSt4plusIfEfEEENSt9enable_if" \
+	"IXntsrT0_20use_large_kernel_argEvE4typeET_S9_DpT1_"
+
 static void load_kernels(void)
 {
 	CUDA_CHECK(cudaLibraryLoadData(&X.lib, mt_ptx, NULL, NULL, 0, NULL, NULL, 0));
@@ -85,6 +90,89 @@ static void load_kernels(void)
 	CUDA_CHECK(cudaLibraryGetKernel(&X.k_xent, X.lib, "mt_xent_grad"));
 	CUDA_CHECK(cudaLibraryGetKernel(&X.k_copy, X.lib, "mt_channel_copy"));
 	CUDA_CHECK(cudaLibraryGetKernel(&X.k_slice, X.lib, "mt_channel_slice"));
+	if (X.o->optim == MT_OPTIM_FOREACH)
+		CUDA_CHECK(cudaLibraryGetKernel(&X.k_foreach_add, X.lib, FOREACH_ADD_NAME));
+}
+
+/* ---- PyTorch's foreach SGD (--optim foreach).  kernels.cu's
+ * at::native::multi_tensor_apply_kernel takes PyTorch's
+ * TensorListMetadata<2> by value; the host side fills it as
+ * MultiTensorApply.cuh's multi_tensor_apply does: tensors in slots (64 at
+ * most), blocks of 65536 elements (320 at most), a launch whenever either
+ * fills, the slot of a tensor split across launches carried over, the
+ * other slots left as they were. */
+enum { FE_TENSORS = 64, FE_BLOCKS = 320, FE_CHUNK = 65536 };
+typedef struct {
+	const void *addresses[2][FE_TENSORS];
+	long long numel_for_tensor[FE_TENSORS];
+	unsigned char block_to_tensor[FE_BLOCKS];
+	int block_to_chunk[FE_BLOCKS];
+	int start_tensor_this_launch;
+} foreach_meta_t;   /* sizeof: 3144, as PyTorch's */
+
+static void foreach_launch(foreach_meta_t *m, int nblocks, float alpha)
+{
+	unsigned char functor = 0, plus = 0;
+	void *args[] = { m, &functor, &plus, &alpha };
+
+	CUDA_CHECK(cudaLaunchKernel((const void *)X.k_foreach_add, (dim3){ (unsigned)nblocks, 1, 1 },
+				    (dim3){ 512, 1, 1 }, args, 0, X.st));
+}
+
+/* a[k] += alpha * b[k] for every trainable parameter k; which(pa, 0/1)
+ * names the tensors of the two lists. */
+static void foreach_add(float *(*which)(mt_param_t *, int), float alpha)
+{
+	static foreach_meta_t m;
+	int slot = 0, blk = 0;
+
+	memset(&m, 0, sizeof(m));
+	for (int p = 0; p < X.net->nparams; p++) {
+		mt_param_t *pa = &X.net->params[p];
+		long long n = (long long)pa->count, chunks = (n + FE_CHUNK - 1) / FE_CHUNK;
+
+		if (!pa->trainable || n == 0)
+			continue;
+		m.addresses[0][slot] = which(pa, 0);
+		m.addresses[1][slot] = which(pa, 1);
+		m.numel_for_tensor[slot] = n;
+		slot++;
+		for (long long c = 0; c < chunks; c++) {
+			m.block_to_tensor[blk] = (unsigned char)(slot - 1);
+			m.block_to_chunk[blk] = (int)c;
+			blk++;
+			if (!(slot == FE_TENSORS && c == chunks - 1) && blk != FE_BLOCKS)
+				continue;
+			foreach_launch(&m, blk, alpha);
+			blk = 0;
+			if (c == chunks - 1) {
+				slot = 0;
+			} else {
+				m.numel_for_tensor[0] = m.numel_for_tensor[slot - 1];
+				m.addresses[0][0] = m.addresses[0][slot - 1];
+				m.addresses[1][0] = m.addresses[1][slot - 1];
+				slot = 1;
+			}
+		}
+	}
+	if (blk)
+		foreach_launch(&m, blk, alpha);
+}
+
+static float *grad_and_weight(mt_param_t *pa, int list) { return list ? pa->w : pa->dw; }
+static float *momentum_twice(mt_param_t *pa, int list) { (void)list; return pa->v; }
+static float *momentum_and_grad(mt_param_t *pa, int list) { return list ? pa->dw : pa->v; }
+static float *weight_and_momentum(mt_param_t *pa, int list) { return list ? pa->v : pa->w; }
+
+/* SGD with momentum and weight decay in _foreach_add_ steps: g += wd*w;
+ * v += (m-1)*v (v = m*v, in an add's terms); v += g; w += -lr*v. */
+static void sgd_foreach(float lr, float mom, float wd)
+{
+	if (wd != 0.0f)
+		foreach_add(grad_and_weight, wd);
+	foreach_add(momentum_twice, mom - 1.0f);
+	foreach_add(momentum_and_grad, 1.0f);
+	foreach_add(weight_and_momentum, -lr);
 }
 
 static void launch(cudaKernel_t k, size_t threads, void **args)
@@ -911,14 +999,20 @@ static double run_pass(bool train, int iter_base, int dataset, float *ms)
 	if (train) {
 		run_backward();
 		float lr = X.o->lr, mom = X.o->momentum, wd = X.o->weight_decay;
+
+		if (X.o->optim == MT_OPTIM_FOREACH)
+			sgd_foreach(lr, mom, wd);
 		for (int p = 0; p < X.net->nparams; p++) {
 			mt_param_t *pa = &X.net->params[p];
 			unsigned long long cnt = pa->count;
 
 			if (!pa->trainable)
 				continue;
-			void *args[] = { &pa->w, &pa->v, &pa->dw, &lr, &mom, &wd, &cnt };
-			launch(X.k_sgd, pa->count, args);
+			if (X.o->optim == MT_OPTIM_FUSED) {
+				void *args[] = { &pa->w, &pa->v, &pa->dw, &lr, &mom, &wd, &cnt };
+
+				launch(X.k_sgd, pa->count, args);
+			}
 			if (!NETWORK) {
 				mt_free(pa->dw);
 				pa->dw = NULL;

@@ -79,3 +79,61 @@ extern "C" __global__ void mt_probe(float *a, unsigned long long x, float *b,
 		b[0] = (float)z;
 	}
 }
+
+// PyTorch's foreach add, _foreach_add_(a, b, alpha): a[i] += alpha * b[i]
+// over lists of tensors, under PyTorch's own template names and parameter
+// layout (ATen/native/cuda/MultiTensorApply.cuh, ForeachFunctors.cuh) so
+// that vmem's bound on its scanned arguments (interpose/kernel_bounds.h)
+// applies as it does to PyTorch's optimizers (minitrain --optim foreach).
+// Written from the layout, not PyTorch's code: block k adds chunk
+// block_to_chunk[k] (65536 elements) of tensor block_to_tensor[k].  Named
+// in at::native itself (PyTorch's sit in a per-file anonymous namespace,
+// whose name nvcc derives from the file).
+#include <functional>
+#include <type_traits>
+
+namespace at {
+namespace native {
+
+template <int n, bool large_kernel_arg>
+struct TensorListMetadata {
+	const void *addresses[n][64];
+	long long numel_for_tensor[64];
+	unsigned char block_to_tensor[320];
+	int block_to_chunk[320];
+	int start_tensor_this_launch;
+};
+
+template <typename T, int depth, int r_args_depth, int res_arg_index>
+struct BinaryOpListAlphaFunctor {
+	static constexpr bool use_large_kernel_arg = false;
+	__device__ void operator()(int chunk_size, TensorListMetadata<depth, false> &tl,
+				   std::plus<float>, float alpha)
+	{
+		int t = tl.block_to_tensor[blockIdx.x];
+		long long lo = (long long)tl.block_to_chunk[blockIdx.x] * chunk_size;
+		long long hi = lo + chunk_size < tl.numel_for_tensor[t] ? lo + chunk_size
+									 : tl.numel_for_tensor[t];
+		T *a = (T *)tl.addresses[0][t];
+		const T *b = (const T *)tl.addresses[1][t];
+
+		for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x)
+			a[i] += alpha * b[i];
+	}
+};
+
+template <typename T, typename U, typename... ArgTypes>
+__global__ typename std::enable_if<!U::use_large_kernel_arg, void>::type
+multi_tensor_apply_kernel(T tensorListMeta, U callable, ArgTypes... args)
+{
+	callable(65536, tensorListMeta, args...);
+}
+
+template __global__ void
+multi_tensor_apply_kernel<TensorListMetadata<2, false>, BinaryOpListAlphaFunctor<float, 2, 2, 0>,
+			  std::plus<float>, float>(TensorListMetadata<2, false>,
+						   BinaryOpListAlphaFunctor<float, 2, 2, 0>,
+						   std::plus<float>, float);
+
+}  // namespace native
+}  // namespace at

@@ -42,6 +42,9 @@ static void usage(FILE *f)
 		"  --lr F                     SGD learning rate (default 0.001)\n"
 		"  --momentum F               SGD momentum (default 0.9)\n"
 		"  --weight-decay F           weight decay (default 0.0005)\n"
+		"  --optim FORM               fused (one SGD kernel per parameter) | foreach\n"
+		"                             (PyTorch's _foreach_add_ over tensor lists)\n"
+		"                             (default fused)\n"
 		"  --classes C                number of classes (default 10)\n"
 		"  --mem-report               print the network-wide memory breakdown\n"
 		"  --print-net                print the layer table\n"
@@ -151,6 +154,13 @@ int main(int argc, char **argv)
 				o.alloc = MT_ALLOC_CACHING;
 			else
 				bad(a, v, "per-tensor, network or caching");
+		} else if (!strcmp(a, "--optim")) {
+			if (v && !strcmp(v, "fused"))
+				o.optim = MT_OPTIM_FUSED;
+			else if (v && !strcmp(v, "foreach"))
+				o.optim = MT_OPTIM_FOREACH;
+			else
+				bad(a, v, "fused or foreach");
 		} else if (!strcmp(a, "--conv-api")) {
 			if (v && !strcmp(v, "legacy"))
 				o.conv_api = MT_CONV_LEGACY;

@@ -162,6 +162,11 @@ typedef enum { MT_ALGO_GET, MT_ALGO_FIND, MT_ALGO_FIND_EX } mt_algo_mode_t;
  * bias and bias-gradient epilogues, as PyTorch's Linear */
 typedef enum { MT_FC_GEMM, MT_FC_LT } mt_fc_api_t;
 
+/* the SGD step: one fused kernel per parameter (mt_sgd_momentum), or
+ * PyTorch's foreach form, _foreach_add_ over every parameter's tensor
+ * lists (its optimizers' default without fused=True) */
+typedef enum { MT_OPTIM_FUSED, MT_OPTIM_FOREACH } mt_optim_t;
+
 typedef struct {
 	const char *net;
 	int batch, image, iters, classes;
@@ -170,6 +175,7 @@ typedef struct {
 	mt_conv_api_t conv_api;
 	mt_algo_mode_t algo_mode;
 	mt_fc_api_t fc_api;
+	mt_optim_t optim;
 	int change_iter, change_batch;   /* --batch-change K:N (K < 0: none) */
 	int eval_every;                  /* 0: never */
 	int threads;                     /* 2: backward on a second host thread */

@@ -319,6 +319,11 @@ static void tfill_cost(void **args, double *flops, double *bytes)
 	"a911ec4325multi_tensor_apply_kernelINS1_18TensorListMetadataILi2ELb0EEENS1_24BinaryOp" \
 	"ListAlphaFunctorIfLi2ELi2ELi0EEEJSt4plusIfEfEEENSt9enable_ifIXntsrT0_20use_large_kern" \
 	"el_argEvE4typeET_SA_DpT1_"
+/* The same kernel as minitrain's kernels.cu names it (--optim foreach):
+ * at::native itself, not a file's anonymous namespace. */
+#define MT_FOREACH_ADD_F "_ZN2at6native25multi_tensor_apply_kernelINS0_18TensorListMetadata" \
+	"ILi2ELb0EEENS0_24BinaryOpListAlphaFunctorIfLi2ELi2ELi0EEEJSt4plusIfEfEEENSt9enable_if" \
+	"IXntsrT0_20use_large_kernel_argEvE4typeET_S9_DpT1_"
 enum { TFE_M = 64, TFE_BLOCKS = 320, TFE_CHUNK = 65536 };
 static const uint16_t tforeach_sizes[] = { 3144, 1, 1, 4 };
 
@@ -371,6 +376,7 @@ static const simgpu_kernel_t kernels[] = {
 	KERNEL("mt_list_fill", list_sizes, list_run, list_cost),
 	KERNEL(TORCH_FILL_F, tfill_sizes, tfill_run, tfill_cost),
 	KERNEL(TORCH_FOREACH_ADD_F, tforeach_sizes, tforeach_run, tforeach_cost),
+	KERNEL(MT_FOREACH_ADD_F, tforeach_sizes, tforeach_run, tforeach_cost),
 };
 
 #define NKERNELS (sizeof(kernels) / sizeof(kernels[0]))

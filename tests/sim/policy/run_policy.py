@@ -635,8 +635,45 @@ def t_no_misses(args):
           "steps of the plan" % (m, nstep))
 
 
+def t_foreach(args):
+    """PyTorch's foreach SGD (minitrain --optim foreach: _foreach_add_ over
+    every parameter's tensor lists, through a kernel named and laid out as
+    PyTorch's): VGG-16 in the caching style at half its peak under all,
+    computing for real with the race checker and poison on, trains to the
+    unlimited run's weights with its launches' arguments bounded by their
+    metadata (interpose/kernel_bounds.h) and planned iterations; the
+    planned misses of both SGD forms are printed side by side."""
+    extra = ["--batch", "8", "--image", "64", "--iters", "6", "--alloc", "caching"]
+    misses = {}
+    for optim in ("foreach", "fused"):
+        e = extra + ["--optim", optim]
+        base = mt(args, "vgg16", e, {"SIMGPU_MEM": "4G"}, preload=False)
+        must_pass(base, "vgg16 --optim %s without vmem" % optim)
+        want = mt_json(base, "vgg16")
+        limit = half(want["peak_bytes"])
+        run = mt(args, "vgg16", e, {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1",
+                                    "VMEM_POLICY": "all"})
+        must_pass(run, "vgg16 --optim %s under all at %d MiB" % (optim, limit // MiB))
+        got = mt_json(run, "vgg16")
+        if got["checksum"] != want["checksum"]:
+            fail("vgg16 --optim %s under all at %d MiB: expected the unlimited run's weights %s, "
+                 "got %s" % (optim, limit // MiB, want["checksum"], got["checksum"]))
+        planned = policy_line(run.stderr, "iterations planned")
+        if not planned:
+            fail("vgg16 --optim %s under all: expected planned iterations, got %s\n%s"
+                 % (optim, planned, show(run)))
+        m = re.search(r"^vmem: kernel arguments bounded\s+(\d+)", run.stderr, re.M)
+        if optim == "foreach" and (not m or int(m.group(1)) == 0):
+            fail("vgg16 --optim foreach: expected the stats line 'kernel arguments bounded' "
+                 "above 0, got %s\n%s" % (m.group(0) if m else None, show(run)))
+        misses[optim] = policy_line(run.stderr, "misses in planned iterations")
+    print("ok: VGG-16 (caching, 1/2 of its peak, all) trains to the unlimited weights with "
+          "PyTorch's foreach SGD, its arguments bounded; misses in planned iterations: "
+          "foreach %s, fused %s" % (misses["foreach"], misses["fused"]))
+
+
 TESTS = {
-    "dyn-trials": t_dyn_trials, "split": t_split, "gaps": t_gaps, "no-misses": t_no_misses,
+    "dyn-trials": t_dyn_trials, "split": t_split, "gaps": t_gaps, "no-misses": t_no_misses, "foreach": t_foreach,
     "plan-steady": t_plan_steady, "plan-stray": t_plan_stray, "plan-reread": t_plan_reread,
     "minitrain-styles": t_minitrain_styles,
     "minitrain-policies-half": t_minitrain_policies_half,
