@@ -57,6 +57,15 @@ static int builtin_bytes(char c)
 	}
 }
 
+/* Past a substitution's sequence id (base 36: digits and capitals; empty
+ * in S_), to its closing '_'. */
+static const char *past_seq_id(const char *s)
+{
+	while ((*s >= '0' && *s <= '9') || (*s >= 'A' && *s <= 'Z'))
+		s++;
+	return s;
+}
+
 /* One template argument at *s that is a scalar type: its size, *s moved
  * past it.  A substitution (S_, S<seq>_) in an operand-type position can
  * only name a type already seen there, so it is at most `seen_max` (0 when
@@ -79,10 +88,8 @@ static int scalar_arg(const char **s, int seen_max)
 		}
 	}
 	if (p[0] == 'S' && seen_max > 0) {
-		const char *q = p + 1;
+		const char *q = past_seq_id(p + 1);
 
-		while ((*q >= '0' && *q <= '9') || (*q >= 'A' && *q <= 'Z'))
-			q++;
 		if (*q == '_') {
 			*s = q + 1;
 			return seen_max;
@@ -174,8 +181,7 @@ static int foreach_functor_elem_bytes(const char *s)
 	 * namespace (or at::native's) */
 	if (*s++ != 'N' || *s++ != 'S')
 		return ELEM_MAX;
-	while ((*s >= '0' && *s <= '9') || (*s >= 'A' && *s <= 'Z'))
-		s++;
+	s = past_seq_id(s);
 	if (*s++ != '_' || !(*s >= '1' && *s <= '9'))
 		return ELEM_MAX;
 	{
@@ -224,9 +230,7 @@ static scan_bound_t classify_foreach(const char *name, const scan_param_t *param
 	if (nparams < 2 || strncmp(name, "_ZN2at6native", 13) != 0 ||
 	    !(s = strstr(name, kernel)))
 		return none;
-	s += strlen(kernel);
-	while ((*s >= '0' && *s <= '9') || (*s >= 'A' && *s <= 'Z'))
-		s++;
+	s = past_seq_id(s + strlen(kernel));
 	if (*s++ != '_' || strncmp(s, meta, strlen(meta)) != 0)
 		return none;
 	s += strlen(meta);
@@ -261,31 +265,12 @@ scan_bound_t kb_classify(const char *name, const scan_param_t *params, int npara
 	return b;
 }
 
-/* Whether the 8-aligned words of parameter `p` (value at `val`) hold `w`,
- * as scan_args reads them. */
-static bool param_holds(const void *val, scan_param_t p, uintptr_t w)
-{
-	const unsigned char *v = val;
-	uint32_t end = p.offset + p.size;
-
-	if (!v)
-		return false;
-	for (uint32_t at = (p.offset + 7u) & ~7u; at + 8 <= end; at += 8) {
-		uintptr_t word;
-
-		memcpy(&word, v + (at - p.offset), sizeof(word));
-		if (word == w)
-			return true;
-	}
-	return false;
-}
-
 /* Whether `w` is a word of any parameter from `first` on. */
 static bool params_hold(void *const *args, const scan_param_t *params, int first, int nparams,
 			uintptr_t w)
 {
 	for (int i = first; i < nparams; i++)
-		if (param_holds(args[i], params[i], w))
+		if (scan_param_holds(args[i], params[i], w))
 			return true;
 	return false;
 }
@@ -304,7 +289,7 @@ static int apply_vectorized(scan_bound_t rule, void *const *args, const scan_par
 	for (int i = 0; i < n; i++) {
 		uintptr_t p = refs[i].ptr;
 
-		if (param_holds(args[2], params[2], p) && !param_holds(args[1], params[1], p)) {
+		if (scan_param_holds(args[2], params[2], p) && !scan_param_holds(args[1], params[1], p)) {
 			refs[i].bytes = (size_t)count * rule.elem_bytes;
 			refs[i].access |= VMEM_ACCESS_UPTO;
 			bounded++;

@@ -48,30 +48,48 @@ static int add(vmem_ref_t *out, int n, int max, int *missed, uintptr_t p, const 
 	return n + 1;
 }
 
+/* Word k of parameter p (value at val) as every reader here takes them:
+ * the k-th 8-aligned offset of the parameter buffer that p spans whole.
+ * False past the last. */
+static bool param_word(const unsigned char *val, scan_param_t p, uint32_t k, uintptr_t *word)
+{
+	uint32_t w = ((p.offset + 7u) & ~7u) + 8u * k;
+
+	if (w + 8 > p.offset + p.size)
+		return false;
+	memcpy(word, val + (w - p.offset), sizeof(*word));
+	return true;
+}
+
 int scan_args(void *const *args, const scan_param_t *params, int nparams,
 	      scan_owns_fn owns, vmem_ref_t *out, int max, int *missed)
 {
 	int n = 0, miss = 0;
 
 	for (int i = 0; i < nparams; i++) {
-		const unsigned char *val = args[i];
-		uint32_t off = params[i].offset, end = off + params[i].size;
-		/* First 8-aligned offset of the buffer inside this parameter. */
-		uint32_t w = (off + 7u) & ~7u;
+		uintptr_t word;
 
-		if (!val)
+		if (!args[i])
 			continue;
-		for (; w + 8 <= end; w += 8) {
-			uintptr_t word;
-
-			memcpy(&word, val + (w - off), sizeof(word));
+		for (uint32_t k = 0; param_word(args[i], params[i], k, &word); k++)
 			if (owns(word))
 				n = add(out, n, max, &miss, word, scan_role(i));
-		}
 	}
 	if (missed)
 		*missed = miss;
 	return n;
+}
+
+bool scan_param_holds(const void *val, scan_param_t p, uintptr_t w)
+{
+	uintptr_t word;
+
+	if (!val)
+		return false;
+	for (uint32_t k = 0; param_word(val, p, k, &word); k++)
+		if (word == w)
+			return true;
+	return false;
 }
 
 int scan_buffer(const void *buf, size_t size, scan_owns_fn owns, vmem_ref_t *out,

@@ -68,6 +68,10 @@ const char *scan_role(int param);
 int scan_args(void *const *args, const scan_param_t *params, int nparams,
 	      scan_owns_fn owns, vmem_ref_t *out, int max, int *missed);
 
+/* Whether `w` is one of the words scan_args reads in parameter `p` (its
+ * value at `val`; NULL: false).  Pure, thread-safe. */
+bool scan_param_holds(const void *val, scan_param_t p, uintptr_t w);
+
 /* The same over a packed parameter buffer (cuLaunchKernel's `extra`
  * CU_LAUNCH_PARAM_BUFFER_POINTER form): every 8-byte-aligned word of the
  * `size` bytes at `buf` is tested; roles are "buf". */
