@@ -298,6 +298,11 @@ static int apply_vectorized(scan_bound_t rule, void *const *args, const scan_par
 	return bounded;
 }
 
+/* Most slots one foreach metadata holds: depth x tensors, largest for
+ * depth 5 of the 32 KB layout (5 x 210 = 1050). */
+#define FOREACH_MAX_SLOTS 1050
+#define FOREACH_MAX_TENSORS 770   /* depth 1, 32 KB layout */
+
 /* The slots a foreach launch's blocks name: block b works on tensor
  * block_to_tensor[b] (multi_tensor_apply's contract with its functors), so
  * with a 1-D grid of `blocks` blocks the other slots are untouched - they
@@ -331,45 +336,71 @@ static bool foreach_used(scan_bound_t rule, const unsigned char *meta, uint32_t 
 	return true;
 }
 
+/* One filled slot of the metadata: its address, its tensor's count, and
+ * whether a block of the launch names it. */
+typedef struct {
+	uintptr_t a;
+	int64_t numel;
+	bool used;
+} fe_slot_t;
+
+static int cmp_slot(const void *x, const void *y)
+{
+	uintptr_t a = ((const fe_slot_t *)x)->a, b = ((const fe_slot_t *)y)->a;
+
+	return a < b ? -1 : a > b;
+}
+
 /* A foreach kernel's tensors: slot k of list d is addresses[d][k] with
  * numel_for_tensor[k] elements.  A pointer in several slots gets the
  * largest count; one only in slots no block names is not touched at all
- * and leaves the call (*dropped). */
+ * and leaves the call (*dropped).  The slots are sorted by address once
+ * per launch, so each ref is a binary search (a 32 KB metadata has up to
+ * 1050 slots, and a launch as many refs). */
 static int apply_foreach(scan_bound_t rule, void *const *args, const scan_param_t *params,
 			 int nparams, uint32_t blocks, vmem_ref_t *refs, int *n, int *dropped)
 {
 	const unsigned char *meta = args[0];
 	int m = foreach_tensors[rule.large][rule.depth - 1];
-	bool used[770];
+	bool used[FOREACH_MAX_TENSORS];
+	fe_slot_t slots[FOREACH_MAX_SLOTS];
 	bool known;
-	int bounded = 0, kept = 0;
+	int bounded = 0, kept = 0, ns = 0;
 
 	if (!meta)
 		return 0;
 	known = foreach_used(rule, meta, blocks, used);
+	for (int d = 0; d < rule.depth; d++)
+		for (int k = 0; k < m; k++) {
+			fe_slot_t *sl = &slots[ns];
+
+			memcpy(&sl->a, meta + ((size_t)d * m + k) * 8, sizeof(sl->a));
+			if (!sl->a)   /* never a ref: scan_args' owns() refuses 0 */
+				continue;
+			memcpy(&sl->numel, meta + ((size_t)rule.depth * m + k) * 8, sizeof(sl->numel));
+			sl->used = !known || used[k];
+			ns++;
+		}
+	qsort(slots, (size_t)ns, sizeof(*slots), cmp_slot);
 	for (int i = 0; i < *n; i++) {
 		uintptr_t p = refs[i].ptr;
 		int64_t most = -1;
-		bool listed = false;
+		int lo = 0, hi = ns;
 
-		for (int d = 0; d < rule.depth; d++)
-			for (int k = 0; k < m; k++) {
-				uintptr_t a;
-				int64_t numel;
+		while (lo < hi) {   /* the first slot at p or above */
+			int mid = lo + (hi - lo) / 2;
 
-				memcpy(&a, meta + ((size_t)d * m + k) * 8, sizeof(a));
-				if (a != p)
-					continue;
-				listed = true;
-				if (known && !used[k])
-					continue;
-				memcpy(&numel, meta + ((size_t)rule.depth * m + k) * 8, sizeof(numel));
-				if (numel > most)
-					most = numel;
-			}
+			if (slots[mid].a < p)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (int j = lo; j < ns && slots[j].a == p; j++)
+			if (slots[j].used && slots[j].numel > most)
+				most = slots[j].numel;
 		refs[kept] = refs[i];
 		/* held by the functor or the arguments too: any extent */
-		if (!listed || params_hold(args, params, 1, nparams, p)) {
+		if (lo == ns || slots[lo].a != p || params_hold(args, params, 1, nparams, p)) {
 			kept++;
 			continue;
 		}

@@ -536,6 +536,41 @@ static void test_foreach_bounds_each_listed_tensor_by_its_count(void **state)
 	assert_int_equal(dropped, 0);
 }
 
+static void test_foreach_pointer_in_several_slots_gets_the_largest_count(void **state)
+{
+	/* slot 0 (3 elements): x in list 0, y in list 1; slot 1 (9): y in
+	 * list 0, x in list 1.  Every slot counting, each spans 9 floats;
+	 * with one block naming slot 0 only, each keeps slot 0's 3. */
+	enum { M = 64 };
+	static uint64_t meta[3144 / 8];
+	uintptr_t x = VA_BASE + 0x200000, y = VA_BASE + 0x400000;
+	unsigned char functor = 0, *bt = (unsigned char *)meta + 2 * M * 8 + M * 8;
+	float alpha = 1.0f;
+	void *args[] = { meta, &functor, &alpha };
+	const scan_param_t params[] = { { 0, 3144 }, { 3144, 1 }, { 3148, 4 } };
+	scan_bound_t rule = kb_classify(foreach_add_f, fe_small, 3);
+	vmem_ref_t refs[4];
+	int k, dropped;
+
+	(void)state;
+	memset(meta, 0, sizeof(meta));
+	meta[0] = x, meta[1] = y, meta[M] = y, meta[M + 1] = x;
+	meta[2 * M] = 3, meta[2 * M + 1] = 9;
+	for (uint32_t blocks = 0; blocks <= 1; blocks++) {
+		k = scan_args(args, params, 3, fake_owns, refs, 4, NULL);
+		assert_int_equal(k, 2);
+		bt[0] = 0;
+		assert_int_equal(kb_apply(rule, args, params, 3, blocks, refs, &k, &dropped), 2);
+		for (int i = 0; i < k; i++) {
+			size_t want = blocks == 0 ? 36 : 12;
+
+			if (refs[i].bytes != want)
+				fail_msg("%u blocks, ref %#lx: expected %zu bytes, got %zu", blocks,
+					 (unsigned long)refs[i].ptr, want, refs[i].bytes);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -554,6 +589,7 @@ int main(void)
 		cmocka_unit_test(test_layout_keeps_the_bound_of_a_name_longer_than_it_stores),
 		cmocka_unit_test(test_torch_foreach_kernels_are_classified_by_name_and_layout),
 		cmocka_unit_test(test_foreach_bounds_each_listed_tensor_by_its_count),
+		cmocka_unit_test(test_foreach_pointer_in_several_slots_gets_the_largest_count),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
