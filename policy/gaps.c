@@ -135,7 +135,7 @@ static int tensor_cands(const policy_graph_t *g, int t, const policy_gaps_config
 	if (!al || (al->cls != POLICY_ALLOC_STABLE && al->cls != POLICY_ALLOC_YOUNG) ||
 	    !policy_own_pages(g, cfg->page_size, T->alloc_id, T->offset, T->bytes, &lo, &bytes,
 			      &held) ||
-	    bytes < cfg->min_bytes)
+	    held < cfg->min_bytes)
 		return 0;
 	stable = al->cls == POLICY_ALLOC_STABLE;
 	if (first < 0 && e0 < e1)

@@ -17,9 +17,11 @@
  *      backward:  #40 conv_bwd_filter x=t2 (first backward read)
  *                        prefetch t2 before #38 (prefetch.c)
  *
- * Tensors of UNSTABLE or foreign allocations, and tensors shorter than
- * min_bytes (biases, norms, scalars: a copy costs more than it saves),
- * are never chosen.  On a paged allocation only the tensor's own pages
+ * Tensors of UNSTABLE or foreign allocations, and tensors whose move would
+ * free fewer than min_bytes of device memory (biases, norms, scalars: a
+ * copy costs more than it saves) are never chosen: what a move frees is
+ * its own pages, whole - a 1.8 MB tensor alone in its 2 MiB page frees
+ * the page.  On a paged allocation only the tensor's own pages
  * move (policy_own_pages): a page it shares with a neighbour stays, since
  * the pool moves whole pages and the neighbour may be read meanwhile.
  * Whether an offload actually moves bytes is the runtime's call
@@ -76,7 +78,7 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 		uint64_t lo, n, held;
 		int after, use;
 
-		if (!(T->flags & POLICY_T_CROSS) || T->bytes < min_bytes || !a ||
+		if (!(T->flags & POLICY_T_CROSS) || !a ||
 		    (a->cls != POLICY_ALLOC_STABLE && a->cls != POLICY_ALLOC_YOUNG))
 			continue;
 		if (mode == POLICY_OFFLOAD_CONV && !(T->flags & POLICY_T_CONV_IN))
@@ -84,7 +86,8 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 		after = T->last_fwd_read >= 0 ? T->last_fwd_read : T->producer;
 		use = after == T->producer && T->last_fwd_read < 0 ? T->use : read_use(g, t, after);
 		if (use < 0 || T->first_bwd_read <= after ||
-		    !policy_own_pages(g, 0, T->alloc_id, T->offset, T->bytes, &lo, &n, &held))
+		    !policy_own_pages(g, 0, T->alloc_id, T->offset, T->bytes, &lo, &n, &held) ||
+		    held < min_bytes)
 			continue;
 		o = &out->v[out->n++];
 		o->tensor = t;
