@@ -5,7 +5,8 @@
  * allocations counted and moved by the page, ops past one that cannot fit
  * still relieved, the wrapped interval's prefetch resolved through the
  * iteration before, and the first planned iteration set where the plan
- * has it at op 0. */
+ * has it at op 0; what a move frees, its whole pages, weighed against the
+ * minimum. */
 #include <setjmp.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -312,6 +313,35 @@ static void test_gaps_move_the_last_page_of_a_paged_allocation(void **state)
 	two_free(&x);
 }
 
+/* What a move frees is the tensor's pages, whole: a 1000-byte tensor alone
+ * in its four 256-byte pages frees 1024 bytes, so a minimum of 1024 (the
+ * runtime sets a chunk) takes it.  It used to be compared with the
+ * tensor's 1000 bytes, and Inception's 1.8 MB tensors, each alone in a 2
+ * MiB page, never moved. */
+static void test_gaps_count_what_a_move_frees_against_the_minimum(void **state)
+{
+	two_t x;
+	policy_offloads_t o = { 0 };
+	policy_gaps_config_t c = gcfg(3700, 256, 1024);
+
+	(void)state;
+	two_build_paged(&x, 0, 256, 512);
+	assert_int_equal(policy_gaps_fill(&x.g, &x.l, &c, &o), 0);
+	if (o.n == 0 || !o.gaps.fits)
+		fail_msg("expected 1000-byte tensors holding 1024 bytes of pages to move under a "
+			 "1024-byte minimum and the plan to fit 3700, got %d intervals, %llu at #%d",
+			 o.n, (unsigned long long)o.gaps.need_after, o.gaps.worst_op);
+	for (int i = 0; i < o.n; i++)
+		assert_int_equal(o.v[i].held, 1024);
+	policy_offloads_free(&o);
+	/* one page more than they hold: nothing */
+	c = gcfg(3700, 256, 1025);
+	assert_int_equal(policy_gaps_fill(&x.g, &x.l, &c, &o), 0);
+	assert_int_equal(o.n, 0);
+	policy_offloads_free(&o);
+	two_free(&x);
+}
+
 static void test_gaps_go_on_past_an_op_that_cannot_fit(void **state)
 {
 	two_t x;
@@ -541,6 +571,7 @@ int main(void)
 		cmocka_unit_test(test_gaps_never_wrap_a_young_allocation),
 		cmocka_unit_test(test_paged_allocations_count_whole_pages),
 		cmocka_unit_test(test_gaps_move_the_last_page_of_a_paged_allocation),
+		cmocka_unit_test(test_gaps_count_what_a_move_frees_against_the_minimum),
 		cmocka_unit_test(test_gaps_go_on_past_an_op_that_cannot_fit),
 		cmocka_unit_test(test_gaps_explain_what_an_op_holds),
 		cmocka_unit_test(test_gaps_bring_back_late_what_a_slow_link_fetched_early),
