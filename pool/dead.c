@@ -50,6 +50,28 @@ bool pool_page_all_dead(const pool_t *p, const struct page *pg)
 	return covers(p, pg) && pg->dead->epoch == p->epoch;
 }
 
+bool pool_page_dead_beside(const pool_t *p, const struct page *pg, uint64_t lo, uint64_t hi)
+{
+	const struct deadset *d = pg->dead;
+	uint64_t at = 0, end = page_bytes(p, pg->a, pg->idx);
+
+	if (!d || d->epoch != p->epoch)
+		return false;
+	/* walk [0, end) over the dead intervals and [lo, hi), all sorted */
+	for (uint32_t i = 0; at < end; ) {
+		if (lo < hi && lo <= at && at < hi) {
+			at = hi;
+			continue;
+		}
+		while (i < d->n && d->iv[i].hi <= at)
+			i++;
+		if (i == d->n || d->iv[i].lo > at)
+			return false;
+		at = d->iv[i].hi;
+	}
+	return true;
+}
+
 bool pool_page_lost(const struct page *pg, uint64_t lo, uint64_t hi)
 {
 	const struct deadset *d = pg->dead;

@@ -173,6 +173,8 @@ typedef struct {
 	uint64_t allocs, frees, small_allocs;
 	uint64_t misses;              /* pages faulted in */
 	uint64_t bytes_faulted_in;    /* bytes copied back by fault-ins */
+	uint64_t dead_copies_skipped; /* pages faulted in without their copy: the call
+					 rewrites part and the rest was declared dead */
 	uint64_t overwrites_skipped;  /* pages faulted in without their copy: the call
 	                                 rewrites them whole */
 	uint64_t evictions;           /* pages evicted by the LRU */

@@ -545,6 +545,9 @@ void pool_resv_drop(pool_t *p, struct alloc *a);
 /* dead.c */
 /* Every byte of the page dead (of its bytes that belong to the allocation). */
 bool pool_page_all_dead(const pool_t *p, const struct page *pg);
+/* Every byte of the page outside [lo, hi) (page-relative) dead, and
+ * droppable as pool_page_all_dead says. */
+bool pool_page_dead_beside(const pool_t *p, const struct page *pg, uint64_t lo, uint64_t hi);
 /* True when [lo, hi) (page-relative) meets dropped bytes of the page. */
 bool pool_page_lost(const struct page *pg, uint64_t lo, uint64_t hi);
 /* A write to [lo, hi) of the page makes those bytes live again. */

@@ -586,6 +586,40 @@ static bool page_overwritten(const pool_t *p, const pool_ref_t *refs, const stru
 	return covered;
 }
 
+/* Every byte of page pg either rewritten by this call (written whole by
+ * its refs, none of which reads the page) or declared dead: its host copy
+ * holds nothing anyone will read.  The first planned iteration meets this
+ * where the iteration before evicted a workspace with a copy and the plan
+ * then declared it dead (ResNet's one-workspace network style at 1/2: a
+ * 2 MiB copy back before the first convolution, of bytes no call reads). */
+static bool page_rewritten_or_dead(const pool_t *p, const pool_ref_t *refs, const struct rref *rr,
+				   int n, const struct page *pg)
+{
+	uint64_t lo = (uint64_t)pg->idx * chunk_sz(p), hi = lo + page_bytes(p, pg->a, pg->idx);
+	uint64_t wlo = 0, whi = 0;
+
+	if (!refs || !pg->dead)
+		return false;
+	for (int i = 0; i < n; i++) {
+		const pool_ref_t *r = &refs[rr[i].ref];
+		uint64_t a, b;
+
+		if (rr[i].a != pg->a || rr[i].hi <= lo || rr[i].lo >= hi)
+			continue;
+		if (!r->write || !r->whole)
+			return false;   /* may read the page */
+		a = (rr[i].lo > lo ? rr[i].lo : lo) - lo;
+		b = (rr[i].hi < hi ? rr[i].hi : hi) - lo;
+		if (whi > wlo && (a > whi || b < wlo))
+			return false;   /* two written parts apart: not worth the walk */
+		if (whi == wlo || a < wlo)
+			wlo = a;
+		if (b > whi)
+			whi = b;
+	}
+	return pool_page_dead_beside(p, pg, wlo, whi);
+}
+
 /* refs: the call's refs (NULL for a prefetch, which never overwrites). */
 static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rref *rr, int n,
 			      pool_event_kind_t kind, uint32_t *nfault)
@@ -662,6 +696,15 @@ static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rr
 				pg->host = NULL;
 				pg->flags &= ~PF_HOST_VALID;
 				p->st.overwrites_skipped++;
+			} else if ((pg->flags & PF_HOST_VALID) &&
+				   page_rewritten_or_dead(p, refs, rr, n, pg)) {
+				/* dropped as it comes back: the bytes the call does
+				 * not write stay dead, and a read of them is refused
+				 * as for any dropped page */
+				pool_slot_release(p, pg->host, pg->busy);
+				pg->host = NULL;
+				pool_page_dropped(p, pg);
+				p->st.dead_copies_skipped++;
 			}
 			uint64_t nb = page_bytes(p, pg->a, pg->idx), moved = 0;
 			int rc = 0;

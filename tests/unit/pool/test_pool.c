@@ -2287,6 +2287,76 @@ static void test_whole_overwrite_skips_the_copy_unless_also_read(void **state)
 	env_close(&e);
 }
 
+/* A page on the host whose bytes a call rewrites in part, the rest declared
+ * dead, comes back without its copy (nothing anyone reads is in it), and
+ * the rest is then dropped: a read of it is refused, never computed on.
+ * A page with a byte neither rewritten nor dead, or one the call may also
+ * read, gets its copy. */
+static void test_fault_in_skips_the_copy_of_a_page_rewritten_or_dead(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 1, 0, 64);
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH);
+	uint64_t half = CH / 2;
+	pool_span_t sp;
+
+	put(&e, a, CH, 61);
+	put(&e, b, CH, 62);                     /* evicts a: its bytes go to host */
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+	/* the second half dead but for its last 256 bytes: the copy stays */
+	assert_int_equal(discard(&e, a + half, half - 256, false), POOL_OK);
+	uint64_t copied = stats(&e).bytes_faulted_in;
+	pool_ref_t w = { .ptr = a, .bytes = half, .write = true, .whole = true };
+	assert_int_equal(pool_acquire(e.p, &w, 1, NULL, &sp), POOL_OK);
+	pool_release(e.p, &w, &sp, 1, NULL);
+	if (stats(&e).dead_copies_skipped != 0 || stats(&e).bytes_faulted_in != copied + CH)
+		fail_msg("256 live bytes on the page: expected its copy back (%llu bytes), got %llu "
+			 "(%llu skipped)", (unsigned long long)CH,
+			 (unsigned long long)(stats(&e).bytes_faulted_in - copied),
+			 (unsigned long long)stats(&e).dead_copies_skipped);
+	/* now all of the second half dead, and a evicted again */
+	assert_true(check(&e, b, CH, 62));
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+	assert_int_equal(discard(&e, a + half, half, false), POOL_OK);
+	/* a call that also reads the page: the copy stays */
+	pool_ref_t rw[2] = {
+		{ .ptr = a, .bytes = half, .write = true, .whole = true },
+		{ .ptr = a + 64, .bytes = 64, .write = false },
+	};
+	pool_span_t sp2[2];
+	copied = stats(&e).bytes_faulted_in;
+	assert_int_equal(pool_acquire(e.p, rw, 2, NULL, sp2), POOL_OK);
+	pool_release(e.p, rw, sp2, 2, NULL);
+	assert_int_equal(stats(&e).dead_copies_skipped, 0);
+	assert_int_equal(stats(&e).bytes_faulted_in, copied + CH);
+	/* evicted again, the second half still dead: the first half rewritten
+	 * whole comes back without a copy */
+	assert_true(check(&e, b, CH, 62));
+	assert_int_equal(discard(&e, a + half, half, false), POOL_OK);
+	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+	copied = stats(&e).bytes_faulted_in;
+	assert_int_equal(pool_acquire(e.p, &w, 1, NULL, &sp), POOL_OK);
+	fake_drain(&e.f);
+	uint8_t *v = malloc(half);
+	pattern(v, half, 63);
+	assert_true(fake_write(&e.f, a, v, half));
+	pool_release(e.p, &w, &sp, 1, NULL);
+	if (stats(&e).dead_copies_skipped != 1 || stats(&e).bytes_faulted_in != copied)
+		fail_msg("half rewritten, half dead: expected no copy, got %llu bytes copied (%llu "
+			 "skipped)", (unsigned long long)(stats(&e).bytes_faulted_in - copied),
+			 (unsigned long long)stats(&e).dead_copies_skipped);
+	assert_true(check(&e, a, half, 63));
+	/* the dead half is gone: a read of it is refused */
+	pool_ref_t r = { .ptr = a + half, .bytes = 64, .write = false };
+	if (pool_acquire(e.p, &r, 1, NULL, &sp) != POOL_ELOST || !sp.lost)
+		fail_msg("a read of the dead half after it came back without its copy: expected "
+			 "%s, got another answer", pool_strerror(POOL_ELOST));
+	free(v);
+	check_clean(&e);
+	env_close(&e);
+}
+
 /* A write vmem did not see may have made dead bytes live: a page declared
  * dead before such a write is copied, never dropped. */
 static void test_unseen_write_after_a_discard_keeps_the_page(void **state)
@@ -3109,6 +3179,7 @@ int main(void)
 		cmocka_unit_test(test_plan_order_evicts_the_furthest_next_use),
 		cmocka_unit_test(test_unseen_write_after_a_discard_keeps_the_page),
 		cmocka_unit_test(test_whole_overwrite_skips_the_copy_unless_also_read),
+		cmocka_unit_test(test_fault_in_skips_the_copy_of_a_page_rewritten_or_dead),
 		cmocka_unit_test(test_prefetch_after_reclaiming_an_empty_freed_range),
 		cmocka_unit_test(test_prefetch_waits_for_copies_out_under_way),
 		cmocka_unit_test(test_prefetch_evicts_only_pages_needed_later),
