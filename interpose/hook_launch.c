@@ -23,6 +23,7 @@
  * seen.
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,27 @@ DRV_REALS(DRV_REAL)
  * kernel without parameters, or a kernel handle vmem did not see handed
  * out.  1 (no parameters) only when the stub's CUfunction says so too;
  * -1 (unknown) otherwise. */
+/* What the foreach launches say of PyTorch's kChunkSize (kernel_bounds.h). */
+static kb_state_t g_kb_state;
+
+/* Says once when the launches confirmed or refuted the chunk size. */
+static void kb_state_note(int was)
+{
+	static atomic_int said;
+	int now = atomic_load(&g_kb_state.chunk), none = 0;
+
+	if (now == KB_CHUNK_CONFIRMED && atomic_compare_exchange_strong(&said, &none, now))
+		vmem_info("foreach launches confirm PyTorch's chunk of %d elements: their arguments "
+			  "are bounded by the chunks each launch names", KB_CHUNK);
+	else if (now == KB_CHUNK_REFUTED && atomic_exchange(&said, now) != now)
+		vmem_log(was == KB_CHUNK_CONFIRMED ? VMEM_LOG_ERROR : VMEM_LOG_INFO,
+			 "a foreach launch names chunks that do not fit %d elements a chunk%s: "
+			 "its arguments are bounded by whole tensors from now on (docs/launch-paths.md)",
+			 KB_CHUNK, was == KB_CHUNK_CONFIRMED ?
+			 " after earlier launches confirmed it (launches bounded by chunks before "
+			 "may have touched more than vmem made resident)" : "");
+}
+
 static int rt_confirm_no_params(const void *func)
 {
 	real_cudaGetFuncBySymbol_t by_symbol = real_cudaGetFuncBySymbol();
@@ -261,13 +283,18 @@ void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extr
 	/* A known family states its arguments' extents (kernel_bounds.h);
 	 * the rest stay unknown (0): the rest of their allocation. */
 	if (args && l && l->bound.family) {
-		int dropped = 0;
-		int b = kb_apply(l->bound, args, l->params, l->nparams, blocks, refs, &n, &dropped);
+		int dropped = 0, chunked = 0, was = atomic_load(&g_kb_state.chunk);
+		int b = kb_apply(l->bound, args, l->params, l->nparams, blocks, &g_kb_state, refs, &n,
+				 &dropped, &chunked);
 
 		if (b)
 			stats_add(STATS_ARGS_BOUNDED, (uint64_t)b);
 		if (dropped)
 			stats_add(STATS_ARGS_UNTOUCHED, (uint64_t)dropped);
+		if (chunked)
+			stats_add(STATS_ARGS_CHUNKED, (uint64_t)chunked);
+		if (atomic_load(&g_kb_state.chunk) != was)
+			kb_state_note(was);
 	}
 	for (int i = 0; i < n; i++)
 		hook_call_ref(c, (const void *)refs[i].ptr, refs[i].bytes, refs[i].access,

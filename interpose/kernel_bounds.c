@@ -2,6 +2,7 @@
  * parameters (see kernel_bounds.h). */
 #include "interpose/kernel_bounds.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,7 +129,7 @@ static int functor_elem_bytes(const char *s)
 static scan_bound_t classify_vectorized(const char *name, const scan_param_t *params,
 					int nparams)
 {
-	scan_bound_t none = { KB_NONE, 0, 0, 0 };
+	scan_bound_t none = { KB_NONE, 0, 0, 0, 0 };
 	size_t len = strlen(name), plen = strlen(TORCH_VEC_PREFIX), slen = strlen(TORCH_VEC_SUFFIX);
 	const char *s;
 
@@ -146,7 +147,7 @@ static scan_bound_t classify_vectorized(const char *name, const scan_param_t *pa
 		s++;
 	if (*s != 'E')
 		return none;
-	return (scan_bound_t){ KB_TORCH_VECTORIZED, (uint8_t)functor_elem_bytes(s + 1), 0, 0 };
+	return (scan_bound_t){ KB_TORCH_VECTORIZED, (uint8_t)functor_elem_bytes(s + 1), 0, 0, 0 };
 }
 
 /* TensorListMetadata<depth, large> (MultiTensorApply.cuh): per depth, the
@@ -169,13 +170,15 @@ static uint32_t foreach_meta_size(int depth, int large)
 	return (at + 7u) & ~7u;
 }
 
-/* The largest operand element size the foreach functor's mangled type at
- * `s` states: every scalar type among its template arguments (the lists'
- * types: T, and a copy's source type), integer literals skipped; ELEM_MAX
- * when an argument is neither. */
-static int foreach_functor_elem_bytes(const char *s)
+/* The largest and smallest operand element sizes the foreach functor's
+ * mangled type at `s` states: every scalar type among its template
+ * arguments (the lists' types: T, and a copy's source type), integer
+ * literals skipped; ELEM_MAX and 1 when an argument is neither. */
+static int foreach_functor_elem_bytes(const char *s, int *min)
 {
-	int max = 0;
+	int max = 0, lo = ELEM_MAX;
+
+	*min = 1;
 
 	/* N S<seq>_ <length><name> I : a functor in the file's anonymous
 	 * namespace (or at::native's) */
@@ -212,17 +215,22 @@ static int foreach_functor_elem_bytes(const char *s)
 			return ELEM_MAX;
 		if (b > max)
 			max = b;
+		if (b < lo)
+			lo = b;
 	}
-	return *s == 'E' && max ? max : ELEM_MAX;
+	if (*s != 'E' || !max)
+		return ELEM_MAX;
+	*min = lo;
+	return max;
 }
 
 static scan_bound_t classify_foreach(const char *name, const scan_param_t *params, int nparams)
 {
 	static const char kernel[] = "25multi_tensor_apply_kernelINS";
 	static const char meta[] = "18TensorListMetadataILi";
-	scan_bound_t none = { KB_NONE, 0, 0, 0 };
+	scan_bound_t none = { KB_NONE, 0, 0, 0, 0 };
 	const char *s;
-	int depth, large = 0;
+	int depth, large = 0, max, min;
 
 	/* at::native::(anonymous)::multi_tensor_apply_kernel<
 	 * at::native::(anonymous)::TensorListMetadata<depth[, large]>, the
@@ -249,13 +257,14 @@ static scan_bound_t classify_foreach(const char *name, const scan_param_t *param
 	 * says the layout is the one this rule reads */
 	if (params[0].offset != 0 || params[0].size != foreach_meta_size(depth, large))
 		return none;
-	return (scan_bound_t){ KB_TORCH_FOREACH, (uint8_t)foreach_functor_elem_bytes(s),
-			       (uint8_t)depth, (uint8_t)large };
+	max = foreach_functor_elem_bytes(s, &min);
+	return (scan_bound_t){ KB_TORCH_FOREACH, (uint8_t)max, (uint8_t)depth, (uint8_t)large,
+			       (uint8_t)min };
 }
 
 scan_bound_t kb_classify(const char *name, const scan_param_t *params, int nparams)
 {
-	scan_bound_t b = { KB_NONE, 0, 0, 0 };
+	scan_bound_t b = { KB_NONE, 0, 0, 0, 0 };
 
 	if (!name || !params)
 		return b;
@@ -303,23 +312,28 @@ static int apply_vectorized(scan_bound_t rule, void *const *args, const scan_par
 #define FOREACH_MAX_SLOTS 1050
 #define FOREACH_MAX_TENSORS 770   /* depth 1, 32 KB layout */
 
-/* The slots a foreach launch's blocks name: block b works on tensor
- * block_to_tensor[b] (multi_tensor_apply's contract with its functors), so
- * with a 1-D grid of `blocks` blocks the other slots are untouched - they
- * keep what an earlier launch of the same call wrote there (PyTorch reuses
- * the metadata).  False (every slot counts) when the grid is unknown or a
- * block names no slot. */
+/* The slots a foreach launch's blocks name, and the chunks they name of
+ * each: block b works on chunk block_to_chunk[b] of the tensor in slot
+ * block_to_tensor[b] (multi_tensor_apply's contract with its functors),
+ * so with a 1-D grid of `blocks` blocks the other slots are untouched -
+ * they keep what an earlier launch of the same call wrote there (PyTorch
+ * reuses the metadata).  cmin/cmax[k]: the chunks of slot k.  False
+ * (every slot counts, whole) when the grid is unknown or a block names no
+ * slot. */
 static bool foreach_used(scan_bound_t rule, const unsigned char *meta, uint32_t blocks,
-			 bool *used)
+			 bool *used, int32_t *cmin, int32_t *cmax)
 {
 	int m = foreach_tensors[rule.large][rule.depth - 1];
+	uint32_t nb = (uint32_t)foreach_blocks[rule.large];
 	size_t at = (size_t)rule.depth * m * 8 + (size_t)m * 8;
+	size_t chunks = (at + nb * (rule.large ? 2u : 1u) + 3u) & ~(size_t)3u;
 
-	if (blocks == 0 || blocks > (uint32_t)foreach_blocks[rule.large])
+	if (blocks == 0 || blocks > nb)
 		return false;
 	memset(used, 0, (size_t)m * sizeof(*used));
 	for (uint32_t b = 0; b < blocks; b++) {
 		unsigned t;
+		int32_t c;
 
 		if (rule.large) {
 			uint16_t t16;
@@ -329,18 +343,60 @@ static bool foreach_used(scan_bound_t rule, const unsigned char *meta, uint32_t 
 		} else {
 			t = meta[at + b];
 		}
+		memcpy(&c, meta + chunks + 4 * (size_t)b, sizeof(c));
 		if (t >= (unsigned)m)
 			return false;
+		if (!used[t] || c < cmin[t])
+			cmin[t] = c;
+		if (!used[t] || c > cmax[t])
+			cmax[t] = c;
 		used[t] = true;
 	}
 	return true;
 }
 
-/* One filled slot of the metadata: its address, its tensor's count, and
- * whether a block of the launch names it. */
+/* Checks this launch against PyTorch's kChunkSize (KB_CHUNK elements, a
+ * power of two): every chunk a block names lies inside its tensor, and a
+ * tensor the launch finished (a later slot is named: multi_tensor_apply
+ * moves on only after a tensor's last chunk) ends at chunk ceil(numel /
+ * KB_CHUNK) - 1.  A finished tensor of more than KB_CHUNK elements tells
+ * a chunk size of KB_CHUNK from any other power of two; one such launch
+ * confirms it, any launch that contradicts it refutes it for good. */
+static void foreach_check_chunks(kb_state_t *st, int m, const bool *used, const int32_t *cmin,
+				 const int32_t *cmax, const int64_t *numel)
+{
+	bool confirm = false;
+
+	for (int k = 0; k < m; k++) {
+		int64_t chunks;
+
+		if (!used[k])
+			continue;
+		if (numel[k] <= 0 || cmin[k] < 0)
+			goto refute;
+		chunks = (numel[k] + KB_CHUNK - 1) / KB_CHUNK;
+		if (cmax[k] >= chunks)
+			goto refute;
+		if (k + 1 < m && used[k + 1]) {
+			if (cmax[k] != chunks - 1)
+				goto refute;
+			confirm |= numel[k] > KB_CHUNK;
+		}
+	}
+	if (confirm)
+		atomic_store(&st->chunk, st->chunk == KB_CHUNK_REFUTED ? KB_CHUNK_REFUTED :
+					 KB_CHUNK_CONFIRMED);
+	return;
+refute:
+	atomic_store(&st->chunk, KB_CHUNK_REFUTED);
+}
+
+/* One filled slot of the metadata: its address, its tensor's count, its
+ * index, and whether a block of the launch names it. */
 typedef struct {
 	uintptr_t a;
 	int64_t numel;
+	int k;
 	bool used;
 } fe_slot_t;
 
@@ -353,23 +409,35 @@ static int cmp_slot(const void *x, const void *y)
 
 /* A foreach kernel's tensors: slot k of list d is addresses[d][k] with
  * numel_for_tensor[k] elements.  A pointer in several slots gets the
- * largest count; one only in slots no block names is not touched at all
- * and leaves the call (*dropped).  The slots are sorted by address once
- * per launch, so each ref is a binary search (a 32 KB metadata has up to
- * 1050 slots, and a launch as many refs). */
+ * largest extent; one only in slots no block names is not touched at all
+ * and leaves the call (*dropped).  Once the chunk size is confirmed, a
+ * pointer spans only the chunks the launch's blocks name: from the first
+ * chunk's start at the smallest element size to the last one's end at the
+ * largest (the lists of a copy differ in type) - one launch of a 64 MiB
+ * weight split over two holds half of it, not all.  The slots are sorted
+ * by address once per launch, so each ref is a binary search (a 32 KB
+ * metadata has up to 1050 slots, and a launch as many refs). */
 static int apply_foreach(scan_bound_t rule, void *const *args, const scan_param_t *params,
-			 int nparams, uint32_t blocks, vmem_ref_t *refs, int *n, int *dropped)
+			 int nparams, uint32_t blocks, kb_state_t *st, vmem_ref_t *refs, int *n,
+			 int *dropped, int *chunked)
 {
 	const unsigned char *meta = args[0];
 	int m = foreach_tensors[rule.large][rule.depth - 1];
 	bool used[FOREACH_MAX_TENSORS];
+	int32_t cmin[FOREACH_MAX_TENSORS], cmax[FOREACH_MAX_TENSORS];
+	int64_t numel[FOREACH_MAX_TENSORS];
 	fe_slot_t slots[FOREACH_MAX_SLOTS];
-	bool known;
+	bool known, by_chunk;
 	int bounded = 0, kept = 0, ns = 0;
+	uint64_t emin = rule.elem_min ? rule.elem_min : 1;
 
 	if (!meta)
 		return 0;
-	known = foreach_used(rule, meta, blocks, used);
+	known = foreach_used(rule, meta, blocks, used, cmin, cmax);
+	memcpy(numel, meta + (size_t)rule.depth * m * 8, (size_t)m * sizeof(*numel));
+	if (known && st)
+		foreach_check_chunks(st, m, used, cmin, cmax, numel);
+	by_chunk = known && st && atomic_load(&st->chunk) == KB_CHUNK_CONFIRMED;
 	for (int d = 0; d < rule.depth; d++)
 		for (int k = 0; k < m; k++) {
 			fe_slot_t *sl = &slots[ns];
@@ -377,41 +445,61 @@ static int apply_foreach(scan_bound_t rule, void *const *args, const scan_param_
 			memcpy(&sl->a, meta + ((size_t)d * m + k) * 8, sizeof(sl->a));
 			if (!sl->a)   /* never a ref: scan_args' owns() refuses 0 */
 				continue;
-			memcpy(&sl->numel, meta + ((size_t)rule.depth * m + k) * 8, sizeof(sl->numel));
+			sl->numel = numel[k];
+			sl->k = k;
 			sl->used = !known || used[k];
 			ns++;
 		}
 	qsort(slots, (size_t)ns, sizeof(*slots), cmp_slot);
 	for (int i = 0; i < *n; i++) {
 		uintptr_t p = refs[i].ptr;
-		int64_t most = -1;
-		int lo = 0, hi = ns;
+		uint64_t lo = UINT64_MAX, hi = 0, whole = 0;
+		int lo_i = 0, hi_i = ns;
+		bool any = false;
 
-		while (lo < hi) {   /* the first slot at p or above */
-			int mid = lo + (hi - lo) / 2;
+		while (lo_i < hi_i) {   /* the first slot at p or above */
+			int mid = lo_i + (hi_i - lo_i) / 2;
 
 			if (slots[mid].a < p)
-				lo = mid + 1;
+				lo_i = mid + 1;
 			else
-				hi = mid;
+				hi_i = mid;
 		}
-		for (int j = lo; j < ns && slots[j].a == p; j++)
-			if (slots[j].used && slots[j].numel > most)
-				most = slots[j].numel;
+		for (int j = lo_i; j < ns && slots[j].a == p; j++) {
+			const fe_slot_t *sl = &slots[j];
+			uint64_t a = 0, b;
+
+			if (!sl->used || sl->numel <= 0 || (uint64_t)sl->numel > UINT64_MAX / 16)
+				continue;
+			b = (uint64_t)sl->numel * rule.elem_bytes;
+			whole = b > whole ? b : whole;
+			if (by_chunk) {
+				uint64_t end = ((uint64_t)cmax[sl->k] + 1) * KB_CHUNK;
+
+				a = (uint64_t)cmin[sl->k] * KB_CHUNK * emin;
+				if (end < (uint64_t)sl->numel)
+					b = end * rule.elem_bytes;
+			}
+			any = true;
+			lo = a < lo ? a : lo;
+			hi = b > hi ? b : hi;
+		}
 		refs[kept] = refs[i];
 		/* held by the functor or the arguments too: any extent */
-		if (lo == ns || slots[lo].a != p || params_hold(args, params, 1, nparams, p)) {
+		if (lo_i == ns || slots[lo_i].a != p || params_hold(args, params, 1, nparams, p)) {
 			kept++;
 			continue;
 		}
-		if (most < 0 && known) {   /* listed, in no slot a block names */
+		if (!any && known) {   /* listed, in no slot a block names */
 			(*dropped)++;
 			continue;
 		}
-		if (most > 0 && (uint64_t)most <= UINT64_MAX / 16) {
-			refs[kept].bytes = (size_t)most * rule.elem_bytes;
+		if (any && hi > lo) {
+			refs[kept].ptr = p + lo;
+			refs[kept].bytes = hi - lo;
 			refs[kept].access |= VMEM_ACCESS_UPTO;
 			bounded++;
+			*chunked += lo > 0 || hi < whole;
 		}
 		kept++;
 	}
@@ -420,15 +508,17 @@ static int apply_foreach(scan_bound_t rule, void *const *args, const scan_param_
 }
 
 int kb_apply(scan_bound_t rule, void *const *args, const scan_param_t *params, int nparams,
-	     uint32_t blocks, vmem_ref_t *refs, int *n, int *dropped)
+	     uint32_t blocks, kb_state_t *st, vmem_ref_t *refs, int *n, int *dropped, int *chunked)
 {
 	*dropped = 0;
+	*chunked = 0;
 	if (!args || !params || !rule.elem_bytes)
 		return 0;
 	if (rule.family == KB_TORCH_VECTORIZED && nparams == 3)
 		return apply_vectorized(rule, args, params, refs, *n);
 	if (rule.family == KB_TORCH_FOREACH && nparams >= 2 && rule.depth >= 1 && rule.depth <= 5 &&
 	    params[0].size == foreach_meta_size(rule.depth, rule.large))
-		return apply_foreach(rule, args, params, nparams, blocks, refs, n, dropped);
+		return apply_foreach(rule, args, params, nparams, blocks, st, refs, n, dropped,
+				     chunked);
 	return 0;
 }

@@ -32,7 +32,13 @@
  * pointer in slot k spans at most numel_for_tensor[k] of the largest of
  * those types; and block b of the launch works on slot block_to_tensor[b]
  * only, so a pointer that only slots no block names hold (an earlier
- * launch's, left in the reused metadata) is not touched at all.  The metadata's size must be the one MultiTensorApply.cuh
+ * launch's, left in the reused metadata) is not touched at all.  Block b
+ * works on chunk block_to_chunk[b] of its tensor, elements [c, c + 1) x
+ * kChunkSize: a tensor split over launches (a 64 MiB weight holds 256
+ * chunks, a launch runs 320 blocks) is touched by each launch in its own
+ * chunks only.  kChunkSize is a constant of PyTorch's sources, not a
+ * parameter, so the chunks bound nothing until the launches themselves
+ * confirm it (kb_state_t): the metadata's size must be the one MultiTensorApply.cuh
  * gives that depth (the 4 KB layout, or the 32 KB one of CUDA >= 12.1):
  * a PyTorch whose layout differs gets no bound.  On VGG-16 (H200) these
  * kernels carried 195 GB of the 460 GB its launches made resident in ten
@@ -47,6 +53,18 @@
 #define VMEM_INTERPOSE_KERNEL_BOUNDS_H
 
 #include "interpose/scan.h"
+
+/* PyTorch's kChunkSize (MultiTensorApply.cuh: 65536 elements since 2020):
+ * not a parameter, so it is checked against every foreach launch before
+ * a chunk bounds anything (kb_state_t). */
+#define KB_CHUNK 65536
+
+/* What the foreach launches seen so far say of KB_CHUNK.  One per process
+ * (the hooks keep it); zero-initialised it is KB_CHUNK_UNKNOWN. */
+enum { KB_CHUNK_UNKNOWN = 0, KB_CHUNK_CONFIRMED = 1, KB_CHUNK_REFUTED = -1 };
+typedef struct {
+	_Atomic int chunk;
+} kb_state_t;
 
 /* scan_bound_t's families (scan.h keeps the rule in each cached layout). */
 enum {
@@ -68,9 +86,13 @@ scan_bound_t kb_classify(const char *name, const scan_param_t *params, int npara
  * others keep theirs.  A foreach launch's refs that only slots no block
  * names hold are removed from refs (*n shrinks, *dropped counts them):
  * `blocks` is the launch's block count when its grid is 1-D, else 0
- * (every slot counts).  args: CUDA's array of pointers to the parameter
- * values.  Returns the number of refs bounded. */
+ * (every slot counts).  Once `st` has KB_CHUNK confirmed (NULL: never), a
+ * foreach pointer spans only the chunks the launch's blocks name (its ref
+ * then starts inside the tensor; *chunked counts those narrower than the
+ * tensor).  args: CUDA's array of pointers to the parameter values.
+ * Returns the number of refs bounded. */
 int kb_apply(scan_bound_t rule, void *const *args, const scan_param_t *params, int nparams,
-	     uint32_t blocks, vmem_ref_t *refs, int *n, int *dropped);
+	     uint32_t blocks, kb_state_t *st, vmem_ref_t *refs, int *n, int *dropped,
+	     int *chunked);
 
 #endif

@@ -196,7 +196,7 @@ static void query_into(const void *func, scan_query_fn query, scan_name_fn namef
 	l->params = params;
 	l->name = NULL;
 	l->nparams = -1;
-	l->bound = (scan_bound_t){ KB_NONE, 0, 0, 0 };
+	l->bound = (scan_bound_t){ KB_NONE, 0, 0, 0, 0 };
 	for (i = 0; i < cap; i++) {
 		size_t off, size;
 		int rc = query(func, i, &off, &size);

@@ -41,6 +41,7 @@ typedef struct {
 	uint8_t elem_bytes;
 	uint8_t depth;   /* KB_TORCH_FOREACH: tensor lists in the metadata */
 	uint8_t large;   /* KB_TORCH_FOREACH: the 32 KB parameter layout */
+	uint8_t elem_min;   /* KB_TORCH_FOREACH: the smallest element size (1 unknown) */
 } scan_bound_t;
 
 /* The layout of one function's parameters. */

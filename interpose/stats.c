@@ -44,6 +44,7 @@ static const char *const counter_names[STATS_COUNTER_COUNT] = {
 	[STATS_UNKNOWN_PARAMS] = "launches with unknown params",
 	[STATS_ARGS_BOUNDED] = "kernel arguments bounded",
 	[STATS_ARGS_UNTOUCHED] = "kernel arguments untouched",
+	[STATS_ARGS_CHUNKED] = "  of which to the launch's chunks",
 	[STATS_CONV_MICRO] = "convs run as micro-batches",
 	[STATS_CONV_MICRO_CALLS] = "cuDNN calls of those",
 	[STATS_CONV_RESCUED] = "convs rescued (ws did not fit)",

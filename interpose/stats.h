@@ -45,6 +45,8 @@ typedef enum {
 				     parameters bound (interpose/kernel_bounds.h) */
 	STATS_ARGS_UNTOUCHED,     /* scanned words the kernel's parameters say it does not
 				     touch (a foreach launch's leftover slots) */
+	STATS_ARGS_CHUNKED,       /* of the bounded, foreach pointers bounded to the chunks
+				     the launch's blocks name (narrower than the tensor) */
 	/* convolutions (interpose/conv_exec.c) */
 	STATS_CONV_MICRO,         /* convolutions run as µ-cuDNN configurations (WR/WD) */
 	STATS_CONV_MICRO_CALLS,   /* cuDNN calls those made */

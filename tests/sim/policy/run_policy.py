@@ -641,8 +641,9 @@ def t_foreach(args):
     PyTorch's): VGG-16 in the caching style at half its peak under all,
     computing for real with the race checker and poison on, trains to the
     unlimited run's weights with its launches' arguments bounded by their
-    metadata (interpose/kernel_bounds.h) and planned iterations; the
-    planned misses of both SGD forms are printed side by side."""
+    metadata (interpose/kernel_bounds.h), those of tensors split over
+    launches to the launch's chunks, and planned iterations; the planned
+    misses of both SGD forms are printed side by side."""
     extra = ["--batch", "8", "--image", "64", "--iters", "6", "--alloc", "caching"]
     misses = {}
     for optim in ("foreach", "fused"):
@@ -666,6 +667,13 @@ def t_foreach(args):
         if optim == "foreach" and (not m or int(m.group(1)) == 0):
             fail("vgg16 --optim foreach: expected the stats line 'kernel arguments bounded' "
                  "above 0, got %s\n%s" % (m.group(0) if m else None, show(run)))
+        # the 64 MiB fc weight's 256 chunks are split over launches: once a
+        # launch confirms PyTorch's chunk size, each holds its chunks only
+        c = re.search(r"^vmem:\s+of which to the launch's chunks\s+(\d+)", run.stderr, re.M)
+        if optim == "foreach" and (not c or int(c.group(1)) == 0):
+            fail("vgg16 --optim foreach: expected arguments bounded to their launch's chunks "
+                 "(stats line 'of which to the launch's chunks' above 0), got %s\n%s"
+                 % (c.group(0) if c else None, show(run)))
         misses[optim] = policy_line(run.stderr, "misses in planned iterations")
     print("ok: VGG-16 (caching, 1/2 of its peak, all) trains to the unlimited weights with "
           "PyTorch's foreach SGD, its arguments bounded; misses in planned iterations: "

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -333,11 +334,11 @@ static void test_bound_covers_the_array_but_not_a_pointer_the_functor_holds(void
 	const scan_param_t params[] = { { 0, 4 }, { 8, 8 }, { 16, 24 } };
 	scan_bound_t rule = kb_classify(relu_bwd_f, params, 3);
 	vmem_ref_t refs[8];
-	int k = scan_args(args, params, 3, fake_owns, refs, 8, NULL), dropped = -1;
+	int k = scan_args(args, params, 3, fake_owns, refs, 8, NULL), dropped = -1, chunked = -1;
 
 	(void)state;
 	assert_int_equal(k, 3);
-	assert_int_equal(kb_apply(rule, args, params, 3, 0, refs, &k, &dropped), 2);
+	assert_int_equal(kb_apply(rule, args, params, 3, 0, NULL, refs, &k, &dropped, &chunked), 2);
 	assert_int_equal(dropped, 0);
 	for (int i = 0; i < k; i++) {
 		size_t want = refs[i].ptr == b ? 0 : 4000;
@@ -359,13 +360,13 @@ static void test_bound_covers_the_array_but_not_a_pointer_the_functor_holds(void
 	/* N = 0 (or negative) bounds nothing: the extents stay unknown */
 	n = 0;
 	k = scan_args(args, params, 3, fake_owns, refs, 8, NULL);
-	assert_int_equal(kb_apply(rule, args, params, 3, 0, refs, &k, &dropped), 0);
+	assert_int_equal(kb_apply(rule, args, params, 3, 0, NULL, refs, &k, &dropped, &chunked), 0);
 	for (int i = 0; i < k; i++)
 		assert_int_equal(refs[i].bytes, 0);
 	/* another kernel's rule bounds nothing */
 	n = 1000;
-	assert_int_equal(kb_apply((scan_bound_t){ KB_NONE, 0, 0, 0 }, args, params, 3, 0, refs, &k,
-				  &dropped), 0);
+	assert_int_equal(kb_apply((scan_bound_t){ KB_NONE, 0, 0, 0, 0 }, args, params, 3, 0, NULL,
+				  refs, &k, &dropped, &chunked), 0);
 }
 
 static const char *long_name;
@@ -504,7 +505,7 @@ static void test_foreach_bounds_each_listed_tensor_by_its_count(void **state)
 	scan_bound_t rule = kb_classify(foreach_add_f, fe_small, 3);
 	unsigned char *bt = (unsigned char *)meta + 2 * M * 8 + M * 8;
 	vmem_ref_t refs[16];
-	int k, dropped = -1;
+	int k, dropped = -1, chunked = -1;
 
 	(void)state;
 	memset(meta, 0, sizeof(meta));
@@ -514,7 +515,7 @@ static void test_foreach_bounds_each_listed_tensor_by_its_count(void **state)
 	/* the grid unknown (0): every slot counts */
 	k = scan_args(args, params, 3, fake_owns, refs, 16, NULL);
 	assert_int_equal(k, 6);
-	assert_int_equal(kb_apply(rule, args, params, 3, 0, refs, &k, &dropped), 5);
+	assert_int_equal(kb_apply(rule, args, params, 3, 0, NULL, refs, &k, &dropped, &chunked), 5);
 	assert_int_equal(dropped, 0);
 	assert_int_equal(k, 6);
 	expect_foreach_extents(refs, k, p0, p1, g0, g1, stale, 28);
@@ -523,7 +524,7 @@ static void test_foreach_bounds_each_listed_tensor_by_its_count(void **state)
 	 * argument holds stays, its extent unknown */
 	bt[0] = 0, bt[1] = 1;
 	k = scan_args(args, params, 3, fake_owns, refs, 16, NULL);
-	assert_int_equal(kb_apply(rule, args, params, 3, 2, refs, &k, &dropped), 4);
+	assert_int_equal(kb_apply(rule, args, params, 3, 2, NULL, refs, &k, &dropped, &chunked), 4);
 	assert_int_equal(dropped, 1);
 	assert_int_equal(k, 5);
 	expect_foreach_extents(refs, k, p0, p1, g0, g1, stale, 0);
@@ -532,7 +533,7 @@ static void test_foreach_bounds_each_listed_tensor_by_its_count(void **state)
 	/* a block naming a slot past the metadata's: every slot counts */
 	bt[1] = 200;
 	k = scan_args(args, params, 3, fake_owns, refs, 16, NULL);
-	assert_int_equal(kb_apply(rule, args, params, 3, 2, refs, &k, &dropped), 5);
+	assert_int_equal(kb_apply(rule, args, params, 3, 2, NULL, refs, &k, &dropped, &chunked), 5);
 	assert_int_equal(dropped, 0);
 }
 
@@ -550,7 +551,7 @@ static void test_foreach_pointer_in_several_slots_gets_the_largest_count(void **
 	const scan_param_t params[] = { { 0, 3144 }, { 3144, 1 }, { 3148, 4 } };
 	scan_bound_t rule = kb_classify(foreach_add_f, fe_small, 3);
 	vmem_ref_t refs[4];
-	int k, dropped;
+	int k, dropped, chunked;
 
 	(void)state;
 	memset(meta, 0, sizeof(meta));
@@ -560,7 +561,7 @@ static void test_foreach_pointer_in_several_slots_gets_the_largest_count(void **
 		k = scan_args(args, params, 3, fake_owns, refs, 4, NULL);
 		assert_int_equal(k, 2);
 		bt[0] = 0;
-		assert_int_equal(kb_apply(rule, args, params, 3, blocks, refs, &k, &dropped), 2);
+		assert_int_equal(kb_apply(rule, args, params, 3, blocks, NULL, refs, &k, &dropped, &chunked), 2);
 		for (int i = 0; i < k; i++) {
 			size_t want = blocks == 0 ? 36 : 12;
 
@@ -569,6 +570,101 @@ static void test_foreach_pointer_in_several_slots_gets_the_largest_count(void **
 					 (unsigned long)refs[i].ptr, want, refs[i].bytes);
 		}
 	}
+}
+
+/* One foreach launch of _foreach_add_ (depth 2, the 4 KB layout): tensor
+ * t0 (200000 floats: chunks 0-3) carried over from an earlier launch in
+ * slot 0, its chunks 2 and 3 here, then t1 (100 floats, chunk 0) in slot
+ * 1.  `last`: the chunk the launch names last for t0. */
+static void fe_chunk_launch(uint64_t *meta, uintptr_t t0, uintptr_t g0, uintptr_t t1, uintptr_t g1,
+			    int last)
+{
+	enum { M = 64, B = 320 };
+	unsigned char *bt = (unsigned char *)meta + 2 * M * 8 + M * 8;
+	int32_t chunk[3] = { 2, last, 0 };
+
+	memset(meta, 0, 3144);
+	meta[0] = t0, meta[1] = t1, meta[M] = g0, meta[M + 1] = g1;
+	meta[2 * M] = 200000, meta[2 * M + 1] = 100;
+	bt[0] = 0, bt[1] = 0, bt[2] = 1;
+	memcpy((unsigned char *)meta + ((2 * M * 8 + M * 8 + B + 3) & ~3), chunk, sizeof(chunk));
+}
+
+static size_t ref_at(const vmem_ref_t *refs, int k, uintptr_t lo, uintptr_t hi, uintptr_t *ptr)
+{
+	for (int i = 0; i < k; i++)
+		if (refs[i].ptr >= lo && refs[i].ptr < hi) {
+			*ptr = refs[i].ptr;
+			return refs[i].bytes;
+		}
+	fail_msg("no ref in [%#lx, %#lx)", (unsigned long)lo, (unsigned long)hi);
+	return 0;
+}
+
+/* PyTorch's kChunkSize is not a parameter: the launches must confirm it
+ * (a tensor they finish ends at the chunk the size says) before a pointer
+ * is bounded by the chunks its launch names; one launch that contradicts
+ * it turns the chunks off for good. */
+static void test_foreach_bounds_by_chunks_once_the_launches_confirm_them(void **state)
+{
+	static uint64_t meta[3144 / 8];
+	uintptr_t t0 = VA_BASE + 0x200000, g0 = VA_BASE + 0x400000;
+	uintptr_t t1 = VA_BASE + 0x600000, g1 = VA_BASE + 0x800000, at;
+	unsigned char functor = 0, plus = 0;
+	float alpha = 1.0f;
+	void *args[] = { meta, &functor, &plus, &alpha };
+	const scan_param_t params[] = { { 0, 3144 }, { 3144, 1 }, { 3145, 1 }, { 3148, 4 } };
+	scan_bound_t rule = kb_classify(foreach_add_f, fe_small, 3);
+	kb_state_t st = { 0 };
+	vmem_ref_t refs[8];
+	int k, dropped, chunked;
+	size_t b;
+
+	(void)state;
+	assert_int_equal(rule.family, KB_TORCH_FOREACH);
+	assert_int_equal(rule.elem_min, 4);
+	/* no state: whole tensors, as before */
+	fe_chunk_launch(meta, t0, g0, t1, g1, 3);
+	k = scan_args(args, params, 4, fake_owns, refs, 8, NULL);
+	assert_int_equal(kb_apply(rule, args, params, 4, 3, NULL, refs, &k, &dropped, &chunked), 4);
+	assert_int_equal(chunked, 0);
+	assert_int_equal(ref_at(refs, k, t0, t0 + 0x200000, &at), 800000);
+	/* a launch that only holds part of t0 (slot 0 alone) proves nothing */
+	fe_chunk_launch(meta, t0, g0, 0, 0, 3);
+	meta[2 * 64 + 1] = 0;
+	k = scan_args(args, params, 4, fake_owns, refs, 8, NULL);
+	assert_int_equal(kb_apply(rule, args, params, 4, 2, &st, refs, &k, &dropped, &chunked), 2);
+	assert_int_equal(atomic_load(&st.chunk), KB_CHUNK_UNKNOWN);
+	assert_int_equal(ref_at(refs, k, t0, t0 + 0x200000, &at), 800000);
+	/* t0 finished at chunk 3 = ceil(200000 / 65536) - 1: confirmed, and
+	 * this launch holds t0's chunks 2 and 3 only, from element 131072 */
+	fe_chunk_launch(meta, t0, g0, t1, g1, 3);
+	k = scan_args(args, params, 4, fake_owns, refs, 8, NULL);
+	assert_int_equal(kb_apply(rule, args, params, 4, 3, &st, refs, &k, &dropped, &chunked), 4);
+	assert_int_equal(atomic_load(&st.chunk), KB_CHUNK_CONFIRMED);
+	assert_int_equal(chunked, 2);
+	b = ref_at(refs, k, t0, t0 + 0x200000, &at);
+	if (at != t0 + 131072 * 4 || b != (200000 - 131072) * 4)
+		fail_msg("t0 in this launch: expected [%#lx, +%d), got [%#lx, +%zu)",
+			 (unsigned long)(t0 + 131072 * 4), (200000 - 131072) * 4, (unsigned long)at, b);
+	b = ref_at(refs, k, g0, g0 + 0x200000, &at);
+	assert_int_equal(at, g0 + 131072 * 4);
+	assert_int_equal(ref_at(refs, k, t1, t1 + 0x200000, &at), 400);
+	assert_int_equal(at, t1);
+	/* a launch whose finished tensor ends elsewhere (chunk 2: a chunk
+	 * size that is not 65536): whole tensors from then on */
+	fe_chunk_launch(meta, t0, g0, t1, g1, 2);
+	k = scan_args(args, params, 4, fake_owns, refs, 8, NULL);
+	assert_int_equal(kb_apply(rule, args, params, 4, 3, &st, refs, &k, &dropped, &chunked), 4);
+	assert_int_equal(atomic_load(&st.chunk), KB_CHUNK_REFUTED);
+	assert_int_equal(chunked, 0);
+	assert_int_equal(ref_at(refs, k, t0, t0 + 0x200000, &at), 800000);
+	assert_int_equal(at, t0);
+	fe_chunk_launch(meta, t0, g0, t1, g1, 3);
+	k = scan_args(args, params, 4, fake_owns, refs, 8, NULL);
+	(void)kb_apply(rule, args, params, 4, 3, &st, refs, &k, &dropped, &chunked);
+	assert_int_equal(atomic_load(&st.chunk), KB_CHUNK_REFUTED);
+	assert_int_equal(chunked, 0);
 }
 
 int main(void)
@@ -590,6 +686,7 @@ int main(void)
 		cmocka_unit_test(test_torch_foreach_kernels_are_classified_by_name_and_layout),
 		cmocka_unit_test(test_foreach_bounds_each_listed_tensor_by_its_count),
 		cmocka_unit_test(test_foreach_pointer_in_several_slots_gets_the_largest_count),
+		cmocka_unit_test(test_foreach_bounds_by_chunks_once_the_launches_confirm_them),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
