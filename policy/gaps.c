@@ -94,7 +94,7 @@ static double start_of(const uint64_t *at, int p, int j)
 	return j >= p ? (double)at[j - p] + (double)at[p] : (double)at[j];
 }
 
-/* Places the copy back of candidate x (a, b, wrap, bytes set): it ends as
+/* Places the copy back of candidate x (a, b, wrap, held set): it ends as
  * b starts and starts no earlier than the copy out ends (hidden); when the
  * round trip does not fit, it is issued right before b (the device waits
  * on it, the host does not), and never before the op after a's next (an
@@ -105,9 +105,10 @@ static bool place(const policy_graph_t *g, const uint64_t *at, const policy_timi
 {
 	int p = g->nops, b = x->wrap ? x->b + p : x->b, s = b;
 	uint64_t d2h = t->d2h_bytes_per_s ? t->d2h_bytes_per_s : t->h2d_bytes_per_s;
-	double out_end = start_of(at, p, x->a + 1) + policy_copy_ns(x->bytes, d2h);
+	/* the pool copies whole pages: a tensor alone in a page moves all of it */
+	double out_end = start_of(at, p, x->a + 1) + policy_copy_ns(x->held, d2h);
 	double need = start_of(at, p, b);
-	double start = need - policy_copy_ns(x->bytes, t->h2d_bytes_per_s);
+	double start = need - policy_copy_ns(x->held, t->h2d_bytes_per_s);
 
 	x->gap_ns = (uint64_t)(need - start_of(at, p, x->a + 1));
 	if (s < x->a + 2)
@@ -135,7 +136,7 @@ static int tensor_cands(const policy_graph_t *g, int t, const policy_gaps_config
 	if (!al || (al->cls != POLICY_ALLOC_STABLE && al->cls != POLICY_ALLOC_YOUNG) ||
 	    !policy_own_pages(g, cfg->page_size, T->alloc_id, T->offset, T->bytes, &lo, &bytes,
 			      &held) ||
-	    held < cfg->min_bytes)
+	    held < cfg->min_bytes || 2 * bytes < held)
 		return 0;
 	stable = al->cls == POLICY_ALLOC_STABLE;
 	if (first < 0 && e0 < e1)

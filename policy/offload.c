@@ -21,7 +21,9 @@
  * free fewer than min_bytes of device memory (biases, norms, scalars: a
  * copy costs more than it saves) are never chosen: what a move frees is
  * its own pages, whole - a 1.8 MB tensor alone in its 2 MiB page frees
- * the page.  On a paged allocation only the tensor's own pages
+ * the page - and a tensor that fills less than half of them is not
+ * chosen either (a small tensor at a caching segment's tail page: the
+ * plan would count a whole chunk for a sliver of data).  On a paged allocation only the tensor's own pages
  * move (policy_own_pages): a page it shares with a neighbour stays, since
  * the pool moves whole pages and the neighbour may be read meanwhile.
  * Whether an offload actually moves bytes is the runtime's call
@@ -87,7 +89,7 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 		use = after == T->producer && T->last_fwd_read < 0 ? T->use : read_use(g, t, after);
 		if (use < 0 || T->first_bwd_read <= after ||
 		    !policy_own_pages(g, 0, T->alloc_id, T->offset, T->bytes, &lo, &n, &held) ||
-		    held < min_bytes)
+		    held < min_bytes || 2 * n < held)
 			continue;
 		o = &out->v[out->n++];
 		o->tensor = t;

@@ -122,8 +122,10 @@ static int place_timed(const policy_graph_t *g, const policy_timing_t *t, policy
 	link_free = (double)at[g->nops];
 	for (int i = 0; i < o->n; i++) {
 		policy_offload_t *x = &o->v[i];
-		double copy = policy_copy_ns(x->bytes, t->h2d_bytes_per_s);
-		double earliest = (double)at[x->after_op + 1] + policy_copy_ns(x->bytes, d2h);
+		/* the pool copies whole pages (policy_offload_held) */
+		double copy = policy_copy_ns(policy_offload_held(x), t->h2d_bytes_per_s);
+		double earliest = (double)at[x->after_op + 1] +
+				  policy_copy_ns(policy_offload_held(x), d2h);
 		double end = (double)at[x->need_op] < link_free ? (double)at[x->need_op] : link_free;
 		double start = end - copy;
 		int s = x->need_op;

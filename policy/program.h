@@ -526,7 +526,8 @@ typedef struct {
 	uint64_t limit;             /* bytes the plan may hold while an op runs (budget less
 				       headroom); 0: nothing added */
 	uint64_t page_size;         /* ranges are cut to whole pages of their allocation */
-	uint64_t min_bytes;         /* ranges that free fewer device bytes (whole pages) are never chosen */
+	uint64_t min_bytes;         /* ranges that free fewer device bytes (whole pages), or
+				       fill less than half of them, are never chosen */
 	bool with_dead;             /* liveness off: dead ranges stay resident */
 	policy_timing_t timing;     /* the link and op times the copies are placed by */
 } policy_gaps_config_t;
