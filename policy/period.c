@@ -38,7 +38,15 @@
  *    (the weights are the same allocations, and fresh per-iteration tensors
  *    compare as YOUNG).
  *  - Among candidates confirmed by the same event the shortest period wins
- *    (a multiple of the period confirms later, never earlier).  A period
+ *    (a multiple of the period confirms later, never earlier) - unless
+ *    its plans were abandoned twice in a row: then it is a stage inside
+ *    the iteration that the soft count let through (identical blocks
+ *    whose tensors are all fresh but for one weight read in six:
+ *    DenseNet's dense layers under a per-tensor allocator), planned,
+ *    left and planned again at every iteration, and the longer period
+ *    wins (policy_period_abandoned).  A plan made keeps the longer
+ *    candidates counting (policy_period_keep_longer), so the iteration's
+ *    period is not started over at every plan of the stage.  A period
  *    without a single compute op (a framework's loop of small memsets while
  *    it initialises) is dropped.
  *
@@ -90,6 +98,23 @@ void policy_period_reset(policy_period_t *d)
 	d->ncand = 0;
 }
 
+void policy_period_abandoned(policy_period_t *d, uint32_t p)
+{
+	if (d->last_abandoned == p)
+		d->abandoned = p;
+	d->last_abandoned = p;
+}
+
+void policy_period_keep_longer(policy_period_t *d, uint32_t p)
+{
+	uint32_t n = 0;
+
+	for (uint32_t c = 0; c < d->ncand; c++)
+		if (d->cand[c].p > p)
+			d->cand[n++] = d->cand[c];
+	d->ncand = n;
+}
+
 static uint64_t wm_at(const policy_history_t *h, int64_t pos)
 {
 	const policy_hev_t *e;
@@ -123,6 +148,16 @@ static bool fresh(const policy_period_t *d, const vmem_range_t *r, uint64_t i, u
 	s = range_slot(d, r->alloc_id, r->offset);
 	return d->wrote[s].alloc_id == r->alloc_id && d->wrote[s].offset == r->offset &&
 	       d->wrote[s].pos + p > i && d->wrote[s].pos < i;
+}
+
+/* Of two periods confirmed on one event, is p the one to report rather
+ * than q?  The shorter (a multiple of the period confirms with it), unless
+ * it is the period of the plan last abandoned. */
+static bool better_hit(const policy_period_t *d, uint32_t p, uint32_t q)
+{
+	if (d->abandoned && (p == d->abandoned) != (q == d->abandoned))
+		return q == d->abandoned;
+	return p < q;
 }
 
 /* 0: different; 1: equal; 2: equal with a soft identity. */
@@ -235,7 +270,7 @@ int policy_period_step(policy_period_t *d, const policy_history_t *h, uint64_t p
 		 * amortised cost) */
 		if (k->run >= (uint64_t)(d->cfg.reps - 1) * k->p && k->run % k->p == 0 &&
 		    (uint64_t)k->soft * 1000 <= (uint64_t)d->cfg.soft_permille * k->run &&
-		    (hit < 0 || k->p < d->cand[hit].p))
+		    (hit < 0 || better_hit(d, k->p, d->cand[hit].p)))
 			hit = (int)c;
 	}
 	for (uint32_t j = 0; j < e->nranges; j++) {

@@ -217,6 +217,7 @@ static void abandon(policy_t *p, policy_actions_t *out)
 	if (!p->have_plan)
 		return;
 	note(p, out, POLICY_NOTE_ABANDONED, -1);
+	policy_period_abandoned(&p->det, p->plan.period);
 	p->st.revives_suspend += (uint64_t)policy_deadset_drain(&p->dead, out);
 	drop_plan(p);
 	memset(&p->trial, 0, sizeof(p->trial));
@@ -292,7 +293,7 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 	pc.algo_steps = p->cfg.algo_steps;
 	pc.gaps = p->cfg.gaps;
 	pc.lookahead = p->cfg.lookahead;
-	policy_period_reset(&p->det);
+	policy_period_keep_longer(&p->det, f->period);
 	if (policy_plan_build(&plan, &p->h, f, &pc) < 0)
 		return;   /* out of memory: stay as we are, try again on the next pattern */
 	abandon(p, out);
@@ -652,6 +653,11 @@ int policy_before(policy_t *p, const vmem_event_t *call, policy_actions_t *out)
 		 * iteration since): the new pattern's plan, now, not after the
 		 * old one was resumed and abandoned four times */
 		if (found && p->state == POLICY_SUSPENDED)
+			make_plan(p, &f, ev, out);
+		/* a longer pattern while a plan of a period abandoned before
+		 * runs: that plan is a stage inside the iteration, made again
+		 * at each of its starts, and the longer one is the iteration */
+		else if (found && f.period > p->plan.period && p->det.abandoned == p->plan.period)
 			make_plan(p, &f, ev, out);
 		break;
 	case POLICY_SUSPENDED:

@@ -166,6 +166,8 @@ typedef struct {
 	uint64_t syncs[8];       /* positions of the last events after a host sync */
 	uint32_t nsyncs;
 	uint64_t steps;
+	uint32_t last_abandoned; /* the period of the last plan abandoned (0: none) */
+	uint32_t abandoned;      /* a period whose plans were abandoned twice in a row */
 } policy_period_t;
 
 /* What the detector found: the period, the window of the last complete
@@ -185,6 +187,23 @@ int policy_period_init(policy_period_t *d, const policy_period_config_t *cfg);
 void policy_period_free(policy_period_t *d);
 /* Forgets every candidate (a plan was made, or abandoned). */
 void policy_period_reset(policy_period_t *d);
+/* Forgets the candidates a plan of period p makes moot (p itself and
+ * shorter ones) and keeps counting the longer ones: when p is a stage of
+ * identical blocks inside the iteration (DenseNet's dense layers under a
+ * per-tensor allocator), the iteration's own period - a multiple of p or
+ * not - goes on towards its confirmation instead of starting over at every
+ * plan of the stage.  A longer one that confirms while the plan runs is
+ * the plan's own pattern repeated and is ignored, as before. */
+void policy_period_keep_longer(policy_period_t *d, uint32_t p);
+/* A plan of period p was abandoned.  The second time in a row, p is a
+ * stage inside the iteration rather than the iteration (a new batch size
+ * abandons a plan once): when p and a longer period confirm on the same
+ * event the longer one wins from now on (a stage of identical blocks
+ * confirms at every block boundary, the iteration - a multiple of the
+ * block, as often as not - only at the same boundary; the shorter winning
+ * there would plan the stage again every iteration), and the policy
+ * replaces a running plan of period p by the longer one. */
+void policy_period_abandoned(policy_period_t *d, uint32_t p);
 /* Feeds the event just pushed at `pos`.  Returns 1 and fills *found when
  * a period is confirmed (reps equal consecutive repetitions, with at most
  * soft_permille soft positions), else 0.  `quick` compares weak signatures
