@@ -492,13 +492,15 @@ def plan_room_records(recs):
 
 def check_plan_room(args, tmp):
     # the paper-scale case, dry run: rooms strictly between 0 and the limit
-    # each kernel had beside its own tensors
+    # each kernel had beside its own tensors.  At the Titan X's whole 12 GiB
+    # the plan leaves every kernel the room WR chose (since tensors alone in
+    # their pages move, 2026-11-26); at 10 GiB it does not
     trace = os.path.join(tmp, "vgg.jsonl")
     mt = [args.minitrain, "--net", "vgg19", "--batch", "256", "--image", "224", "--iters", "12",
           "--classes", "1000", "--alloc", "network"]
     p = run(mt, {"LD_PRELOAD": args.vmem, "SIMGPU_DRYRUN": "1", "SIMGPU_MODEL": "titanx",
                  "VMEM_POLICY": "dyn", "VMEM_WORKSPACE": "wr", "VMEM_STATS": "1",
-                 "VMEM_TRACE": trace})
+                 "VMEM_DEVICE_LIMIT": str(10 << 30), "VMEM_TRACE": trace})
     recs = read_trace(trace)
     first = {}
     for r in solver_recs(recs, "wr"):
