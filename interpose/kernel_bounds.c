@@ -383,9 +383,11 @@ static void foreach_check_chunks(kb_state_t *st, int m, const bool *used, const 
 			confirm |= numel[k] > KB_CHUNK;
 		}
 	}
-	if (confirm)
-		atomic_store(&st->chunk, st->chunk == KB_CHUNK_REFUTED ? KB_CHUNK_REFUTED :
-					 KB_CHUNK_CONFIRMED);
+	if (confirm) {
+		int unknown = KB_CHUNK_UNKNOWN;   /* a refutation, from any thread, stays */
+
+		atomic_compare_exchange_strong(&st->chunk, &unknown, KB_CHUNK_CONFIRMED);
+	}
 	return;
 refute:
 	atomic_store(&st->chunk, KB_CHUNK_REFUTED);
