@@ -83,10 +83,6 @@ LAUNCH_REALS(LAUNCH_REAL)
 #define DRV_REAL(name, ret, params, args) HOOK_DEFINE_REAL(HOOK_LIB_CUDA, name, ret, params, args)
 DRV_REALS(DRV_REAL)
 
-/* cudaFuncGetParamInfo said "invalid value" for parameter 0: a stub of a
- * kernel without parameters, or a kernel handle vmem did not see handed
- * out.  1 (no parameters) only when the stub's CUfunction says so too;
- * -1 (unknown) otherwise. */
 /* What the foreach launches say of PyTorch's kChunkSize (kernel_bounds.h). */
 static kb_state_t g_kb_state;
 
@@ -108,6 +104,10 @@ static void kb_state_note(int was)
 			 "may have touched more than vmem made resident)" : "");
 }
 
+/* cudaFuncGetParamInfo said "invalid value" for parameter 0: a stub of a
+ * kernel without parameters, or a kernel handle vmem did not see handed
+ * out.  1 (no parameters) only when the stub's CUfunction says so too;
+ * -1 (unknown) otherwise. */
 static int rt_confirm_no_params(const void *func)
 {
 	real_cudaGetFuncBySymbol_t by_symbol = real_cudaGetFuncBySymbol();

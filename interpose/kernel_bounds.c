@@ -157,17 +157,27 @@ static scan_bound_t classify_vectorized(const char *name, const scan_param_t *pa
 static const int foreach_tensors[2][5] = { { 110, 64, 48, 36, 30 }, { 770, 448, 336, 252, 210 } };
 static const int foreach_blocks[2] = { 320, 2240 };
 
-/* sizeof(TensorListMetadata<depth, large>): addresses[depth][M],
- * numel_for_tensor[M] (int64), block_to_tensor[B] (u8 or u16),
- * block_to_chunk[B] (int), start_tensor_this_launch (int), 8-aligned. */
-static uint32_t foreach_meta_size(int depth, int large)
-{
-	uint32_t m = (uint32_t)foreach_tensors[large][depth - 1], b = (uint32_t)foreach_blocks[large];
-	uint32_t at = (uint32_t)depth * m * 8 + m * 8 + b * (large ? 2u : 1u);
+/* Where TensorListMetadata<depth, large> keeps its arrays, in order:
+ * addresses[depth][m], numel_for_tensor[m] (int64), block_to_tensor[nb]
+ * (u8 or u16), block_to_chunk[nb] (int, 4-aligned),
+ * start_tensor_this_launch (int); its size 8-aligned. */
+typedef struct {
+	int m;            /* tensors a list holds */
+	uint32_t nb;      /* blocks */
+	size_t numel, b2t, b2c, size;
+} fe_layout_t;
 
-	at = (at + 3u) & ~3u;
-	at += b * 4 + 4;
-	return (at + 7u) & ~7u;
+static fe_layout_t foreach_layout(int depth, int large)
+{
+	fe_layout_t l;
+
+	l.m = foreach_tensors[large][depth - 1];
+	l.nb = (uint32_t)foreach_blocks[large];
+	l.numel = (size_t)depth * (size_t)l.m * 8;
+	l.b2t = l.numel + (size_t)l.m * 8;
+	l.b2c = (l.b2t + l.nb * (large ? 2u : 1u) + 3u) & ~(size_t)3u;
+	l.size = (l.b2c + l.nb * 4u + 4u + 7u) & ~(size_t)7u;
+	return l;
 }
 
 /* The largest and smallest operand element sizes the foreach functor's
@@ -255,7 +265,7 @@ static scan_bound_t classify_foreach(const char *name, const scan_param_t *param
 	s += 2;
 	/* the metadata, passed by value, is the first parameter: its size
 	 * says the layout is the one this rule reads */
-	if (params[0].offset != 0 || params[0].size != foreach_meta_size(depth, large))
+	if (params[0].offset != 0 || params[0].size != foreach_layout(depth, large).size)
 		return none;
 	max = foreach_functor_elem_bytes(s, &min);
 	return (scan_bound_t){ KB_TORCH_FOREACH, (uint8_t)max, (uint8_t)depth, (uint8_t)large,
@@ -320,17 +330,12 @@ static int apply_vectorized(scan_bound_t rule, void *const *args, const scan_par
  * reuses the metadata).  cmin/cmax[k]: the chunks of slot k.  False
  * (every slot counts, whole) when the grid is unknown or a block names no
  * slot. */
-static bool foreach_used(scan_bound_t rule, const unsigned char *meta, uint32_t blocks,
-			 bool *used, int32_t *cmin, int32_t *cmax)
+static bool foreach_used(scan_bound_t rule, const fe_layout_t *l, const unsigned char *meta,
+			 uint32_t blocks, bool *used, int32_t *cmin, int32_t *cmax)
 {
-	int m = foreach_tensors[rule.large][rule.depth - 1];
-	uint32_t nb = (uint32_t)foreach_blocks[rule.large];
-	size_t at = (size_t)rule.depth * m * 8 + (size_t)m * 8;
-	size_t chunks = (at + nb * (rule.large ? 2u : 1u) + 3u) & ~(size_t)3u;
-
-	if (blocks == 0 || blocks > nb)
+	if (blocks == 0 || blocks > l->nb)
 		return false;
-	memset(used, 0, (size_t)m * sizeof(*used));
+	memset(used, 0, (size_t)l->m * sizeof(*used));
 	for (uint32_t b = 0; b < blocks; b++) {
 		unsigned t;
 		int32_t c;
@@ -338,13 +343,13 @@ static bool foreach_used(scan_bound_t rule, const unsigned char *meta, uint32_t 
 		if (rule.large) {
 			uint16_t t16;
 
-			memcpy(&t16, meta + at + 2 * (size_t)b, sizeof(t16));
+			memcpy(&t16, meta + l->b2t + 2 * (size_t)b, sizeof(t16));
 			t = t16;
 		} else {
-			t = meta[at + b];
+			t = meta[l->b2t + b];
 		}
-		memcpy(&c, meta + chunks + 4 * (size_t)b, sizeof(c));
-		if (t >= (unsigned)m)
+		memcpy(&c, meta + l->b2c + 4 * (size_t)b, sizeof(c));
+		if (t >= (unsigned)l->m)
 			return false;
 		if (!used[t] || c < cmin[t])
 			cmin[t] = c;
@@ -424,7 +429,8 @@ static int apply_foreach(scan_bound_t rule, void *const *args, const scan_param_
 			 int *dropped, int *chunked)
 {
 	const unsigned char *meta = args[0];
-	int m = foreach_tensors[rule.large][rule.depth - 1];
+	const fe_layout_t l = foreach_layout(rule.depth, rule.large);
+	int m = l.m;
 	bool used[FOREACH_MAX_TENSORS];
 	int32_t cmin[FOREACH_MAX_TENSORS], cmax[FOREACH_MAX_TENSORS];
 	int64_t numel[FOREACH_MAX_TENSORS];
@@ -435,8 +441,8 @@ static int apply_foreach(scan_bound_t rule, void *const *args, const scan_param_
 
 	if (!meta)
 		return 0;
-	known = foreach_used(rule, meta, blocks, used, cmin, cmax);
-	memcpy(numel, meta + (size_t)rule.depth * m * 8, (size_t)m * sizeof(*numel));
+	known = foreach_used(rule, &l, meta, blocks, used, cmin, cmax);
+	memcpy(numel, meta + l.numel, (size_t)m * sizeof(*numel));
 	if (known && st)
 		foreach_check_chunks(st, m, used, cmin, cmax, numel);
 	by_chunk = known && st && atomic_load(&st->chunk) == KB_CHUNK_CONFIRMED;
@@ -519,7 +525,7 @@ int kb_apply(scan_bound_t rule, void *const *args, const scan_param_t *params, i
 	if (rule.family == KB_TORCH_VECTORIZED && nparams == 3)
 		return apply_vectorized(rule, args, params, refs, *n);
 	if (rule.family == KB_TORCH_FOREACH && nparams >= 2 && rule.depth >= 1 && rule.depth <= 5 &&
-	    params[0].size == foreach_meta_size(rule.depth, rule.large))
+	    params[0].size == foreach_layout(rule.depth, rule.large).size)
 		return apply_foreach(rule, args, params, nparams, blocks, st, refs, n, dropped,
 				     chunked);
 	return 0;
