@@ -560,46 +560,29 @@ static void unlock_page(pool_t *p, struct page *pg)
  * busy mark becomes the copies' position on the H2D stream.  *nfault:
  * pages faulted.  A failed map or copy is returned; pages mapped before
  * it stay resident, and a page whose copy failed goes back to host. */
-/* True when a ref of the call overwrites every byte of page pg without
- * reading any (a whole write covering the page's part of the allocation)
- * and no other ref of the call may read any of it (an in-place op reads
- * the same bytes through its input): its old bytes need not come back. */
-static bool page_overwritten(const pool_t *p, const pool_ref_t *refs, const struct rref *rr,
-			     int n, const struct page *pg)
-{
-	uint64_t lo = (uint64_t)pg->idx * chunk_sz(p), hi = lo + page_bytes(p, pg->a, pg->idx);
-	bool covered = false;
+/* Whether a page coming back for a call needs its old bytes. */
+typedef enum {
+	OLD_NEEDED,        /* a ref of the call may read the page, or some byte is
+			      neither rewritten by it nor dead */
+	OLD_OVERWRITTEN,   /* one ref writes the whole page (its part of the
+			      allocation) and no ref may read it: an in-place op
+			      reads the same bytes through its input, and needs them */
+	OLD_DEAD,          /* the call's whole writes cover one span of it and every
+			      other byte was declared dead (the first planned
+			      iteration's workspace, evicted with a copy in the
+			      iteration before and then declared dead: ResNet's
+			      network style at 1/2 copied back 2 MiB no call reads) */
+} page_old_t;
 
-	if (!refs)
-		return false;
-	for (int i = 0; i < n; i++) {
-		const pool_ref_t *r = &refs[rr[i].ref];
-
-		if (rr[i].a != pg->a || rr[i].hi <= lo || rr[i].lo >= hi)
-			continue;
-		if (r->write && r->whole) {
-			covered |= rr[i].lo <= lo && rr[i].hi >= hi;
-			continue;
-		}
-		return false;   /* read (or written in part) by this very call */
-	}
-	return covered;
-}
-
-/* Every byte of page pg either rewritten by this call (written whole by
- * its refs, none of which reads the page) or declared dead: its host copy
- * holds nothing anyone will read.  The first planned iteration meets this
- * where the iteration before evicted a workspace with a copy and the plan
- * then declared it dead (ResNet's one-workspace network style at 1/2: a
- * 2 MiB copy back before the first convolution, of bytes no call reads). */
-static bool page_rewritten_or_dead(const pool_t *p, const pool_ref_t *refs, const struct rref *rr,
-				   int n, const struct page *pg)
+static page_old_t page_old_bytes(const pool_t *p, const pool_ref_t *refs, const struct rref *rr,
+				 int n, const struct page *pg)
 {
 	uint64_t lo = (uint64_t)pg->idx * chunk_sz(p), hi = lo + page_bytes(p, pg->a, pg->idx);
 	uint64_t wlo = 0, whi = 0;
+	bool covered = false, apart = false;
 
-	if (!refs || !pg->dead)
-		return false;
+	if (!refs)
+		return OLD_NEEDED;
 	for (int i = 0; i < n; i++) {
 		const pool_ref_t *r = &refs[rr[i].ref];
 		uint64_t a, b;
@@ -607,17 +590,22 @@ static bool page_rewritten_or_dead(const pool_t *p, const pool_ref_t *refs, cons
 		if (rr[i].a != pg->a || rr[i].hi <= lo || rr[i].lo >= hi)
 			continue;
 		if (!r->write || !r->whole)
-			return false;   /* may read the page */
+			return OLD_NEEDED;   /* read (or written in part) by this very call */
+		covered |= rr[i].lo <= lo && rr[i].hi >= hi;
 		a = (rr[i].lo > lo ? rr[i].lo : lo) - lo;
 		b = (rr[i].hi < hi ? rr[i].hi : hi) - lo;
-		if (whi > wlo && (a > whi || b < wlo))
-			return false;   /* two written parts apart: not worth the walk */
+		if (whi > wlo && (a > whi || b < wlo)) {
+			apart = true;   /* two written parts apart: not worth the walk */
+			continue;
+		}
 		if (whi == wlo || a < wlo)
 			wlo = a;
 		if (b > whi)
 			whi = b;
 	}
-	return pool_page_dead_beside(p, pg, wlo, whi);
+	if (covered)
+		return OLD_OVERWRITTEN;
+	return !apart && pg->dead && pool_page_dead_beside(p, pg, wlo, whi) ? OLD_DEAD : OLD_NEEDED;
 }
 
 /* refs: the call's refs (NULL for a prefetch, which never overwrites). */
@@ -690,19 +678,20 @@ static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rr
 			pg->flags &= ~PF_MARK;
 			if (pg->state != PG_RESIDENT)
 				continue;   /* its run's grant failed: unmapped again */
-			if ((pg->flags & PF_HOST_VALID) && page_overwritten(p, refs, rr, n, pg)) {
-				/* the call rewrites it all: its old bytes are not needed */
+			page_old_t old = pg->flags & PF_HOST_VALID ?
+					 page_old_bytes(p, refs, rr, n, pg) : OLD_NEEDED;
+			if (old != OLD_NEEDED) {
 				pool_slot_release(p, pg->host, pg->busy);
 				pg->host = NULL;
+			}
+			if (old == OLD_OVERWRITTEN) {
+				/* the call rewrites it all: its old bytes are not needed */
 				pg->flags &= ~PF_HOST_VALID;
 				p->st.overwrites_skipped++;
-			} else if ((pg->flags & PF_HOST_VALID) &&
-				   page_rewritten_or_dead(p, refs, rr, n, pg)) {
+			} else if (old == OLD_DEAD) {
 				/* dropped as it comes back: the bytes the call does
 				 * not write stay dead, and a read of them is refused
 				 * as for any dropped page */
-				pool_slot_release(p, pg->host, pg->busy);
-				pg->host = NULL;
 				pool_page_dropped(p, pg);
 				p->st.dead_copies_skipped++;
 			}
