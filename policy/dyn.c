@@ -34,21 +34,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-	uint64_t alloc_id, lo, hi;
-} ival_t;
-
 static int cmp_ival(const void *a, const void *b)
 {
-	const ival_t *x = a, *y = b;
+	const policy_ival_t *x = a, *y = b;
 
 	if (x->alloc_id != y->alloc_id)
 		return x->alloc_id < y->alloc_id ? -1 : 1;
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* The union of the intervals' bytes, per allocation (sorts v). */
-static uint64_t union_bytes(ival_t *v, int n)
+uint64_t policy_ival_union(policy_ival_t *v, int n)
 {
 	uint64_t total = 0, lo = 0, hi = 0, id = 0;
 	bool open = false;
@@ -73,10 +68,25 @@ static uint64_t union_bytes(ival_t *v, int n)
 	return total;
 }
 
-/* What the pool holds for use u: its pages when its allocation is paged. */
-static ival_t held_ival(const policy_graph_t *g, const policy_use_t *u)
+uint64_t policy_ival_covered(policy_ival_t x, policy_ival_t *v, int n)
 {
-	ival_t v = { u->alloc_id, u->offset, u->offset + u->bytes };
+	int m = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (v[i].alloc_id != x.alloc_id || v[i].hi <= x.lo || x.hi <= v[i].lo)
+			continue;
+		v[m].alloc_id = x.alloc_id;
+		v[m].lo = v[i].lo > x.lo ? v[i].lo : x.lo;
+		v[m].hi = v[i].hi < x.hi ? v[i].hi : x.hi;
+		m++;
+	}
+	return policy_ival_union(v, m);
+}
+
+/* What the pool holds for use u: its pages when its allocation is paged. */
+static policy_ival_t held_ival(const policy_graph_t *g, const policy_use_t *u)
+{
+	policy_ival_t v = { u->alloc_id, u->offset, u->offset + u->bytes };
 
 	policy_held_span(g, u->alloc_id, &v.lo, &v.hi);
 	return v;
@@ -84,7 +94,7 @@ static ival_t held_ival(const policy_graph_t *g, const policy_use_t *u)
 
 static uint64_t held_bytes(const policy_graph_t *g, const policy_use_t *u)
 {
-	ival_t v = held_ival(g, u);
+	policy_ival_t v = held_ival(g, u);
 
 	return v.hi - v.lo;
 }
@@ -99,7 +109,7 @@ static bool counted(const policy_graph_t *g, uint64_t alloc_id)
 uint64_t policy_op_bytes(const policy_graph_t *g, int op)
 {
 	const policy_op_t *o = &g->ops[op];
-	ival_t small[16], *v = small;
+	policy_ival_t small[16], *v = small;
 	uint64_t total;
 	int n = 0;
 
@@ -117,7 +127,7 @@ uint64_t policy_op_bytes(const policy_graph_t *g, int op)
 		if (u->bytes && counted(g, u->alloc_id))
 			v[n++] = held_ival(g, u);
 	}
-	total = union_bytes(v, n);
+	total = policy_ival_union(v, n);
 	if (v != small)
 		free(v);
 	return total;
@@ -127,7 +137,7 @@ uint64_t policy_op_bytes(const policy_graph_t *g, int op)
  * them no interval (their offsets move), so they count as always held. */
 static int unstable_bytes(const policy_graph_t *g, uint64_t *out)
 {
-	ival_t *v = malloc((size_t)(g->nuses ? g->nuses : 1) * sizeof(*v));
+	policy_ival_t *v = malloc((size_t)(g->nuses ? g->nuses : 1) * sizeof(*v));
 	int n = 0;
 
 	*out = 0;
@@ -140,34 +150,27 @@ static int unstable_bytes(const policy_graph_t *g, uint64_t *out)
 		if (u->bytes && u->alloc_id && a && a->cls == POLICY_ALLOC_UNSTABLE)
 			v[n++] = held_ival(g, u);
 	}
-	*out = union_bytes(v, n);
+	*out = policy_ival_union(v, n);
 	free(v);
 	return 0;
 }
 
-/* Where each offloaded tensor is away: over the positions "after op k",
- * k in [after_op, back), back = the op its prefetch precedes (need_op when
- * none was placed); a wrapped interval (gaps.c) runs on into the next
- * iteration, [after_op, p) and [0, back), unless its prefetch is placed
- * before the iteration ends.  Adds +bytes / -bytes into diff[0 .. p]. */
-static void away_add(int64_t *diff, const policy_offload_t *x, int p)
+/* Is x away over the position "after op k"?  k in [after_op, back), back
+ * = the op its prefetch precedes (need_op when none was placed); a
+ * wrapped interval (gaps.c) runs on into the next iteration, [after_op, p)
+ * and [0, back), unless its prefetch is placed before the iteration
+ * ends. */
+static bool away_after(const policy_offload_t *x, int k, int p)
 {
 	int a = x->after_op, b = x->prefetch_op >= 0 ? x->prefetch_op : x->need_op;
 
 	if (a < 0 || a >= p || b < 0)
-		return;
+		return false;
 	if (b > p)
 		b = p;
-	int64_t h = (int64_t)policy_offload_held(x);
-
-	if (b > a) {
-		diff[a] += h;
-		diff[b] -= h;
-	} else if (x->wrap) {
-		diff[a] += h;
-		diff[0] += h;
-		diff[b] -= h;
-	}
+	if (b > a)
+		return k >= a && k < b;
+	return x->wrap && (k >= a || k < b);
 }
 
 /* The op the offload comes back for while it runs (its prefetch's), or -1
@@ -181,6 +184,93 @@ static int back_op(const policy_offload_t *x, int p)
 	return b;
 }
 
+bool policy_offload_away_during(const policy_offload_t *x, int k, int p)
+{
+	return away_after(x, (k + p - 1) % p, p) && back_op(x, p) != k;
+}
+
+policy_ival_t policy_offload_ival(const policy_graph_t *g, const policy_offload_t *x)
+{
+	return (policy_ival_t){ g->tensors[x->tensor].alloc_id, x->offset,
+				x->offset + policy_offload_held(x) };
+}
+
+typedef struct {
+	policy_ival_t v;
+	int i;
+} ranked_t;
+
+static int cmp_ranked(const void *a, const void *b)
+{
+	const ranked_t *x = a, *y = b;
+
+	if (x->v.alloc_id != y->v.alloc_id)
+		return x->v.alloc_id < y->v.alloc_id ? -1 : 1;
+	return x->v.lo < y->v.lo ? -1 : x->v.lo > y->v.lo;
+}
+
+/* The bytes o has away at each op into away[0 .. p): after op k
+ * (`during` false) or while op k runs (true).  Versions of the same bytes
+ * can both be in o - a scanned kernel argument's extent runs to the end
+ * of its allocation, so the versions that successive launches write
+ * overlap - and the pages they share are away once, not once per version:
+ * ranges of one allocation that overlap count as their union.  0, or -1
+ * when out of memory. */
+static int away_curve(const policy_graph_t *g, const policy_offloads_t *o, bool during,
+		      uint64_t *away)
+{
+	int p = g->nops, n = o ? o->n : 0;
+	ranked_t *r = malloc((size_t)(n ? n : 1) * sizeof(*r));
+	policy_ival_t *v = malloc((size_t)(n ? n : 1) * sizeof(*v));
+
+	memset(away, 0, (size_t)p * sizeof(*away));
+	if (!r || !v) {
+		free(r);
+		free(v);
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		r[i] = (ranked_t){ policy_offload_ival(g, &o->v[i]), i };
+	if (n > 1)
+		qsort(r, (size_t)n, sizeof(*r), cmp_ranked);
+	for (int i = 0, j; i < n; i = j) {
+		/* a cluster: ranges of one allocation overlapping, transitively */
+		uint64_t hi = r[i].v.hi;
+
+		for (j = i + 1; j < n && r[j].v.alloc_id == r[i].v.alloc_id && r[j].v.lo < hi; j++)
+			if (r[j].v.hi > hi)
+				hi = r[j].v.hi;
+		for (int k = 0; k < p; k++) {
+			int m = 0;
+
+			for (int q = i; q < j; q++) {
+				const policy_offload_t *x = &o->v[r[q].i];
+
+				if (during ? policy_offload_away_during(x, k, p) : away_after(x, k, p))
+					v[m++] = r[q].v;
+			}
+			away[k] += m == 1 ? v[0].hi - v[0].lo : policy_ival_union(v, m);
+		}
+	}
+	free(r);
+	free(v);
+	return 0;
+}
+
+/* The bytes of x's pages no other offload of o has away after op k
+ * (scratch: o->n entries). */
+static uint64_t fresh_after(const policy_graph_t *g, const policy_offloads_t *o,
+			    const policy_offload_t *x, int k, policy_ival_t *scratch)
+{
+	policy_ival_t xv = policy_offload_ival(g, x);
+	int m = 0;
+
+	for (int i = 0; i < o->n; i++)
+		if (&o->v[i] != x && away_after(&o->v[i], k, g->nops))
+			scratch[m++] = policy_offload_ival(g, &o->v[i]);
+	return (xv.hi - xv.lo) - policy_ival_covered(xv, scratch, m);
+}
+
 /* Bytes resident after each op into curve[0 .. nops): live (plus dead
  * when with_dead), plus `held`, less what `o` has away.  -1 when out of
  * memory (curve then holds the curve without offloads). */
@@ -188,22 +278,18 @@ static int resident_curve(const policy_graph_t *g, const policy_live_t *l, bool 
 			  uint64_t held, const policy_offloads_t *o, uint64_t *curve)
 {
 	int p = g->nops;
-	int64_t *diff = o && o->n ? calloc((size_t)p + 1, sizeof(*diff)) : NULL;
-	int64_t away = 0;
+	uint64_t *away = o && o->n ? malloc((size_t)p * sizeof(*away)) : NULL;
+	bool lost = o && o->n && (!away || away_curve(g, o, false, away) < 0);
 
-	for (int i = 0; diff && i < o->n; i++)
-		away_add(diff, &o->v[i], p);
 	for (int k = 0; k < p; k++) {
 		uint64_t r = l->live_after[k] + held + (with_dead ? l->dead_after[k] : 0);
 
-		if (diff) {
-			away += diff[k];
-			r = r > (uint64_t)away ? r - (uint64_t)away : 0;
-		}
+		if (away && !lost)
+			r = r > away[k] ? r - away[k] : 0;
 		curve[k] = r;
 	}
-	free(diff);
-	return o && o->n && !diff ? -1 : 0;
+	free(away);
+	return lost ? -1 : 0;
 }
 
 static bool is_ws(const policy_use_t *u)
@@ -252,15 +338,18 @@ int policy_prefetch_fit(const policy_graph_t *g, const policy_live_t *l, bool wi
 	int p = g->nops, moved = 0;
 	uint64_t held = 0, *curve;
 	policy_offload_t **v;
+	policy_ival_t *scratch;
 
 	if (!limit || !o || !o->n || p == 0 || !l->live_after)
 		return 0;
 	curve = malloc((size_t)p * sizeof(*curve));
 	v = malloc((size_t)o->n * sizeof(*v));
-	if (!curve || !v || unstable_bytes(g, &held) < 0 ||
+	scratch = malloc((size_t)o->n * sizeof(*scratch));
+	if (!curve || !v || !scratch || unstable_bytes(g, &held) < 0 ||
 	    resident_curve(g, l, with_dead, held, o, curve) < 0) {
 		free(curve);
 		free(v);
+		free(scratch);
 		return -1;
 	}
 	/* while op k runs: what was resident before it, what it writes whole
@@ -292,15 +381,17 @@ int policy_prefetch_fit(const policy_graph_t *g, const policy_live_t *l, bool wi
 				last = k;
 		if (last < 0)
 			continue;
-		uint64_t h = policy_offload_held(x);
-
 		x->prefetch_op = last + 1 < u ? last + 1 : u;
-		for (int k = b; k < x->prefetch_op; k++)
+		for (int k = b; k < x->prefetch_op; k++) {
+			uint64_t h = fresh_after(g, o, x, k, scratch);
+
 			curve[k] = curve[k] > h ? curve[k] - h : 0;
+		}
 		moved++;
 	}
 	free(curve);
 	free(v);
+	free(scratch);
 	return moved;
 }
 
@@ -351,16 +442,25 @@ static int curves(const policy_graph_t *g, const policy_live_t *l, bool with_dea
 		return -1;
 	if (!need)
 		return 0;
-	for (int k = 0; k < p; k++)
-		need[k] = curve[k ? k - 1 : p - 1] + op_written_whole(g, k);
-	/* what comes back for op k: on the device while k runs, away before */
-	for (int i = 0; o && i < o->n; i++) {
-		int b = back_op(&o->v[i], p);
+	/* while op k runs: what was resident after the op before, less what
+	 * is away then (what comes back for k is on the device) */
+	uint64_t *before = malloc((size_t)p * sizeof(*before));
+	uint64_t *away = malloc((size_t)p * sizeof(*away));
+	int rc = -1;
 
-		if (b >= 0)
-			need[b] += policy_offload_held(&o->v[i]);
+	if (!before || !away || resident_curve(g, l, with_dead, held, NULL, before) < 0 ||
+	    away_curve(g, o, true, away) < 0)
+		goto out;
+	for (int k = 0; k < p; k++) {
+		uint64_t r = before[k ? k - 1 : p - 1];
+
+		need[k] = (r > away[k] ? r - away[k] : 0) + op_written_whole(g, k);
 	}
-	return 0;
+	rc = 0;
+out:
+	free(before);
+	free(away);
+	return rc;
 }
 
 int policy_need_curve(const policy_graph_t *g, const policy_live_t *l, bool with_dead,

@@ -33,7 +33,11 @@
  * intervals: one op that cannot fit does not leave the rest to the
  * reactive layer.  Ranges are cut to the tensor's own pages
  * (policy_own_pages): a page shared with another tensor is not this
- * tensor's to move.
+ * tensor's to move.  What an interval frees while an op runs is its pages
+ * that are not off the device already - away under another interval (the
+ * versions of one caching segment that successive scanned launches write
+ * overlap) or dead then - so that the curve counts each page once, as the
+ * pool holds it.
  */
 #include "policy/program.h"
 
@@ -50,7 +54,8 @@ typedef struct {
 	bool hidden;             /* the round trip fits */
 	bool taken;
 	bool late;               /* its copy back was moved after an op it crowded out */
-	uint64_t offset, bytes;  /* the tensor's own pages (policy_own_pages) */
+	uint64_t alloc_id;
+	uint64_t offset, bytes;  /* the pages it moves (policy_move_pages) */
 	uint64_t held;           /* device bytes away while it is */
 	uint64_t gap_ns;         /* from a's end to b's start */
 } cand_t;
@@ -173,10 +178,14 @@ static int tensor_cands(const policy_graph_t *g, int t, const policy_gaps_config
 		x.wrap = x.b <= x.a;
 		if (x.wrap && !stable)
 			continue;   /* a YOUNG allocation is gone by then */
-		x.offset = lo;
-		x.bytes = bytes;
-		x.held = held;
-		if (x.use < 0 || !place(g, at, &cfg->timing, &x))
+		/* the pages a move after op a takes (a part, when no call
+		 * names all of it: policy_move_pages) */
+		if (x.use < 0 || !policy_move_pages(g, cfg->page_size, t, x.use, x.a, &x.offset,
+						    &x.bytes, &x.held) ||
+		    x.held < cfg->min_bytes || 2 * x.bytes < x.held)
+			continue;
+		x.alloc_id = T->alloc_id;
+		if (!place(g, at, &cfg->timing, &x))
 			continue;
 		if (cpush(c, &x) < 0)
 			return -1;
@@ -207,12 +216,128 @@ static bool covers(const cand_t *x, int k)
 	return away_while(x->a, x->pf, x->wrap, k);
 }
 
-/* The ops x is away from hold its pages less. */
-static void relieve(const cand_t *x, uint64_t *need, int p)
+typedef struct {
+	uint64_t alloc_id, offset;
+	int i;                    /* in l->dead */
+} dkey_t;
+
+/* What is off the device already: the set gaps.c adds to, the intervals
+ * taken, and (liveness on) the dead ranges. */
+typedef struct {
+	const policy_graph_t *g;
+	const policy_offloads_t *o;
+	const cvec_t *c;
+	const policy_live_t *l;   /* NULL: the dead ranges stay resident */
+	dkey_t *dead;             /* l's dead ranges by allocation and offset */
+	int *taken, ntaken;
+	policy_ival_t *scratch;   /* o->n + c->n + l->ndead entries */
+} away_t;
+
+static int cmp_dead(const void *a, const void *b)
+{
+	const dkey_t *x = a, *y = b;
+
+	if (x->alloc_id != y->alloc_id)
+		return x->alloc_id < y->alloc_id ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Is dead range d off the device while op k runs: dead after the op
+ * before (liveness's positions [after_op, until_op), wrapping), and not
+ * the op that writes it (its output: need counts it)? */
+static bool dead_during(const policy_dead_t *d, int k, int p)
+{
+	int at = (k + p - 1) % p;
+
+	if (k == d->until_op)
+		return false;
+	return d->wraps ? at >= d->after_op || at < d->until_op :
+			  at >= d->after_op && at < d->until_op;
+}
+
+/* The whole pages of d inside [lo, hi), as a range (empty: lo == hi):
+ * the pool drops a page only when all of it is dead. */
+static policy_ival_t dead_pages(const away_t *s, const policy_dead_t *d, uint64_t lo, uint64_t hi)
+{
+	uint64_t page = policy_graph_page(s->g, d->alloc_id);
+	uint64_t a = d->offset > lo ? d->offset : lo, b = d->offset + d->bytes;
+
+	b = b < hi ? b : hi;
+	if (page) {
+		a = (a + page - 1) / page * page;
+		b = b / page * page;
+	}
+	return (policy_ival_t){ d->alloc_id, a, b > a ? b : a };
+}
+
+/* The bytes of x's pages that are not away already while op k runs.
+ * Versions of the same bytes can each have an interval - a scanned
+ * kernel argument's extent runs to its allocation's end, so the versions
+ * successive launches write overlap - and a page they share frees its
+ * bytes once:
+ *
+ *   a2 [2, 20) MiB   t178 out after #133 ....................... (next iteration)
+ *   a2 [6, 20) MiB   t184 out after #135 ....   its [6, 20) left with t178
+ */
+static uint64_t fresh_at(const away_t *s, const cand_t *x, int k)
+{
+	policy_ival_t xv = { x->alloc_id, x->offset, x->offset + x->held };
+	int p = s->g->nops, m = 0;
+
+	for (int i = 0; i < s->o->n; i++) {
+		const policy_offload_t *y = &s->o->v[i];
+		policy_ival_t yv = policy_offload_ival(s->g, y);
+
+		if (yv.alloc_id == xv.alloc_id && yv.lo < xv.hi && xv.lo < yv.hi &&
+		    policy_offload_away_during(y, k, p))
+			s->scratch[m++] = yv;
+	}
+	if (s->l) {
+		/* the allocation's dead ranges: binary search for its first */
+		int lo = 0, hi = s->l->ndead;
+
+		while (lo < hi) {
+			int mid = (lo + hi) / 2;
+
+			if (s->dead[mid].alloc_id < xv.alloc_id)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (int i = lo; i < s->l->ndead; i++) {
+			const policy_dead_t *d = &s->l->dead[s->dead[i].i];
+
+			if (d->alloc_id != xv.alloc_id || d->offset >= xv.hi)
+				break;
+			if (d->offset + d->bytes > xv.lo && dead_during(d, k, p)) {
+				policy_ival_t v = dead_pages(s, d, xv.lo, xv.hi);
+
+				if (v.hi > v.lo)
+					s->scratch[m++] = v;
+			}
+		}
+	}
+	for (int i = 0; i < s->ntaken; i++) {
+		const cand_t *y = &s->c->v[s->taken[i]];
+
+		if (y != x && y->alloc_id == xv.alloc_id && y->offset < xv.hi &&
+		    xv.lo < y->offset + y->held && covers(y, k))
+			s->scratch[m++] = (policy_ival_t){ y->alloc_id, y->offset, y->offset + y->held };
+	}
+	return m ? x->held - policy_ival_covered(xv, s->scratch, m) : x->held;
+}
+
+/* x is taken: the ops it is away from hold its pages less. */
+static void relieve(away_t *s, cand_t *x, uint64_t *need, int p)
 {
 	for (int k = 0; k < p; k++)
-		if (covers(x, k))
-			need[k] = need[k] > x->held ? need[k] - x->held : 0;
+		if (covers(x, k)) {
+			uint64_t h = fresh_at(s, x, k);
+
+			need[k] = need[k] > h ? need[k] - h : 0;
+		}
+	x->taken = true;
+	s->taken[s->ntaken++] = (int)(x - s->c->v);
 }
 
 /* Is x back early for op k: prefetched before k runs, needed after it? */
@@ -293,6 +418,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 	acc_t *acc = NULL;
 	cvec_t c = { 0 };
 	policy_gaps_t s = { 0 };
+	away_t aw = { .g = g, .o = o, .c = &c };
 
 	if (p == 0 || !l->live_after || cfg->limit == 0)
 		return 0;
@@ -317,6 +443,17 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 				goto out;
 		}
 	}
+	aw.taken = malloc((size_t)(c.n ? c.n : 1) * sizeof(*aw.taken));
+	aw.scratch = malloc((size_t)(o->n + c.n + l->ndead + 1) * sizeof(*aw.scratch));
+	aw.dead = malloc((size_t)(l->ndead + 1) * sizeof(*aw.dead));
+	if (!aw.taken || !aw.scratch || !aw.dead)
+		goto out;
+	if (!cfg->with_dead) {
+		for (int i = 0; i < l->ndead; i++)
+			aw.dead[i] = (dkey_t){ l->dead[i].alloc_id, l->dead[i].offset, i };
+		qsort(aw.dead, (size_t)l->ndead, sizeof(*aw.dead), cmp_dead);
+		aw.l = l;
+	}
 	for (;;) {
 		int w = worst(need, stuck, p), best = -1, late = -1;
 
@@ -324,7 +461,7 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 			break;
 		for (int i = 0; i < c.n; i++)
 			if (!c.v[i].taken && covers(&c.v[i], w) && (!nstuck || c.v[i].hidden) &&
-			    (best < 0 || better(&c.v[i], &c.v[best])))
+			    (best < 0 || better(&c.v[i], &c.v[best])) && fresh_at(&aw, &c.v[i], w))
 				best = i;
 		if (best < 0) {
 			/* nothing left idles there: an interval whose copy back
@@ -332,24 +469,23 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 			 * after it instead (the device then waits on the copy) */
 			for (int i = 0; i < c.n; i++)
 				if (c.v[i].taken && back_early(&c.v[i], w) &&
-				    (best < 0 || c.v[i].held > c.v[best].held))
+				    (best < 0 || c.v[i].held > c.v[best].held) && fresh_at(&aw, &c.v[i], w))
 					best = i;
 			/* or one not taken yet whose copy back was placed
 			 * before the worst op (the ops after it run too short
 			 * to hide the copy): it leaves, and comes back after */
 			for (int i = 0; best < 0 && i < c.n; i++)
 				if (!c.v[i].taken && back_early(&c.v[i], w) && w != c.v[i].a &&
-				    (late < 0 || c.v[i].held > c.v[late].held))
+				    (late < 0 || c.v[i].held > c.v[late].held) && fresh_at(&aw, &c.v[i], w))
 					late = i;
 			if (best < 0 && late >= 0) {
 				cand_t *y = &c.v[late];
 
-				y->taken = true;
 				taken++;
 				y->pf = (w + 1) % p;
 				y->hidden = false;
 				y->late = true;
-				relieve(y, need, p);
+				relieve(&aw, y, need, p);
 				continue;
 			}
 			if (best < 0) {
@@ -361,8 +497,11 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 			}
 			cand_t *y = &c.v[best];
 
-			for (int k = y->pf; k != (w + 1) % p; k = (k + 1) % p)
-				need[k] = need[k] > y->held ? need[k] - y->held : 0;
+			for (int k = y->pf; k != (w + 1) % p; k = (k + 1) % p) {
+				uint64_t h = fresh_at(&aw, y, k);
+
+				need[k] = need[k] > h ? need[k] - h : 0;
+			}
 			y->pf = (w + 1) % p;
 			y->hidden = false;
 			y->late = true;
@@ -370,9 +509,8 @@ int policy_gaps_fill(const policy_graph_t *g, const policy_live_t *l,
 		}
 		cand_t *x = &c.v[best];
 
-		x->taken = true;
 		taken++;
-		relieve(x, need, p);
+		relieve(&aw, x, need, p);
 	}
 	for (int i = 0; i < c.n; i++)
 		if (c.v[i].taken) {
@@ -397,6 +535,9 @@ out:
 	free(acc);
 	free(moved);
 	free(c.v);
+	free(aw.taken);
+	free(aw.scratch);
+	free(aw.dead);
 	return rc;
 }
 

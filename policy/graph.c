@@ -254,6 +254,51 @@ bool policy_own_pages(const policy_graph_t *g, uint64_t page, uint64_t alloc_id,
 	return true;
 }
 
+static bool covers_range(const policy_use_t *u, uint64_t alloc_id, uint64_t off, uint64_t bytes)
+{
+	return u->alloc_id == alloc_id && u->offset <= off && off + bytes <= u->offset + u->bytes;
+}
+
+int policy_cover_use(const policy_graph_t *g, int u, uint64_t off, uint64_t bytes, int j,
+		     bool *prev)
+{
+	const policy_use_t *U = &g->uses[u];
+	const policy_alloc_t *a = policy_graph_alloc(g, U->alloc_id);
+	bool stable = a && a->cls == POLICY_ALLOC_STABLE;
+
+	*prev = false;
+	if (covers_range(U, U->alloc_id, off, bytes))
+		return u;
+	for (int n = 0, o = j; n < g->nops && (stable || o <= j); n++, o = o ? o - 1 : g->nops - 1) {
+		const policy_op_t *op = &g->ops[o];
+
+		for (int i = op->use0; i < op->use0 + op->nuses; i++)
+			if (covers_range(&g->uses[i], U->alloc_id, off, bytes)) {
+				*prev = o > j;
+				return i;
+			}
+	}
+	return -1;
+}
+
+bool policy_move_pages(const policy_graph_t *g, uint64_t page, int t, int u, int j, uint64_t *lo,
+		       uint64_t *n, uint64_t *held)
+{
+	const policy_tensor_t *T = &g->tensors[t];
+	const policy_use_t *U = &g->uses[u];
+	uint64_t a, b;
+	bool prev;
+
+	if (U->alloc_id != T->alloc_id)
+		return false;
+	if (policy_own_pages(g, page, T->alloc_id, T->offset, T->bytes, lo, n, held) &&
+	    policy_cover_use(g, u, *lo, *n, j, &prev) >= 0)
+		return true;
+	a = T->offset > U->offset ? T->offset : U->offset;
+	b = T->offset + T->bytes < U->offset + U->bytes ? T->offset + T->bytes : U->offset + U->bytes;
+	return b > a && policy_own_pages(g, page, T->alloc_id, a, b - a, lo, n, held);
+}
+
 /* Where a use lives in the interval map: foreign ranges by address. */
 static void use_key(const policy_use_t *u, uint64_t *k, uint64_t *a, uint64_t *b)
 {

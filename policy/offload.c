@@ -88,8 +88,8 @@ int policy_offload_choose(const policy_graph_t *g, policy_offload_mode_t mode,
 		after = T->last_fwd_read >= 0 ? T->last_fwd_read : T->producer;
 		use = after == T->producer && T->last_fwd_read < 0 ? T->use : read_use(g, t, after);
 		if (use < 0 || T->first_bwd_read <= after ||
-		    !policy_own_pages(g, 0, T->alloc_id, T->offset, T->bytes, &lo, &n, &held) ||
-		    held < min_bytes || 2 * n < held)
+		    !policy_move_pages(g, 0, t, use, after, &lo, &n, &held) || held < min_bytes ||
+		    2 * n < held)
 			continue;
 		o = &out->v[out->n++];
 		o->tensor = t;

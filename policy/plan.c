@@ -221,12 +221,24 @@ static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const 
 	for (int i = 0; i < plan->off.n; i++) {
 		const policy_offload_t *o = &plan->off.v[i];
 		policy_step_t x = { 0 };
+		bool prev = false;
+		int u;
 
 		x.kind = POLICY_STEP_OFFLOAD;
 		x.when = POLICY_AFTER;
 		x.op = o->after_op;
 		x.use = o->use;
 		range_in_use(g, o->offset, o->bytes, o->use, &x.delta, &x.bytes);
+		if (x.bytes < o->bytes &&
+		    (u = policy_cover_use(g, o->use, o->offset, o->bytes, o->after_op, &prev)) >= 0) {
+			/* the call it leaves after names a part of it: the range
+			 * resolves through a use that names all of it, as the
+			 * planner counted it (policy_move_pages) */
+			x.use = u;
+			x.delta = o->offset - g->uses[u].offset;
+			x.bytes = o->bytes;
+			x.prev = prev;
+		}
 		x.until_op = o->need_op;
 		x.ref = o->tensor;
 		x.entry = away_at_start(o);
@@ -243,7 +255,7 @@ static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const 
 			x.kind = POLICY_STEP_PREFETCH;
 			x.when = POLICY_BEFORE;
 			x.op = o->prefetch_op;
-			x.prev = o->wrap && o->prefetch_op <= o->after_op;
+			x.prev = prev || (o->wrap && o->prefetch_op <= o->after_op);
 			if (spush(&s, &x) < 0)
 				goto fail;
 		}

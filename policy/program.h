@@ -354,6 +354,22 @@ void policy_held_span(const policy_graph_t *g, uint64_t alloc_id, uint64_t *lo, 
  * none.  false when nothing is left. */
 bool policy_own_pages(const policy_graph_t *g, uint64_t page, uint64_t alloc_id, uint64_t off,
 		      uint64_t bytes, uint64_t *lo, uint64_t *n, uint64_t *held);
+/* The use a move of [off, off + bytes) of use u's allocation, issued
+ * around op j, resolves its range through at run time (a plan step names
+ * a range inside a use of a call the runtime has seen): u itself when it
+ * covers the range, else the latest use at or before j covering all of
+ * it - cyclically on a STABLE allocation, *prev then set when it is in the
+ * iteration before (the same place every iteration).  -1 when none: a
+ * move after j takes only what u names (a version written by a scanned
+ * argument running to its segment's end, read by a call naming a part of
+ * it, on an allocation made anew each iteration). */
+int policy_cover_use(const policy_graph_t *g, int u, uint64_t off, uint64_t bytes, int j,
+		     bool *prev);
+/* The pages a move of tensor t after op j (through use u of j) frees:
+ * policy_own_pages of the tensor, or of the part u names when no use
+ * covers the whole (policy_cover_use). */
+bool policy_move_pages(const policy_graph_t *g, uint64_t page, int t, int u, int j, uint64_t *lo,
+		       uint64_t *n, uint64_t *held);
 /* Human name of an op for dumps and messages: "#12 conv_fwd (cudnnConvolutionForward)". */
 void policy_op_label(const policy_graph_t *g, int op, char *buf, size_t len);
 void policy_graph_dump(const policy_graph_t *g, policy_print_fn out, void *ctx);
@@ -613,6 +629,23 @@ typedef struct {
 	uint64_t op_bytes;          /* the largest single op's own bytes (what one call holds) */
 	int op_bytes_op;
 } policy_dyn_t;
+
+/* A byte range of one allocation. */
+typedef struct {
+	uint64_t alloc_id, lo, hi;
+} policy_ival_t;
+
+/* The bytes of the union of v's ranges, per allocation (sorts v). */
+uint64_t policy_ival_union(policy_ival_t *v, int n);
+/* The bytes of x that the union of v's ranges covers (overwrites v). */
+uint64_t policy_ival_covered(policy_ival_t x, policy_ival_t *v, int n);
+
+/* The pages offload x moves, as a range of its tensor's allocation. */
+policy_ival_t policy_offload_ival(const policy_graph_t *g, const policy_offload_t *x);
+/* Is x away while op k of p runs: away after the op before (from its
+ * after_op until its prefetch, wrapping when it does), and not brought
+ * back for k? */
+bool policy_offload_away_during(const policy_offload_t *x, int k, int p);
 
 /* Bytes op `op` touches in vmem memory (its uses' union per allocation;
  * foreign memory not counted): what must be resident while it runs. */
