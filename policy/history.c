@@ -261,10 +261,16 @@ bool policy_ranges_vary(vmem_op_kind_t kind)
 	return kind == VMEM_OP_LAUNCH;
 }
 
-static uint64_t mix_range(uint64_t h, const vmem_range_t *r)
+bool policy_range_bytes_vary(vmem_op_kind_t kind, const char *role)
+{
+	return policy_ranges_vary(kind) || (role && strcmp(role, "ws") == 0);
+}
+
+static uint64_t mix_range(uint64_t h, vmem_op_kind_t kind, const vmem_range_t *r)
 {
 	h = mix_str(h, r->role);
-	h = mix(h, r->bytes);
+	if (!policy_range_bytes_vary(kind, r->role))
+		h = mix(h, r->bytes);
 	h = mix(h, r->access | (uint64_t)(r->alloc_id == 0) << 8);
 	return h;
 }
@@ -280,7 +286,7 @@ uint64_t policy_event_hash(const vmem_event_t *ev)
 		return h;
 	h = mix(h, (uint64_t)ev->nranges);
 	for (int j = 0; j < ev->nranges; j++)
-		h = mix_range(h, &ev->ranges[j]);
+		h = mix_range(h, ev->kind, &ev->ranges[j]);
 	return h;
 }
 
@@ -339,7 +345,8 @@ bool policy_hev_weak_equal(const policy_history_t *h, const policy_hev_t *a,
 		const vmem_range_t *x = policy_history_range(h, a, j);
 		const vmem_range_t *y = policy_history_range(h, b, j);
 
-		if ((x->bytes != y->bytes && !policy_ranges_vary(a->kind)) || x->access != y->access ||
+		if ((x->bytes != y->bytes && !policy_range_bytes_vary(a->kind, x->role)) ||
+		    x->access != y->access ||
 		    (x->alloc_id == 0) != (y->alloc_id == 0) || !str_eq(x->role, y->role))
 			return false;
 	}

@@ -51,7 +51,8 @@ bool policy_match_same(const policy_plan_t *plan, int op, const vmem_event_t *ev
 		const policy_use_t *u = &g->uses[o->use0 + j];
 		const vmem_range_t *r = &ev->ranges[j];
 
-		if ((u->bytes != r->bytes && !policy_ranges_vary(o->kind)) || u->access != r->access ||
+		if ((u->bytes != r->bytes && !policy_range_bytes_vary(o->kind, u->role)) ||
+		    u->access != r->access ||
 		    (u->alloc_id == 0) != (r->alloc_id == 0) || !str_eq(u->role, r->role))
 			return false;
 	}

@@ -108,8 +108,9 @@ int policy_event_significant(vmem_op_kind_t kind);
 /* The weak signature: kind, api, the typed record and, per range, role,
  * bytes, access and whether it is foreign -- not the allocation or the
  * offset, which a caching allocator, a per-tensor allocator or double
- * buffering may change between iterations.  A launch's is its kernel and
- * launch shape alone (policy_ranges_vary). */
+ * buffering may change between iterations, nor a workspace's bytes
+ * (policy_range_bytes_vary).  A launch's is its kernel and launch shape
+ * alone (policy_ranges_vary). */
 uint64_t policy_event_hash(const vmem_event_t *ev);
 /* True for calls whose ranges are found by scanning their arguments (a
  * launch): how many there are may change from one iteration to the next,
@@ -117,6 +118,12 @@ uint64_t policy_event_hash(const vmem_event_t *ev);
  * the same call whatever their ranges, which are compared one by one (not
  * their bytes) only where both have as many. */
 bool policy_ranges_vary(vmem_op_kind_t kind);
+/* True when range r's bytes are not part of its call's signature: a
+ * launch's (policy_ranges_vary), and a convolution's workspace ("ws"),
+ * whose bytes are what ran - vmem's own workspace when it runs the call
+ * in micro-batches, decided again when the room a plan leaves changes -
+ * while the application's workspace size is in the typed record. */
+bool policy_range_bytes_vary(vmem_op_kind_t kind, const char *role);
 /* Same weak signature, field by field (no hash collision). */
 bool policy_hev_weak_equal(const policy_history_t *h, const policy_hev_t *a,
 			   const policy_hev_t *b);

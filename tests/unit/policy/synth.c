@@ -432,7 +432,7 @@ int net_train(net_t *n, drv_t *d)
 			r[0] = R(n->w[l], 0, w_bytes(n, l), R_, "w");
 			r[1] = RR(B_GY, l, net_act_bytes(n, l + 1), R_, "dy");
 			r[2] = RR(B_GX, l, net_act_bytes(n, l), W_, "dx");
-			r[3] = RR(B_WS, 0, ws, W_, "ws");
+			r[3] = RR(B_WS, 0, l == n->ran_small_layer ? ws / 4 : ws, W_, "ws");
 			drv_op(d, VMEM_OP_CONV_BWD_DATA, "cudnnConvolutionBackwardData", &in, 4, r);
 		}
 		in = conv_info(n, l, VMEM_CONV_DIR_BWD_FILTER, warm);

@@ -97,6 +97,10 @@ typedef struct {
 	uint64_t off_x, off_y, off_dx, off_dy, off_ws, off_in, off_loss; /* CACHING layout */
 	int redecided_layer;    /* > 0: this layer's backward-data conv runs another
 				   algorithm from now on (a solver decided it again) */
+	int ran_small_layer;    /* > 0: this layer's backward-data conv runs in
+				   micro-batches from now on (vmem's solver decided its
+				   configuration again): the workspace range is a quarter
+				   of the application's, whose size the record keeps */
 } net_t;
 
 void net_init(net_t *n, drv_t *d, const net_cfg_t *cfg);
