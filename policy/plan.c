@@ -97,17 +97,61 @@ static int ref_use(const policy_graph_t *g, uint64_t alloc_id, uint64_t off, uin
 	return -1;
 }
 
+/* Pushes the lookahead's PREFETCH before op j of [lo, lo + bytes) of use
+ * x (op k's): resolved through the latest use of the allocation seen
+ * before the step (a STABLE allocation's use in the iteration before,
+ * too); where that use covers the range in part, a STABLE allocation's
+ * through the call's own use in the iteration before. */
+static int ahead(const policy_graph_t *g, svec_t *s, int j, int k, int x, uint64_t lo,
+		 uint64_t bytes)
+{
+	const policy_use_t *u = &g->uses[x];
+	const policy_alloc_t *a = policy_graph_alloc(g, u->alloc_id);
+	policy_step_t st = { 0 };
+	bool prev;
+	int r;
+
+	if ((r = ref_use(g, u->alloc_id, lo, bytes, j, &prev)) < 0 ||
+	    (prev && a->cls != POLICY_ALLOC_STABLE))
+		return 0;
+	range_in_use(g, lo, bytes, r, &st.delta, &st.bytes);
+	if (st.bytes < bytes && a->cls == POLICY_ALLOC_STABLE) {
+		/* the latest use covers part of the range only (a scanned
+		 * kernel argument reaches to its segment's end, over tensors
+		 * other calls use apart): the call's own use in the iteration
+		 * before names all of it */
+		r = x;
+		prev = true;
+		st.delta = lo - u->offset;
+		st.bytes = bytes;
+	}
+	st.kind = POLICY_STEP_PREFETCH;
+	st.when = POLICY_BEFORE;
+	st.op = j;
+	st.use = r;
+	st.until_op = k;
+	st.ref = u->tensor;
+	st.prev = prev;
+	st.next = true;
+	return st.bytes ? spush(s, &st) : 0;
+}
+
 /* Lookahead: before each op, bring back what the next op on its lane
  * reads, should it be away (a PREFETCH with `next`).  The offload passes
  * plan what they move; this covers what they did not foresee - pages the
  * pool evicted (the iteration before the plan took over, a call that
  * found the device fuller than the plan counts it) - one call ahead
  * instead of at the call, where it would be a miss with the copy in the
- * call's way.  A range already resident costs the pool a lookup.  Ranges
- * resolve through the latest use of the same allocation seen before the
- * step (a STABLE allocation's use in the iteration before, too); where
- * that use covers the range in part, a STABLE allocation's through the
- * call's own use in the iteration before. */
+ * call's way.  A range already resident costs the pool a lookup.  A
+ * range the call overwrites whole needs nothing back, except on a paged
+ * allocation the pages it covers in part where other calls of the
+ * iteration touch the rest: the pool moves whole pages, and their other
+ * bytes come back with them (a convolution's workspace ending inside a
+ * page of its caching segment, whose end a scanned kernel argument
+ * reaches: VGG-16's faulted that page in at every planned forward
+ * convolution).  Past what the iteration touches the page's rest is
+ * taken for empty (an allocation's end: a copy back for nothing, which
+ * cost Inception in the network style 14 misses a run). */
 static int lookahead(const policy_graph_t *g, svec_t *s)
 {
 	for (int l = 0; l < g->nlanes; l++) {
@@ -120,37 +164,29 @@ static int lookahead(const policy_graph_t *g, svec_t *s)
 			for (int x = op->use0; x < op->use0 + op->nuses; x++) {
 				const policy_use_t *u = &g->uses[x];
 				const policy_alloc_t *a = policy_graph_alloc(g, u->alloc_id);
-				policy_step_t st = { 0 };
-				bool prev;
-				int r;
+				uint64_t page = policy_graph_page(g, u->alloc_id);
+				uint64_t lo = u->offset, hi = u->offset + u->bytes;
 
-				if (!a || a->cls == POLICY_ALLOC_FOREIGN || !u->bytes ||
-				    (!(u->access & VMEM_ACCESS_R) && (u->access & VMEM_ACCESS_WHOLE)))
+				if (!a || a->cls == POLICY_ALLOC_FOREIGN || !u->bytes)
 					continue;
-				if ((r = ref_use(g, u->alloc_id, u->offset, u->bytes, j, &prev)) < 0 ||
-				    (prev && a->cls != POLICY_ALLOC_STABLE))
+				if ((u->access & VMEM_ACCESS_R) || !(u->access & VMEM_ACCESS_WHOLE)) {
+					if (ahead(g, s, j, k, x, lo, u->bytes) < 0)
+						return -1;
 					continue;
-				range_in_use(g, u->offset, u->bytes, r, &st.delta, &st.bytes);
-				if (st.bytes < u->bytes && a->cls == POLICY_ALLOC_STABLE) {
-					/* the latest use covers part of the range only
-					 * (a scanned kernel argument reaches to its
-					 * segment's end, over tensors other calls use
-					 * apart): the call's own use in the iteration
-					 * before names all of it */
-					r = x;
-					prev = true;
-					st.delta = 0;
-					st.bytes = u->bytes;
 				}
-				st.kind = POLICY_STEP_PREFETCH;
-				st.when = POLICY_BEFORE;
-				st.op = j;
-				st.use = r;
-				st.until_op = k;
-				st.ref = u->tensor;
-				st.prev = prev;
-				st.next = true;
-				if (st.bytes && spush(s, &st) < 0)
+				if (!page)
+					continue;
+				/* its first and last pages, where covered in part */
+				uint64_t head_end = (lo / page + 1) * page;
+				uint64_t tail_lo = (hi - 1) / page * page;
+				bool head = lo % page != 0, tail = hi % page != 0 && hi < a->extent;
+
+				if (head && ahead(g, s, j, k, x, lo, (head_end < hi ? head_end : hi) - lo) < 0)
+					return -1;
+				if (tail_lo < lo)
+					tail_lo = lo;   /* one page: the head's, when there is one */
+				if (tail && !(head && tail_lo < head_end) &&
+				    ahead(g, s, j, k, x, tail_lo, hi - tail_lo) < 0)
 					return -1;
 			}
 		}
