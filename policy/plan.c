@@ -157,8 +157,10 @@ static int lookahead(const policy_graph_t *g, svec_t *s)
 	for (int l = 0; l < g->nlanes; l++) {
 		const policy_lane_t *ln = &g->lanes[l];
 
-		for (int i = 1; i < ln->nops; i++) {
-			int j = ln->ops[i - 1], k = ln->ops[i];
+		/* the lane's first op is the next one after its last: the
+		 * next iteration's (the batch's copy onto its page) */
+		for (int i = 1; ln->nops > 1 && i <= ln->nops; i++) {
+			int j = ln->ops[i - 1], k = ln->ops[i % ln->nops];
 			const policy_op_t *op = &g->ops[k];
 
 			for (int x = op->use0; x < op->use0 + op->nuses; x++) {

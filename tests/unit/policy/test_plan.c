@@ -470,7 +470,8 @@ static void test_algo_steps_before_each_convolution(void **state)
 
 /* The lookahead (VMEM_LOOKAHEAD): under an offload mode, every read of a
  * call that is not its lane's first has a PREFETCH step before the call
- * before it, and in a planned iteration each resolves to the range the
+ * before it (the first's: test_lookahead_brings_the_page_a_whole_write_
+ * covers_in_part), and in a planned iteration each resolves to the range the
  * call reads in that iteration (a per-tensor allocator's new tensors
  * included); without an offload mode, or switched off, there are none. */
 static int lookahead_steps(const policy_plan_t *pl)
@@ -649,16 +650,20 @@ static void test_lookahead_brings_a_scanned_argument_whole(void **state)
  * pool moves whole pages, and a page the range covers in part keeps its
  * other bytes: a convolution's workspace ending inside a page of a
  * caching segment whose rest a scanned kernel argument reaches.  The
- * lookahead brings that page (VGG-16 in the caching style faulted it in at every planned forward
- * convolution: 15 misses in two planned iterations, 3 with it). */
+ * lookahead brings that page (VGG-16 in the caching style faulted it in
+ * at every planned forward convolution: 15 misses in two planned
+ * iterations, 3 with it), and for the lane's first call (the batch's copy
+ * onto a page of its segment) before the lane's last. */
 static void one_workspace_iteration(drv_t *d)
 {
 	vmem_range_t r[4];
 
+	/* the batch, copied onto the segment's last page: the lane's first
+	 * call, whose lookahead comes before the iteration's last call */
 	r[0] = R(0, 0x1000, 4096, VMEM_ACCESS_R, "src");
-	r[1] = R(11, 0, 4096, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "dst");
+	r[1] = R(10, 233472, 4096, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "dst");
 	drv_op(d, VMEM_OP_MEMCPY, "cudaMemcpyAsync", NULL, 2, r);
-	r[0] = R(11, 0, 4096, VMEM_ACCESS_R, "x");
+	r[0] = R(10, 233472, 4096, VMEM_ACCESS_R, "x");
 	r[1] = R(12, 0, 4096, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "y");
 	drv_op(d, VMEM_OP_ACT_FWD, "cudnnActivationForward", NULL, 2, r);
 	/* the workspace: 3.5 pages of a 4-page segment, overwritten whole */
@@ -716,6 +721,20 @@ static void test_lookahead_brings_the_page_a_whole_write_covers_in_part(void **s
 		fail_msg("expected one lookahead for the convolution of its workspace's last page, "
 			 "[196608, +32768) of a10, and none of the pages it covers whole, got %d "
 			 "and %d others", tail, other);
+	/* and the batch's page, before the iteration's last call */
+	tail = 0;
+	for (int i = 0; i < pl->nsteps; i++) {
+		const policy_step_t *s = &pl->steps[i];
+
+		if (s->next && s->use >= 0 && s->until_op == 0 && g->uses[s->use].alloc_id == 10 &&
+		    s->op == g->lanes[0].ops[g->lanes[0].nops - 1] &&
+		    g->uses[s->use].offset + s->delta == 233472 && s->bytes == 4096)
+			tail++;
+	}
+	if (tail != 1)
+		fail_msg("expected one lookahead of [233472, +4096) of a10 for the lane's first call "
+			 "(#0), before its last (#%d), got %d", g->lanes[0].ops[g->lanes[0].nops - 1],
+			 tail);
 	drv_free(&d);
 }
 
