@@ -184,7 +184,9 @@ static int back_op(const policy_offload_t *x, int p)
 	return b;
 }
 
-bool policy_offload_away_during(const policy_offload_t *x, int k, int p)
+/* Is x away while op k runs: away after the op before, and not brought
+ * back for k? */
+static bool away_during(const policy_offload_t *x, int k, int p)
 {
 	return away_after(x, (k + p - 1) % p, p) && back_op(x, p) != k;
 }
@@ -193,6 +195,26 @@ policy_ival_t policy_offload_ival(const policy_graph_t *g, const policy_offload_
 {
 	return (policy_ival_t){ g->tensors[x->tensor].alloc_id, x->offset,
 				x->offset + policy_offload_held(x) };
+}
+
+int policy_offloads_over(const policy_graph_t *g, const policy_offloads_t *o,
+			 const policy_offload_t *skip, policy_ival_t x, int k, bool during,
+			 policy_ival_t *out)
+{
+	int p = g->nops, m = 0;
+
+	for (int i = 0; o && i < o->n; i++) {
+		const policy_offload_t *y = &o->v[i];
+		policy_ival_t v;
+
+		if (y == skip)
+			continue;
+		v = policy_offload_ival(g, y);
+		if (v.alloc_id == x.alloc_id && v.lo < x.hi && x.lo < v.hi &&
+		    (during ? away_during(y, k, p) : away_after(y, k, p)))
+			out[m++] = v;
+	}
+	return m;
 }
 
 typedef struct {
@@ -246,7 +268,7 @@ static int away_curve(const policy_graph_t *g, const policy_offloads_t *o, bool 
 			for (int q = i; q < j; q++) {
 				const policy_offload_t *x = &o->v[r[q].i];
 
-				if (during ? policy_offload_away_during(x, k, p) : away_after(x, k, p))
+				if (during ? away_during(x, k, p) : away_after(x, k, p))
 					v[m++] = r[q].v;
 			}
 			away[k] += m == 1 ? v[0].hi - v[0].lo : policy_ival_union(v, m);
@@ -263,11 +285,8 @@ static uint64_t fresh_after(const policy_graph_t *g, const policy_offloads_t *o,
 			    const policy_offload_t *x, int k, policy_ival_t *scratch)
 {
 	policy_ival_t xv = policy_offload_ival(g, x);
-	int m = 0;
+	int m = policy_offloads_over(g, o, x, xv, k, false, scratch);
 
-	for (int i = 0; i < o->n; i++)
-		if (&o->v[i] != x && away_after(&o->v[i], k, g->nops))
-			scratch[m++] = policy_offload_ival(g, &o->v[i]);
 	return (xv.hi - xv.lo) - policy_ival_covered(xv, scratch, m);
 }
 
@@ -294,7 +313,7 @@ static int resident_curve(const policy_graph_t *g, const policy_live_t *l, bool 
 
 static bool is_ws(const policy_use_t *u)
 {
-	return u->role && strcmp(u->role, "ws") == 0;
+	return policy_role_is_ws(u->role);
 }
 
 /* What op k writes whole into memory the plan counts (its outputs: not

@@ -282,16 +282,8 @@ static policy_ival_t dead_pages(const away_t *s, const policy_dead_t *d, uint64_
 static uint64_t fresh_at(const away_t *s, const cand_t *x, int k)
 {
 	policy_ival_t xv = { x->alloc_id, x->offset, x->offset + x->held };
-	int p = s->g->nops, m = 0;
+	int p = s->g->nops, m = policy_offloads_over(s->g, s->o, NULL, xv, k, true, s->scratch);
 
-	for (int i = 0; i < s->o->n; i++) {
-		const policy_offload_t *y = &s->o->v[i];
-		policy_ival_t yv = policy_offload_ival(s->g, y);
-
-		if (yv.alloc_id == xv.alloc_id && yv.lo < xv.hi && xv.lo < yv.hi &&
-		    policy_offload_away_during(y, k, p))
-			s->scratch[m++] = yv;
-	}
 	if (s->l) {
 		/* the allocation's dead ranges: binary search for its first */
 		int lo = 0, hi = s->l->ndead;

@@ -261,9 +261,14 @@ bool policy_ranges_vary(vmem_op_kind_t kind)
 	return kind == VMEM_OP_LAUNCH;
 }
 
+bool policy_role_is_ws(const char *role)
+{
+	return role && strcmp(role, "ws") == 0;
+}
+
 bool policy_range_bytes_vary(vmem_op_kind_t kind, const char *role)
 {
-	return policy_ranges_vary(kind) || (role && strcmp(role, "ws") == 0);
+	return policy_ranges_vary(kind) || policy_role_is_ws(role);
 }
 
 static uint64_t mix_range(uint64_t h, vmem_op_kind_t kind, const vmem_range_t *r)

@@ -118,10 +118,12 @@ uint64_t policy_event_hash(const vmem_event_t *ev);
  * the same call whatever their ranges, which are compared one by one (not
  * their bytes) only where both have as many. */
 bool policy_ranges_vary(vmem_op_kind_t kind);
+/* A workspace range (role "ws": a convolution's, a GEMM handle's). */
+bool policy_role_is_ws(const char *role);
 /* True when range r's bytes are not part of its call's signature: a
- * launch's (policy_ranges_vary), and a convolution's workspace ("ws"),
- * whose bytes are what ran - vmem's own workspace when it runs the call
- * in micro-batches, decided again when the room a plan leaves changes -
+ * launch's (policy_ranges_vary), and a workspace's, whose bytes are what
+ * ran - a convolution's is vmem's own workspace when it runs the call in
+ * micro-batches, decided again when the room a plan leaves changes -
  * while the application's workspace size is in the typed record. */
 bool policy_range_bytes_vary(vmem_op_kind_t kind, const char *role);
 /* Same weak signature, field by field (no hash collision). */
@@ -649,10 +651,13 @@ uint64_t policy_ival_covered(policy_ival_t x, policy_ival_t *v, int n);
 
 /* The pages offload x moves, as a range of its tensor's allocation. */
 policy_ival_t policy_offload_ival(const policy_graph_t *g, const policy_offload_t *x);
-/* Is x away while op k of p runs: away after the op before (from its
- * after_op until its prefetch, wrapping when it does), and not brought
- * back for k? */
-bool policy_offload_away_during(const policy_offload_t *x, int k, int p);
+/* The ranges (policy_offload_ival) of o's offloads but `skip` (may be
+ * NULL) that overlap x and are away after op k (`during` false) or while
+ * op k runs (true: away after the op before, not brought back for k) into
+ * out (o->n entries); returns how many. */
+int policy_offloads_over(const policy_graph_t *g, const policy_offloads_t *o,
+			 const policy_offload_t *skip, policy_ival_t x, int k, bool during,
+			 policy_ival_t *out);
 
 /* Bytes op `op` touches in vmem memory (its uses' union per allocation;
  * foreign memory not counted): what must be resident while it runs. */
