@@ -376,6 +376,10 @@ void conv_set_ws_ref(hook_call_t *c, const void *p, uint64_t bytes)
 			}
 			c->refs[i].ptr = (uintptr_t)p;
 			c->refs[i].bytes = bytes;
+			/* bytes 0: the configuration needs none of the application's
+			 * workspace; the range (a whole overwrite) stays in the call,
+			 * for its signature, as an empty scratch that nothing makes
+			 * resident (vmem_ref_empty) */
 			return;
 		}
 	/* scratch: nothing reads what an earlier call left in it, so it is a

@@ -14,6 +14,18 @@
 #include "policy/event.h"
 #include "pool/pool.h"
 
+/* A scratch range the call was handed and does not use: bytes 0 with a
+ * whole overwrite (conv_set_ws_ref, for a workspace vmem's configuration
+ * does not need; hook_call_ref never makes one, an unknown extent is
+ * never a whole overwrite).  The policy resolves it as the rest of its
+ * allocation, written whole, like the workspace the plan learnt; the
+ * runtime makes none of it resident and reports it untouched (alloc_id
+ * 0): nothing was written there. */
+static inline bool vmem_ref_empty(uint64_t bytes, uint8_t access)
+{
+	return bytes == 0 && (access & VMEM_ACCESS_W) && (access & VMEM_ACCESS_WHOLE);
+}
+
 static inline pool_ref_t pool_ref_of(uintptr_t ptr, uint64_t bytes, uint8_t access)
 {
 	bool write = access & VMEM_ACCESS_W;
