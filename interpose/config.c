@@ -129,6 +129,10 @@ static const cfg_var_t cfg_vars[] = {
 	{ "VMEM_DYN_TRIALS", CFG_SIZE, "1", NULL, 1, 100, 0, true, false, F(dyn_trials), "iterations",
 	  "VMEM_POLICY=dyn: planned iterations each offload mode runs, timed on the device, before "
 	  "the fastest is kept; 0: keep the mode computed from the plan's peaks" },
+	{ "VMEM_DYN_LEAST", CFG_BOOL, "1", NULL, 0, 0, 0, false, false, F(dyn_least), "",
+	  "VMEM_POLICY=dyn with µ-cuDNN on: the timed passes also run each offload mode with every "
+	  "convolution's least-workspace configuration (vDNN's \"(m)\"), kept when faster; "
+	  "0: the configurations chosen within the plan's room only" },
 	{ "VMEM_GAPS", CFG_BOOL, "1", NULL, 0, 0, 0, false, false, F(gaps), "",
 	  "1: an offloading plan (all, conv, dyn) that does not fit the budget also moves idle "
 	  "intervals of other tensors (weights, gradients, optimizer state), planned; "

@@ -43,6 +43,7 @@ typedef struct {
 	bool gaps;                 /* VMEM_GAPS: plans move idle intervals of any tensor to fit */
 	bool lookahead;            /* VMEM_LOOKAHEAD: each call's reads prefetched one call ahead */
 	uint64_t dyn_trials;       /* VMEM_DYN_TRIALS: timed iterations per dyn mode; 0 = none */
+	bool dyn_least;            /* VMEM_DYN_LEAST: dyn's passes also time "(m)" candidates */
 	uint64_t device_limit;     /* VMEM_DEVICE_LIMIT bytes; 0 = default (free - reserve) */
 	uint64_t device_reserve;   /* VMEM_DEVICE_RESERVE bytes kept for context/libraries;
 				      VMEM_SIZE_AUTO = vmem_default_reserve(device total) */

@@ -545,6 +545,7 @@ bool conv_cache_lookup(conv_kernel_t *k, uint64_t cap)
 		return false;
 	memcpy(k->meas, t.m, (size_t)t.n * sizeof(*k->meas));
 	k->nmeas = t.n;
+	k->have_least = false;
 	k->cap = cap;
 	k->meas_state = 1;
 	stats_add(STATS_CONV_CACHED, 1);
@@ -558,6 +559,7 @@ void conv_measured(conv_kernel_t *k, solver_meas_t *m, int n, uint64_t cap)
 	free(k->meas);
 	k->meas = m;
 	k->nmeas = n;
+	k->have_least = false;
 	k->cap = cap;
 	k->meas_state = n > 0 ? 1 : -1;
 	stats_add(STATS_CONV_MEASURED, 1);
@@ -619,17 +621,29 @@ static void trace_wr(const conv_kernel_t *k, uint64_t limit, const char *how)
 	trace_line(line);
 }
 
-/* The memory-optimal configuration of k (the least workspace measured). */
-static bool least_ws_config(conv_kernel_t *k)
+/* The memory-optimal configuration of k: the least workspace measured,
+ * the fastest such (the desirable set's first). */
+static bool least_ws_config(const conv_kernel_t *k, solver_config_t *out)
 {
 	solver_front_t f;
 	solver_kernel_t t = { k->batch, k->quantum, k->nmeas, k->meas };
 
 	if (solver_front(&t, SOLVER_NO_LIMIT, &f) != SOLVER_OK)
 		return false;
-	k->cfg = f.c[0];
+	*out = f.c[0];
 	solver_front_free(&f);
 	return true;
+}
+
+const solver_config_t *conv_run_cfg(conv_kernel_t *k, bool *least)
+{
+	*least = false;
+	if (k->meas_state != 1 || !runtime_policy_conv_least())
+		return &k->cfg;
+	if (!k->have_least && !(k->have_least = least_ws_config(k, &k->least)))
+		return &k->cfg;
+	*least = true;
+	return &k->least;
 }
 
 static bool g_priced;                 /* the budget binds: WR prices workspace (VMEM_REMAP_COST) */
@@ -667,7 +681,7 @@ static void decide_wr(conv_kernel_t *k)
 				  k->name, room == SOLVER_NO_LIMIT ? 0 : room / MiB, plan);
 		}
 		how = "infeasible";
-		if (!least_ws_config(k)) {
+		if (!least_ws_config(k, &k->cfg)) {
 			k->have_cfg = false;
 			return;
 		}
@@ -912,7 +926,7 @@ void conv_decide(conv_kernel_t *k)
 		 * workspace of vmem's, and the program is solved once then,
 		 * rather than again at each new kernel */
 		k->cfg_wd = false;
-		k->cfg_first = k->have_cfg = least_ws_config(k);
+		k->cfg_first = k->have_cfg = least_ws_config(k, &k->cfg);
 		return;
 	}
 	solve_wd();
@@ -1743,34 +1757,38 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 		 * algorithm and workspace are not a pair cuDNN can run */
 		app_ok = !k || k->meas_state != 1;
 		if (k && k->have_cfg) {
-			void *seg = k->cfg_wd ? conv_wd_segment(k) : NULL;
-			void *use = seg ? seg : (!k->cfg_wd && ws && wsb >= k->cfg.ws ? ws : NULL);
+			bool least;
+			const solver_config_t *cfg = conv_run_cfg(k, &least);
+			bool in_seg = k->cfg_wd && !least;
+			void *seg = in_seg ? conv_wd_segment(k) : NULL;
+			void *use = seg ? seg : (!in_seg && ws && wsb >= cfg->ws ? ws : NULL);
 
-			if (!use && k->cfg.ws)
-				use = own = conv_alloc(k->cfg.ws, stream);
-			int most = slice_images(k, c, x, y, use, k->cfg.ws,
-						tensors + conv_ws_pages(use, k->cfg.ws), budget);
+			if (!use && cfg->ws)
+				use = own = conv_alloc(cfg->ws, stream);
+			int most = slice_images(k, c, x, y, use, cfg->ws,
+						tensors + conv_ws_pages(use, cfg->ws), budget);
 
-			if ((use || !k->cfg.ws) && most > 0) {
+			if ((use || !cfg->ws) && most > 0) {
 				/* its tensors cannot be resident at once: slice by slice */
-				conv_set_ws_ref(c, use, k->cfg.ws);
+				conv_set_ws_ref(c, use, cfg->ws);
 				micro = sliced = true;
 				how = "sliced";
-				ran = k->cfg.runs[0].algo;
-				st = run_sliced(c, k, &k->cfg, most,
+				ran = cfg->runs[0].algo;
+				st = run_sliced(c, k, cfg, most,
 						&(conv_call_t){ h, alpha, beta, xd, yd, x, w, y, wd, cd,
-								use, k->cfg.ws },
+								use, cfg->ws },
 						&ncalls);
-			} else if ((use || !k->cfg.ws) &&
-			    (!budget || tensors + conv_ws_pages(use, k->cfg.ws) <= budget)) {
-				conv_set_ws_ref(c, use, k->cfg.ws);
+			} else if ((use || !cfg->ws) &&
+			    (!budget || tensors + conv_ws_pages(use, cfg->ws) <= budget)) {
+				conv_set_ws_ref(c, use, cfg->ws);
 				if (hook_call_prepare(c) == cudaSuccess) {
 					micro = true;
-					how = k->cfg_wd ? "wd" : k->cfg_first ? "wd-first" : "wr";
-					ran = k->cfg.runs[0].algo;
-					st = run_config(k, &k->cfg,
+					how = least ? "least" : k->cfg_wd ? "wd" :
+					      k->cfg_first ? "wd-first" : "wr";
+					ran = cfg->runs[0].algo;
+					st = run_config(k, cfg,
 							&(conv_call_t){ h, alpha, beta, xd, yd, x, w, y,
-									wd, cd, use, k->cfg.ws },
+									wd, cd, use, cfg->ws },
 							&ncalls);
 					if (st != CUDNN_STATUS_SUCCESS && ncalls == 0) {
 						/* nothing written: run it whole, without a workspace */
@@ -1779,7 +1797,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 						vmem_warn("conv %s: a micro-batch call failed (cuDNN status "
 							  "%d); running it undivided from now on", k->name,
 							  (int)st);
-						k->have_cfg = false;
+						k->have_cfg = k->have_least = false;
 						if (i >= 0 && !k->list[i].ws) {
 							how = "rescue";
 							ran = k->list[i].algo;
@@ -1789,7 +1807,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 					} else if (st == CUDNN_STATUS_SUCCESS) {
 						stats_add(STATS_CONV_MICRO, 1);
 						stats_add(STATS_CONV_MICRO_CALLS, (uint64_t)ncalls);
-						stats_add(STATS_CONV_MODEL_NS, (uint64_t)(k->cfg.time * 1e6));
+						stats_add(STATS_CONV_MODEL_NS, (uint64_t)(cfg->time * 1e6));
 					}
 				}
 			}

@@ -770,32 +770,36 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 		conv_note_call(k);
 		app_ok = k->meas_state != 1 || ex->ws_bytes >= app_ws;
 		if (k->have_cfg && x && w && y) {
-			void *seg = k->cfg_wd ? conv_wd_segment(k) : NULL;
-			void *use = seg ? seg : (!k->cfg_wd && ws && ex->ws_bytes >= k->cfg.ws ? ws : NULL);
+			bool least;
+			const solver_config_t *cfg = conv_run_cfg(k, &least);
+			bool in_seg = k->cfg_wd && !least;
+			void *seg = in_seg ? conv_wd_segment(k) : NULL;
+			void *use = seg ? seg : (!in_seg && ws && ex->ws_bytes >= cfg->ws ? ws : NULL);
 
-			if (!use && k->cfg.ws)
-				use = own = conv_alloc(k->cfg.ws, stream);
-			if ((use || !k->cfg.ws) &&
-			    (!budget || tensors + conv_ws_pages(use, k->cfg.ws) <= budget)) {
-				conv_set_ws_ref(c, use, k->cfg.ws);
+			if (!use && cfg->ws)
+				use = own = conv_alloc(cfg->ws, stream);
+			if ((use || !cfg->ws) &&
+			    (!budget || tensors + conv_ws_pages(use, cfg->ws) <= budget)) {
+				conv_set_ws_ref(c, use, cfg->ws);
 				if (hook_call_prepare(c) == cudaSuccess) {
 					done = true;
-					how = k->cfg_wd ? "wd" : k->cfg_first ? "wd-first" : "wr";
-					ran = k->cfg.runs[0].algo;
-					st = graph_run_config(k, &gm, &k->cfg, x, w, y, use, &ncalls);
+					how = least ? "least" : k->cfg_wd ? "wd" :
+					      k->cfg_first ? "wd-first" : "wr";
+					ran = cfg->runs[0].algo;
+					st = graph_run_config(k, &gm, cfg, x, w, y, use, &ncalls);
 					if (st == CUDNN_STATUS_SUCCESS) {
 						stats_add(STATS_CONV_MICRO, 1);
 						stats_add(STATS_CONV_MICRO_CALLS, (uint64_t)ncalls);
-						stats_add(STATS_CONV_MODEL_NS, (uint64_t)(k->cfg.time * 1e6));
+						stats_add(STATS_CONV_MODEL_NS, (uint64_t)(cfg->time * 1e6));
 					} else if (ncalls == 0) {
 						vmem_warn("conv %s: a micro-batch plan failed (cuDNN status "
 							  "%d); running the application's plans from now on",
 							  k->name, (int)st);
-						k->have_cfg = false;
+						k->have_cfg = k->have_least = false;
 						done = false;
 						/* prepared with vmem's workspace: the application's
 						 * plan runs below only when that is big enough */
-						if (app_ws <= k->cfg.ws) {
+						if (app_ws <= cfg->ws) {
 							st = real_cudnnBackendExecute()(h, plan, vpack);
 							done = true;
 							how = "app";

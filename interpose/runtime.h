@@ -205,6 +205,10 @@ void runtime_policy_copy_end(void *started, void *stream, bool h2d, uint64_t byt
  * what the plan holds resident while it runs), or UINT64_MAX when there is
  * no plan, no budget, or VMEM_WORKSPACE is off. */
 uint64_t runtime_policy_conv_room(void);
+/* True while the plan runs a "(m)" candidate of dyn's passes (or kept
+ * one): the conv hooks run each convolution's least-workspace
+ * configuration instead of the one chosen within the plan's room. */
+bool runtime_policy_conv_least(void);
 /* The plan's description of dropped bytes in this range, for the line that
  * refuses a call pool_acquire found reading them.  False when unknown. */
 bool runtime_policy_explain_loss(uint64_t alloc_id, uint64_t offset, uint64_t bytes, char *buf,

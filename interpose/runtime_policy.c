@@ -173,7 +173,8 @@ typedef struct {
 	int link;              /* a copy: policy_link_t; else TIMED_CALL or TIMED_ITER */
 	uint64_t bytes;        /* a copy's */
 	uint32_t plan;         /* an iteration's plan, */
-	uint8_t mode;          /* and the offload mode it ran */
+	uint8_t mode;          /* the offload mode it ran, */
+	bool least;            /* with the least-workspace convolutions */
 	cudaEvent_t ev[2];
 } timed_t;
 
@@ -230,7 +231,7 @@ static bool timed_push(const timed_t *x)
 }
 
 /* A planned iteration's length: to the policy, and a 'timed' plan record. */
-static void iter_record(uint32_t plan, uint64_t iter, uint8_t mode, uint64_t ns)
+static void iter_record(uint32_t plan, uint64_t iter, uint8_t mode, bool least, uint64_t ns)
 {
 	char line[256];
 	int n;
@@ -241,9 +242,10 @@ static void iter_record(uint32_t plan, uint64_t iter, uint8_t mode, uint64_t ns)
 	n = snprintf(line, sizeof(line),
 		     "{\"type\":\"plan\",\"seq\":%" PRIu64 ",\"t\":%" PRIu64
 		     ",\"tid\":%ld,\"event\":\"timed\",\"plan\":%u,\"iter\":%" PRIu64
-		     ",\"ns\":%" PRIu64 ",\"offload\":\"%s\"}\n",
+		     ",\"ns\":%" PRIu64 ",\"offload\":\"%s\",\"pass\":\"%s\"}\n",
 		     trace_next_seq(), trace_now_ns(), (long)syscall(SYS_gettid), plan, iter, ns,
-		     policy_offload_name((policy_offload_mode_t)mode));
+		     policy_offload_name((policy_offload_mode_t)mode),
+		     policy_pass_name((policy_offload_mode_t)mode, least));
 	if (n > 0 && (size_t)n < sizeof(line))
 		trace_append(line, (size_t)n);
 }
@@ -269,7 +271,7 @@ static void timing_poll(void)
 			if (t->link >= 0)
 				policy_link_sample(g_pol, (policy_link_t)t->link, t->bytes, ns);
 			else if (t->link == TIMED_ITER)
-				iter_record(t->plan, t->seq, t->mode, ns);
+				iter_record(t->plan, t->seq, t->mode, t->least, ns);
 			else
 				policy_duration(g_pol, t->seq, ns);
 		}
@@ -352,7 +354,12 @@ static struct {
 	uint64_t iter;             /* its number, plan and mode */
 	uint32_t plan;
 	uint8_t mode;
+	bool least;
 } g_mark;   /* under timed_lock */
+
+/* The plan's algorithm choice (MARK and NOTE actions' `least`): read by
+ * the conv hooks of every thread before they prepare a call. */
+static bool g_least;
 
 static void mark(const policy_action_t *a, const vmem_event_t *ev)
 {
@@ -366,6 +373,7 @@ static void mark(const policy_action_t *a, const vmem_event_t *ev)
 	pthread_mutex_lock(&timed_lock);
 	if (!close || !timed_push(&(timed_t){ .seq = g_mark.iter, .link = TIMED_ITER,
 					      .plan = g_mark.plan, .mode = g_mark.mode,
+					      .least = g_mark.least,
 					      .ev = { g_mark.open, close } })) {
 		ev_put(g_mark.open);
 		ev_put(close);
@@ -374,6 +382,7 @@ static void mark(const policy_action_t *a, const vmem_event_t *ev)
 	g_mark.iter = a->iter;
 	g_mark.plan = a->plan_id;
 	g_mark.mode = a->offload_mode;
+	g_mark.least = a->least;
 	pthread_mutex_unlock(&timed_lock);
 }
 
@@ -475,8 +484,9 @@ static void note(const policy_action_t *a)
 		if (a->note == POLICY_NOTE_KEPT)
 			vmem_info("plan %u: %s", a->plan_id, t);
 		else
-			vmem_debug("plan %u: timed pass with offload %s (%s)", a->plan_id,
-				   policy_offload_name(a->offload_mode), t);
+			vmem_debug("plan %u: timed pass %s (%s)", a->plan_id,
+				   policy_pass_name((policy_offload_mode_t)a->offload_mode, a->least),
+				   t);
 	} else
 		vmem_debug("plan %u %s (expected op %d)", a->plan_id, ev, a->expected_op);
 	if (trace_enabled()) {
@@ -495,7 +505,7 @@ static void note(const policy_action_t *a)
 			for (int i = 0; i < a->trial.n && k < sizeof(extra); i++)
 				k += (size_t)snprintf(extra + k, sizeof(extra) - k,
 						      "%s\"%s\":%" PRIu64, i ? "," : "",
-						      policy_offload_name(a->trial.mode[i]),
+						      policy_trial_name(&a->trial, i),
 						      a->trial.runs[i] ? a->trial.ns[i] : 0);
 			if (k < sizeof(extra))
 				snprintf(extra + k, sizeof(extra) - k, "}");
@@ -519,10 +529,11 @@ static void note(const policy_action_t *a)
 		n = snprintf(line, sizeof(line),
 			     "{\"type\":\"plan\",\"seq\":%" PRIu64 ",\"t\":%" PRIu64
 			     ",\"tid\":%ld,\"event\":\"%s\",\"plan\":%u,\"period\":%u"
-			     ",\"steady_seq\":%" PRIu64 ",\"expected_op\":%d,\"offload\":\"%s\"%s}\n",
+			     ",\"steady_seq\":%" PRIu64 ",\"expected_op\":%d,\"offload\":\"%s\""
+			     ",\"pass\":\"%s\"%s}\n",
 			     trace_next_seq(), trace_now_ns(), tid(), ev, a->plan_id, a->period,
 			     a->steady_seq, a->expected_op, policy_offload_name(a->offload_mode),
-			     extra);
+			     policy_pass_name((policy_offload_mode_t)a->offload_mode, a->least), extra);
 		if (n > 0 && (size_t)n < sizeof(line))
 			trace_append(line, (size_t)n);
 	}
@@ -569,6 +580,9 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 	/* the µ-cuDNN solver chooses each convolution's workspace within
 	 * what the plan leaves free there */
 	c.algo_steps = vmem_workspace_mode(&vmem_cfg) != VMEM_WS_OFF && budget;
+	/* dyn's "(m)" passes: the conv hooks run µ-cuDNN's least-workspace
+	 * configurations (conv_exec.c), which needs µ-cuDNN on */
+	c.dyn_least = c.algo_steps && vmem_cfg.dyn_least;
 	if (vmem_log_enabled(VMEM_LOG_DEBUG))
 		c.log = log_line;
 	if (policy_create(&c, &g_pol)) {
@@ -769,9 +783,12 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 		pool_settle(g_rp_pool, &r);
 		break;
 	case POLICY_ACT_NOTE:
+		__atomic_store_n(&g_least, a->note != POLICY_NOTE_ABANDONED && a->least,
+				 __ATOMIC_RELAXED);
 		note(a);
 		break;
 	case POLICY_ACT_MARK:
+		__atomic_store_n(&g_least, a->least, __ATOMIC_RELAXED);
 		mark(a, ev);
 		timing_poll();
 		break;
@@ -889,6 +906,11 @@ void runtime_policy_after(const runtime_call_t *c)
 			retry_run(t);
 		runtime_relax_end(mode);
 	}
+}
+
+bool runtime_policy_conv_least(void)
+{
+	return g_pol && __atomic_load_n(&g_least, __ATOMIC_RELAXED);
 }
 
 uint64_t runtime_policy_conv_room(void)

@@ -38,6 +38,8 @@ struct policy {
 	uint32_t next_id;
 	policy_trial_t trial;      /* DYN's measured passes of the current plan */
 	bool kept_noted;           /* their end was told (NOTE KEPT) */
+	bool least;                /* the candidate running (or kept) is "(m)": the conv hooks
+				      run least-workspace configurations */
 	policy_stats_t st;
 	/* the history position of each thread's call between before and after
 	 * (the runtime may know the call's seq only after issuing it) */
@@ -121,6 +123,7 @@ static void note(policy_t *p, policy_actions_t *out, policy_note_t n, int expect
 	x->expected_op = expected;
 	x->steady_seq = p->plan.steady_seq;
 	x->offload_mode = p->plan.offload;
+	x->least = p->least;
 	x->gaps = p->plan.off.gaps;
 	if (n == POLICY_NOTE_MADE) {
 		x->dyn = p->plan.dyn;
@@ -221,6 +224,7 @@ static void abandon(policy_t *p, policy_actions_t *out)
 	p->st.revives_suspend += (uint64_t)policy_deadset_drain(&p->dead, out);
 	drop_plan(p);
 	memset(&p->trial, 0, sizeof(p->trial));
+	p->least = false;
 	p->st.trial = p->trial;
 	p->st.plans_abandoned++;
 	p->st.period = 0;
@@ -239,17 +243,19 @@ static uint64_t link_bw(const policy_t *p, policy_link_t d)
 }
 
 /* DYN's measured passes (trial.c) over the modes whose offload sets
- * differ, the computed choice first; none when there is one such mode, no
- * budget, or cfg.dyn_trials is 0. */
+ * differ, the computed choice first, then (cfg.dyn_least) each of them
+ * again with the least-workspace convolutions; none when there is one
+ * candidate, no budget, or cfg.dyn_trials is 0. */
 static void trials_setup(policy_t *p)
 {
 	const policy_plan_t *pl = &p->plan;
 	const policy_offloads_t *set[POLICY_DYN_MODES];
-	uint8_t modes[POLICY_DYN_MODES];
+	uint8_t modes[POLICY_TRIAL_MAX], least[POLICY_TRIAL_MAX] = { 0 };
 	int n = 0;
 
 	memset(&p->trial, 0, sizeof(p->trial));
 	p->kept_noted = false;
+	p->least = false;
 	if (!pl->dyn.decided || !p->cfg.dyn_trials || !p->cfg.budget)
 		goto out;
 	modes[n] = pl->offload;
@@ -266,8 +272,13 @@ static void trials_setup(policy_t *p)
 		modes[n] = (uint8_t)policy_dyn_order[i];
 		set[n++] = &pl->alt[i];
 	}
+	if (p->cfg.dyn_least)
+		for (int i = 0, m = n; i < m; i++) {
+			modes[n] = modes[i];
+			least[n++] = 1;
+		}
 	if (n > 1)
-		policy_trial_init(&p->trial, modes, n, (int)p->cfg.dyn_trials);
+		policy_trial_init(&p->trial, modes, least, n, (int)p->cfg.dyn_trials);
 out:
 	p->st.trial = p->trial;
 }
@@ -552,6 +563,7 @@ static void iteration_begins(policy_t *p, bool prev_whole, policy_actions_t *out
 		bool running = p->trial.state == POLICY_TRIAL_RUNNING;
 
 		c = policy_trial_begin(&p->trial, p->m.iter, prev_whole);
+		p->least = p->trial.least[c];
 		if (p->trial.mode[c] != p->plan.offload &&
 		    policy_plan_use(&p->plan, (policy_offload_mode_t)p->trial.mode[c]) == 0) {
 			p->st.offload_mode = p->plan.offload;
@@ -574,6 +586,7 @@ static void iteration_begins(policy_t *p, bool prev_whole, policy_actions_t *out
 	x->iter = p->m.iter;
 	x->prev_whole = prev_whole;
 	x->offload_mode = p->plan.offload;
+	x->least = p->least;
 }
 
 static void planned_call(policy_t *p, const vmem_event_t *ev, uint64_t pos,

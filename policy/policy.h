@@ -65,6 +65,10 @@ typedef struct {
 	uint32_t dyn_trials;               /* DYN: planned iterations each mode runs, timed, before
 					      the fastest is kept (trial.c); 0 = the computed
 					      choice alone (dyn.c) */
+	bool dyn_least;                    /* DYN: the passes also time each mode with every
+					      convolution's least-workspace configuration
+					      (vDNN's "(m)"; the runtime's conv hooks can run
+					      them: actions' `least`) */
 	policy_prefetch_mode_t prefetch;   /* VMEM_PREFETCH=vdnn|timed */
 	uint64_t page_size;                /* the pool's chunk size (eviction keys) */
 	uint64_t small_threshold;          /* the pool's: smaller allocations share pages; 0 =
@@ -198,6 +202,10 @@ typedef struct {
 	uint64_t iter;         /* MARK, NOTE TRIAL / KEPT: the planned iteration beginning
 				  (policy_iteration_time's) */
 	uint8_t prev_whole;    /* MARK: the one before it ran whole under the plan */
+	uint8_t least;         /* MARK, NOTE MADE / TRIAL / KEPT: from this call on, the conv
+				  hooks run each convolution's least-workspace configuration
+				  (a dyn pass or the kept candidate is "(m)"); 0: the one
+				  chosen within the plan's room */
 	policy_trial_t trial;  /* NOTE TRIAL / KEPT: dyn's measured passes */
 	policy_loss_t loss;    /* REVIVE */
 } policy_action_t;

@@ -741,9 +741,18 @@ void policy_dyn_dump(const policy_dyn_t *d, policy_print_fn out, void *ctx);
  * measures nothing and its candidate is tried again.  If no time arrives
  * (no events on this device), the trials stop after a bounded number of
  * iterations and keep the computed choice (candidate 0).
+ *
+ * A candidate is a mode and an algorithm choice: the convolutions' as the
+ * conv hooks choose them within the plan's room (the fastest that fits,
+ * the paper's "(p)" where the room allows), or each convolution's
+ * least-workspace configuration (`least`, the paper's "(m)", named
+ * "conv(m)").  The plan's room is a prediction; where the budget is
+ * short of the iteration's need, every workspace byte is a byte of live
+ * data out and back, and the memory-optimal algorithms run the faster
+ * iteration (ResNet-50 at 1/4 of its peak on the h100 model, 2026-11-27).
  * ==================================================================== */
 
-#define POLICY_TRIAL_MAX POLICY_DYN_MODES
+#define POLICY_TRIAL_MAX (2 * POLICY_DYN_MODES)
 #define POLICY_TRIAL_RING 8
 
 typedef enum {
@@ -756,6 +765,7 @@ typedef struct {
 	uint8_t n;                          /* candidates; 0: no trials */
 	uint8_t mode[POLICY_TRIAL_MAX];     /* their policy_offload_mode_t, in trial order
 					       (the computed choice first) */
+	uint8_t least[POLICY_TRIAL_MAX];    /* 1: with the least-workspace convolutions */
 	uint64_t ns[POLICY_TRIAL_MAX];      /* fastest measured iteration; 0 not yet */
 	uint8_t runs[POLICY_TRIAL_MAX];     /* iterations measured */
 	uint8_t want;                       /* iterations to measure each */
@@ -771,9 +781,14 @@ typedef struct {
 					       measured */
 } policy_trial_t;
 
-/* Candidates `modes[0 .. n)` (n <= POLICY_TRIAL_MAX), each measured over
- * `want` iterations (>= 1). */
-void policy_trial_init(policy_trial_t *t, const uint8_t *modes, int n, int want);
+/* Candidates `modes[0 .. n)` (n <= POLICY_TRIAL_MAX), with `least[i]`
+ * (NULL: none least), each measured over `want` iterations (>= 1). */
+void policy_trial_init(policy_trial_t *t, const uint8_t *modes, const uint8_t *least, int n,
+		       int want);
+/* A pass's name: "conv", or "conv(m)" when least. */
+const char *policy_pass_name(policy_offload_mode_t mode, bool least);
+/* Candidate c's: policy_pass_name of its mode and least. */
+const char *policy_trial_name(const policy_trial_t *t, int c);
 /* Planned iteration `iter` begins; `prev_whole` says the iteration before
  * it ran start to end under the plan (its time will come).  Returns the
  * candidate to run it. */
@@ -781,7 +796,8 @@ int policy_trial_begin(policy_trial_t *t, uint64_t iter, bool prev_whole);
 /* Iteration `iter` took `ns` on the device.  Returns 1 when it was a
  * trial pass (counted), 0 otherwise. */
 int policy_trial_measured(policy_trial_t *t, uint64_t iter, uint64_t ns);
-/* "dyn: measured conv 2765.0 ms, none 3230.1 ms, all 3162.2 ms an iteration: kept conv". */
+/* "dyn: measured conv 2765.0 ms, none 3230.1 ms, all 3162.2 ms, conv(m) 2650.3 ms an
+ * iteration: kept conv(m)". */
 size_t policy_trial_format(const policy_trial_t *t, char *buf, size_t len);
 
 /* ====================================================================

@@ -15,7 +15,12 @@
  *
  * The candidates are dyn's modes whose offload sets differ (two equal
  * sets would measure the same thing), the computed choice first: it is
- * also what runs when no time can be had.  The runtime times whole
+ * also what runs when no time can be had.  Where the runtime can run
+ * them (µ-cuDNN on: cfg.dyn_least), each mode is a candidate twice: with
+ * the convolutions the conv hooks choose within the plan's room, and
+ * with every convolution's least-workspace configuration (the paper's
+ * "(m)", "conv(m)" here; policy.c passes it on in MARK and NOTE actions'
+ * `least`).  The runtime times whole
  * iterations on the device, from one start of the plan's first op to the
  * next (a pair of events), so waits for copies, host stalls and the
  * reactive layer's fault-ins all count.  A time arrives once the device
@@ -36,13 +41,16 @@
 #include <stdio.h>
 #include <string.h>
 
-void policy_trial_init(policy_trial_t *t, const uint8_t *modes, int n, int want)
+void policy_trial_init(policy_trial_t *t, const uint8_t *modes, const uint8_t *least, int n,
+		       int want)
 {
 	memset(t, 0, sizeof(*t));
 	if (n > POLICY_TRIAL_MAX)
 		n = POLICY_TRIAL_MAX;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		t->mode[i] = modes[i];
+		t->least[i] = least && least[i];
+	}
 	t->n = (uint8_t)(n > 0 ? n : 0);
 	t->want = (uint8_t)(want > 0 ? (want < 100 ? want : 100) : 1);
 	t->cur = -1;
@@ -164,6 +172,24 @@ int policy_trial_measured(policy_trial_t *t, uint64_t iter, uint64_t ns)
 	return 1;
 }
 
+const char *policy_pass_name(policy_offload_mode_t mode, bool least)
+{
+	if (!least)
+		return policy_offload_name(mode);
+	switch (mode) {
+	case POLICY_OFFLOAD_NONE: return "none(m)";
+	case POLICY_OFFLOAD_ALL: return "all(m)";
+	case POLICY_OFFLOAD_CONV: return "conv(m)";
+	case POLICY_OFFLOAD_DYN: return "dyn(m)";
+	}
+	return "?";
+}
+
+const char *policy_trial_name(const policy_trial_t *t, int c)
+{
+	return policy_pass_name((policy_offload_mode_t)t->mode[c], t->least[c]);
+}
+
 /* Appends to buf[*k ..) what fits; *k stays below len. */
 static void append(char *buf, size_t len, size_t *k, const char *fmt, ...)
 {
@@ -188,7 +214,7 @@ size_t policy_trial_format(const policy_trial_t *t, char *buf, size_t len)
 	buf[0] = '\0';
 	append(buf, len, &k, "dyn: measured");
 	for (int c = 0; c < t->n; c++) {
-		const char *name = policy_offload_name((policy_offload_mode_t)t->mode[c]);
+		const char *name = policy_trial_name(t, c);
 
 		if (t->runs[c])
 			append(buf, len, &k, "%s %s %.1f ms", c ? "," : "", name, (double)t->ns[c] / 1e6);
@@ -198,8 +224,7 @@ size_t policy_trial_format(const policy_trial_t *t, char *buf, size_t len)
 	if (t->state == POLICY_TRIAL_RUNNING)
 		append(buf, len, &k, " an iteration: trying");
 	else
-		append(buf, len, &k, " an iteration: kept %s%s",
-		       policy_offload_name((policy_offload_mode_t)t->mode[t->kept]),
+		append(buf, len, &k, " an iteration: kept %s%s", policy_trial_name(t, t->kept),
 		       t->state == POLICY_TRIAL_GAVE_UP ? " (not every pass was timed)" : "");
 	return k;
 }

@@ -430,7 +430,8 @@ def trials_check(recs, what):
     trials = [r for r in recs if r.get("event") == "trial"]
     kept = [r for r in recs if r.get("event") == "kept"]
     timed = [r for r in recs if r.get("event") == "timed"]
-    tried = sorted(set(r["offload"] for r in trials))
+    # a pass is a mode, "(m)" with the least-workspace convolutions
+    tried = sorted(set(r["pass"] for r in trials))
     if len(tried) < 2 or len(kept) != 1:
         fail("%s: expected 'trial' records of at least 2 modes and one 'kept', got modes %s, "
              "%d kept\n%s" % (what, tried, len(kept), recs))
@@ -440,19 +441,19 @@ def trials_check(recs, what):
         fail("%s: expected the 'kept' record to carry a time for each mode tried %s, got %s"
              % (what, tried, ms))
     fastest = min(ms, key=lambda m: ms[m])
-    if k["offload"] != fastest:
+    if k["pass"] != fastest:
         fail("%s: expected the fastest pass kept (%s, %s), got %s" % (what, fastest, ms,
-                                                                     k["offload"]))
+                                                                     k["pass"]))
     for m in tried:
-        got = [r["ns"] for r in timed if r["offload"] == m and r["iter"] < k["iter"]]
+        got = [r["ns"] for r in timed if r["pass"] == m and r["iter"] < k["iter"]]
         if ms[m] not in got:
             fail("%s: pass %s measured %d ns, expected it among the iterations timed under %s "
                  "before the decision (%s)" % (what, m, ms[m], m, got))
     after = [r for r in timed if r["iter"] >= k["iter"]]
-    if not after or any(r["offload"] != k["offload"] for r in after):
+    if not after or any(r["pass"] != k["pass"] for r in after):
         fail("%s: expected every iteration timed after the decision to run %s, got %s"
-             % (what, k["offload"], [(r["iter"], r["offload"]) for r in after]))
-    return tried, k["offload"], timed
+             % (what, k["pass"], [(r["iter"], r["pass"]) for r in after]))
+    return tried, k["pass"], timed
 
 
 def t_dyn_trials(args):
@@ -495,7 +496,7 @@ def t_dyn_trials(args):
         last = made[-1]["plan"] if made else None
         passes = any(r.get("event") == "trial" and r.get("plan") == last for r in recs)
         if passes or last is None:
-            line = re.search(r"^policy: dyn: measured .* kept (\w+)$", p.stderr, re.M)
+            line = re.search(r"^policy: dyn: measured .* kept ([\w()]+)$", p.stderr, re.M)
             want = "measured ... kept %s" % kept
         else:
             line = re.search(r"^policy: dyn: chose (\w+) ", p.stderr, re.M)
@@ -509,13 +510,24 @@ def t_dyn_trials(args):
     # the paper's scale on the simulated h100, dry-run: the passes decide
     dry = {"SIMGPU_DRYRUN": "1", "SIMGPU_MODEL": "h100", "SIMGPU_MEM": "1536M",
            "VMEM_POLICY": "dyn", "VMEM_STATS": "1"}
-    ex = ["--batch", "32", "--image", "128", "--iters", "10"]
+    # 14 iterations: the plan at the end of the third, six passes (three
+    # modes, each also "(m)"), the last time a pass late, then the kept one
+    ex = ["--batch", "32", "--image", "128", "--iters", "14"]
     for trials in ("1", "0"):
         with tempfile.TemporaryDirectory() as d:
             trace = os.path.join(d, "t.jsonl")
             p = mt(args, "vgg16", ex, dict(dry, VMEM_TRACE=trace, VMEM_DYN_TRIALS=trials))
             must_pass(p, "vgg16 (32, 128x128) under dyn on h100, VMEM_DYN_TRIALS=" + trials)
             recs = plan_records(trace)
+            empty_ws, least_ws = 0, []
+            with open(trace) as f:
+                for line in f:
+                    if '"ran":"least"' not in line:
+                        continue
+                    for t in json.loads(line).get("tensors", []):
+                        if t.get("role") == "ws":
+                            empty_ws += t.get("alloc") == 0 and t.get("bytes") == 0
+                            least_ws.append((t.get("alloc"), t.get("bytes")))
         made = [r for r in recs if r.get("event") == "made"]
         if trials == "0":
             # every iteration under its plan's computed choice (WR's
@@ -532,8 +544,18 @@ def t_dyn_trials(args):
                   "choice throughout %s" % computed)
             continue
         tried, kept, timed = trials_check(recs, "vgg16 on h100")
-        print("ok: vgg16 (32, 128x128) on h100 at 1.5 GiB: computed %s, passes %s, kept %s"
-              % (made[0]["offload"], tried, kept))
+        # "(m)" passes: each mode again with the least-workspace convolutions,
+        # which leave the application's workspace unmapped (an empty range)
+        least = sorted(m for m in tried if m.endswith("(m)"))
+        if len(least) < 2 or len(least) * 2 != len(tried):
+            fail("vgg16 on h100: expected each mode tried also as '(m)', got passes %s" % tried)
+        if not empty_ws:
+            fail("vgg16 on h100: expected convolutions run 'least' in the (m) passes with the "
+                 "application's workspace left untouched (a 'ws' tensor of alloc 0, 0 bytes), "
+                 "got %d such calls; 'least' workspaces seen: %s" % (empty_ws, least_ws[:8]))
+        print("ok: vgg16 (32, 128x128) on h100 at 1.5 GiB: computed %s, passes %s, kept %s; "
+              "%d least-workspace calls left the application's workspace unmapped"
+              % (made[0]["offload"], tried, kept, empty_ws))
 
 
 def t_gaps(args):

@@ -299,11 +299,12 @@ static void test_settings_json_lists_every_variable(void **state)
 	assert_non_null(strstr(buf, "\"device_reserve\":\"auto\""));
 	while (vmem_config_value(&cfg, n, &name, val, sizeof(val)) == 0)
 		n++;
-	if (n != 26)
-		fail_msg("expected 26 VMEM_* variables listed, got %d", n);
+	if (n != 27)
+		fail_msg("expected 27 VMEM_* variables listed, got %d", n);
 	assert_non_null(strstr(buf, "\"map\":\"lazy\""));
 	assert_non_null(strstr(buf, "\"range_fit\":\"pending\""));
 	assert_non_null(strstr(buf, "\"dyn_trials\":1"));
+	assert_non_null(strstr(buf, "\"dyn_least\":true"));
 	assert_non_null(strstr(buf, "\"wr_slack\":1"));
 	assert_non_null(strstr(buf, "\"workspace\":\"default\""));
 	assert_int_equal(vmem_config_value(&cfg, 4, &name, val, sizeof(val)), 0);

@@ -37,7 +37,7 @@ static void test_each_candidate_runs_then_the_fastest_is_kept(void **state)
 	char line[256];
 
 	(void)state;
-	policy_trial_init(&t, three, 3, 1);
+	policy_trial_init(&t, three, NULL, 3, 1);
 	begin_is(&t, 1, false, 0);              /* the computed choice first */
 	begin_is(&t, 2, true, 1);
 	assert_int_equal(policy_trial_measured(&t, 1, 300000000), 1);
@@ -64,7 +64,7 @@ static void test_an_iteration_cut_short_is_run_again(void **state)
 	policy_trial_t t;
 
 	(void)state;
-	policy_trial_init(&t, three, 3, 1);
+	policy_trial_init(&t, three, NULL, 3, 1);
 	begin_is(&t, 1, false, 0);
 	/* iteration 1 was suspended (an evaluation pass): no time will come */
 	begin_is(&t, 2, false, 0);
@@ -82,7 +82,7 @@ static void test_no_times_keep_the_computed_choice(void **state)
 	uint64_t i;
 
 	(void)state;
-	policy_trial_init(&t, three, 3, 1);
+	policy_trial_init(&t, three, NULL, 3, 1);
 	for (i = 1; i <= t.max_iters; i++)
 		policy_trial_begin(&t, i, true);
 	assert_int_equal(t.state, POLICY_TRIAL_RUNNING);
@@ -98,7 +98,7 @@ static void test_times_lost_are_asked_again(void **state)
 	policy_trial_t t;
 
 	(void)state;
-	policy_trial_init(&t, three, 2, 1);
+	policy_trial_init(&t, three, NULL, 2, 1);
 	begin_is(&t, 1, false, 0);
 	begin_is(&t, 2, true, 1);
 	begin_is(&t, 3, true, 1);   /* both pending, none measured: the one running stays */
@@ -116,7 +116,7 @@ static void test_several_runs_keep_each_candidates_fastest(void **state)
 	uint64_t ns[] = { 50, 40, 10, 90 };   /* conv, conv, none, none */
 
 	(void)state;
-	policy_trial_init(&t, three, 2, 2);
+	policy_trial_init(&t, three, NULL, 2, 2);
 	/* each time comes in the iteration after the one it measured */
 	for (int i = 0; i < 4; i++) {
 		begin_is(&t, (uint64_t)i + 1, i > 0, i < 2 ? 0 : 1);
@@ -135,7 +135,7 @@ static void test_one_candidate_is_no_trial(void **state)
 	policy_trial_t t;
 
 	(void)state;
-	policy_trial_init(&t, three, 1, 1);
+	policy_trial_init(&t, three, NULL, 1, 1);
 	assert_int_equal(t.state, POLICY_TRIAL_MEASURED);
 	begin_is(&t, 1, false, 0);
 }
@@ -145,20 +145,33 @@ static void test_one_candidate_is_no_trial(void **state)
 static drv_t d;
 static net_t n;
 
-/* What a whole iteration takes under each mode on the fake device. */
-static uint64_t dev_ns[4];
+/* What a whole iteration takes under each mode on the fake device, with
+ * the convolutions chosen in the plan's room [0] or the least-workspace
+ * ones [1]. */
+static uint64_t dev_ns[4][2];
 static int mark_seen;          /* d.acts scanned up to here */
 
 static void device(uint64_t none, uint64_t conv, uint64_t all)
 {
-	dev_ns[POLICY_OFFLOAD_NONE] = none;
-	dev_ns[POLICY_OFFLOAD_CONV] = conv;
-	dev_ns[POLICY_OFFLOAD_ALL] = all;
+	for (int l = 0; l < 2; l++) {
+		dev_ns[POLICY_OFFLOAD_NONE][l] = none;
+		dev_ns[POLICY_OFFLOAD_CONV][l] = conv;
+		dev_ns[POLICY_OFFLOAD_ALL][l] = all;
+	}
+}
+
+static void device_least(uint64_t none, uint64_t conv, uint64_t all)
+{
+	dev_ns[POLICY_OFFLOAD_NONE][1] = none;
+	dev_ns[POLICY_OFFLOAD_CONV][1] = conv;
+	dev_ns[POLICY_OFFLOAD_ALL][1] = all;
 }
 static int prev_mode = -1;     /* the mode the last MARK's iteration ran */
+static int prev_least;         /* and whether with the least-workspace convolutions */
 static uint64_t prev_iter;
 static uint32_t prev_plan;
 static int passes[4];          /* iterations timed per mode */
+static int least_passes;       /* of them, with the least-workspace convolutions */
 
 /* The runtime's part: each MARK closes the iteration before it (when whole)
  * and the device's time for it is reported. */
@@ -170,10 +183,12 @@ static void device_reports(void)
 		if (a->kind != POLICY_ACT_MARK)
 			continue;
 		if (a->prev_whole && prev_mode >= 0) {
-			policy_iteration_time(d.p, prev_plan, prev_iter, dev_ns[prev_mode]);
+			policy_iteration_time(d.p, prev_plan, prev_iter, dev_ns[prev_mode][prev_least]);
 			passes[prev_mode]++;
+			least_passes += prev_least;
 		}
 		prev_mode = a->offload_mode;
+		prev_least = a->least;
 		prev_iter = a->iter;
 		prev_plan = a->plan_id;
 	}
@@ -188,6 +203,7 @@ static void train(int iters)
 }
 
 static bool algo_steps;
+static bool dyn_least;   /* the runtime's conv hooks can run "(m)" passes */
 
 static void start(uint64_t budget, uint32_t trials)
 {
@@ -201,9 +217,12 @@ static void start(uint64_t budget, uint32_t trials)
 	c.offload_min_bytes = 1024;
 	c.dyn_trials = trials;
 	c.algo_steps = algo_steps;
+	c.dyn_least = dyn_least;
 	mark_seen = 0;
 	prev_mode = -1;
+	prev_least = 0;
 	memset(passes, 0, sizeof(passes));
+	least_passes = 0;
 	drv_init(&d, &c);
 	net_init(&n, &d, &nc);
 	train(3);
@@ -281,6 +300,64 @@ static void test_the_fastest_mode_measured_is_kept(void **state)
 	policy_trial_format(&st.trial, line, sizeof(line));
 	assert_string_equal(line, "dyn: measured conv 300.0 ms, none 100.0 ms, all 200.0 ms an "
 				  "iteration: kept none");
+	stop();
+}
+
+/* With cfg.dyn_least each mode runs again with the least-workspace
+ * convolutions ("(m)"): MARK and NOTE actions say so from the iteration it
+ * begins, and an "(m)" pass measured fastest is kept, for the conv hooks
+ * to run from then on. */
+static void test_least_workspace_passes_are_timed_and_kept(void **state)
+{
+	uint64_t b = conv_budget();
+	policy_stats_t st;
+	char line[512];
+	int kept = 0, trial_least = 0;
+
+	(void)state;
+	device(300000000, 200000000, 250000000);
+	device_least(350000000, 120000000, 260000000);
+	dyn_least = true;
+	start(b, 1);
+	dyn_least = false;
+	train(9);
+	policy_get_stats(d.p, &st);
+	policy_trial_format(&st.trial, line, sizeof(line));
+	if (st.trial.n != 6 || st.trial.state != POLICY_TRIAL_MEASURED ||
+	    st.offload_mode != POLICY_OFFLOAD_CONV || !st.trial.least[st.trial.kept])
+		fail_msg("expected 6 passes measured and conv(m) kept, got %d (state %d, mode %s): %s",
+			 st.trial.n, st.trial.state, policy_offload_name(st.offload_mode), line);
+	assert_string_equal(line, "dyn: measured conv 200.0 ms, none 300.0 ms, all 250.0 ms, "
+				  "conv(m) 120.0 ms, none(m) 350.0 ms, all(m) 260.0 ms an "
+				  "iteration: kept conv(m)");
+	assert_true(least_passes >= 3);
+	for (int i = 0; i < d.nacts; i++) {
+		const policy_action_t *a = &d.acts[i].a;
+
+		if (a->kind != POLICY_ACT_NOTE)
+			continue;
+		if (a->note == POLICY_NOTE_KEPT) {
+			kept++;
+			assert_int_equal(a->least, 1);
+			assert_int_equal(a->offload_mode, POLICY_OFFLOAD_CONV);
+		} else if (a->note == POLICY_NOTE_TRIAL) {
+			trial_least += a->least;
+		} else if (a->note == POLICY_NOTE_MADE) {
+			assert_int_equal(a->least, 0);   /* a new plan starts in the room */
+		}
+	}
+	assert_int_equal(kept, 1);
+	/* the three "(m)" passes, and the wait for the last time runs the
+	 * fastest so far (conv(m)) */
+	if (trial_least < 3)
+		fail_msg("expected at least 3 TRIAL notes with least set, got %d", trial_least);
+	/* the iterations after the decision run it: every MARK says least */
+	uint64_t seq0 = d.seq;
+	train(2);
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].seq >= seq0 && d.acts[i].a.kind == POLICY_ACT_MARK)
+			assert_int_equal(d.acts[i].a.least, 1);
+	assert_int_equal(offloads_next_iteration(), 4);
 	stop();
 }
 
@@ -468,6 +545,7 @@ int main(void)
 		cmocka_unit_test(test_several_runs_keep_each_candidates_fastest),
 		cmocka_unit_test(test_one_candidate_is_no_trial),
 		cmocka_unit_test(test_the_fastest_mode_measured_is_kept),
+		cmocka_unit_test(test_least_workspace_passes_are_timed_and_kept),
 		cmocka_unit_test(test_the_computed_choice_stays_when_it_is_fastest),
 		cmocka_unit_test(test_no_trials_when_switched_off),
 		cmocka_unit_test(test_static_modes_have_no_trials),

@@ -192,13 +192,13 @@ class EveryRow(Case):
 		# dyn (vgg19 256 at 12 GiB: need 24 GiB): 512 ms * (1 + 0.125 * 12/12)
 		r = self.one(table='t1', row='dyn', net='VGG-16 (256)')
 		self.assertClose(r['steady_ms'], 512 * 1.125, what='dyn ms')
-		self.assertEqual(len(r['iter_ms']), 10,
-				 'dyn runs --iters + 4 iterations (its timed passes) unless --dyn-iters')
+		self.assertEqual(len(r['iter_ms']), 14,
+				 'dyn runs --iters + 8 iterations (its timed passes) unless --dyn-iters')
 		# the steady time: the last 2; what dyn chose and kept, from VMEM_STATS
 		self.assertEqual(r['dyn_choice'], 'conv')
-		self.assertEqual(r['dyn_kept'], 'conv')
-		self.assertEqual(r['planned'], 6)
-		self.assertIn('| dyn | trained (chose conv, kept conv, 6 planned) |', self.md)
+		self.assertEqual(r['dyn_kept'], 'conv(m)')
+		self.assertEqual(r['planned'], 10)
+		self.assertIn('| dyn | trained (chose conv, kept conv(m), 10 planned) |', self.md)
 		# the prefetch table has its lower bound beside every row: Table 1's, at the same budget
 		for model, budget in (('titanx', 12 * GiB), ('h100', 256 * 96 * MiB // 2)):
 			b = self.one(table='t1p', model=model, net='VGG-16 (256)', row='lower bound')
