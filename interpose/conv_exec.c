@@ -47,6 +47,7 @@
 
 #include "interpose/hook_dnn.h"
 #include "interpose/log.h"
+#include "interpose/pool_ref.h"
 #include "interpose/runtime.h"
 #include "interpose/stats.h"
 #include "interpose/trace.h"
@@ -384,8 +385,10 @@ void conv_set_ws_ref(hook_call_t *c, const void *p, uint64_t bytes)
 		}
 	/* scratch: nothing reads what an earlier call left in it, so it is a
 	 * whole overwrite (dead between convolutions, never copied back) */
-	if (p)
+	if (p && bytes)
 		hook_call_ref(c, p, bytes, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "ws");
+	else if (p)
+		hook_call_ref_empty(c, p, "ws");
 }
 
 void conv_cfg_str(const solver_config_t *cfg, char *buf, size_t len)
@@ -545,7 +548,6 @@ bool conv_cache_lookup(conv_kernel_t *k, uint64_t cap)
 		return false;
 	memcpy(k->meas, t.m, (size_t)t.n * sizeof(*k->meas));
 	k->nmeas = t.n;
-	k->have_least = false;
 	k->cap = cap;
 	k->meas_state = 1;
 	stats_add(STATS_CONV_CACHED, 1);
@@ -559,7 +561,6 @@ void conv_measured(conv_kernel_t *k, solver_meas_t *m, int n, uint64_t cap)
 	free(k->meas);
 	k->meas = m;
 	k->nmeas = n;
-	k->have_least = false;
 	k->cap = cap;
 	k->meas_state = n > 0 ? 1 : -1;
 	stats_add(STATS_CONV_MEASURED, 1);
@@ -637,10 +638,11 @@ static bool least_ws_config(const conv_kernel_t *k, solver_config_t *out)
 
 const solver_config_t *conv_run_cfg(conv_kernel_t *k, bool *least)
 {
+	solver_kernel_t t = { k->batch, k->quantum, k->nmeas, k->meas };
+
 	*least = false;
-	if (k->meas_state != 1 || !runtime_policy_conv_least())
-		return &k->cfg;
-	if (!k->have_least && !(k->have_least = least_ws_config(k, &k->least)))
+	if (k->meas_state != 1 || !runtime_policy_conv_least() ||
+	    solver_least_like(&t, &k->cfg, &k->least) != SOLVER_OK)
 		return &k->cfg;
 	*least = true;
 	return &k->least;
@@ -1608,6 +1610,11 @@ static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_c
 
 				if (ref->ptr == (uintptr_t)a->w && dir == CONV_DIR_BWD_FILTER && off > 0)
 					acc = VMEM_ACCESS_RW;   /* accumulates onto the slices before */
+				if (vmem_ref_empty(ref->bytes, acc)) {
+					/* a workspace this configuration does not use */
+					hook_call_ref_empty(&sc, (const void *)ref->ptr, ref->role);
+					continue;
+				}
 				if (!ib) {
 					hook_call_ref(&sc, (const void *)ref->ptr, ref->bytes, acc, ref->role);
 					continue;
@@ -1758,15 +1765,26 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 		app_ok = !k || k->meas_state != 1;
 		if (k && k->have_cfg) {
 			bool least;
-			const solver_config_t *cfg = conv_run_cfg(k, &least);
-			bool in_seg = k->cfg_wd && !least;
-			void *seg = in_seg ? conv_wd_segment(k) : NULL;
-			void *use = seg ? seg : (!in_seg && ws && wsb >= cfg->ws ? ws : NULL);
-
-			if (!use && cfg->ws)
-				use = own = conv_alloc(cfg->ws, stream);
+			const solver_config_t *lc = conv_run_cfg(k, &least), *cfg = &k->cfg;
+			void *seg = k->cfg_wd ? conv_wd_segment(k) : NULL;
+			void *use = seg ? seg : (!k->cfg_wd && ws && wsb >= cfg->ws ? ws : NULL);
 			int most = slice_images(k, c, x, y, use, cfg->ws,
 						tensors + conv_ws_pages(use, cfg->ws), budget);
+
+			/* dyn's "(m)" pass: the least-workspace algorithms in the
+			 * same parts, in the same slices (the plan learnt each
+			 * slice as a call of its own) */
+			if (least) {
+				cfg = lc;
+				use = ws && wsb >= cfg->ws ? ws : NULL;
+			}
+			if (!use && cfg->ws) {
+				use = own = conv_alloc(cfg->ws, stream);
+				if (!least)
+					most = slice_images(k, c, x, y, use, cfg->ws,
+							    tensors + conv_ws_pages(use, cfg->ws),
+							    budget);
+			}
 
 			if ((use || !cfg->ws) && most > 0) {
 				/* its tensors cannot be resident at once: slice by slice */
@@ -1797,7 +1815,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 						vmem_warn("conv %s: a micro-batch call failed (cuDNN status "
 							  "%d); running it undivided from now on", k->name,
 							  (int)st);
-						k->have_cfg = k->have_least = false;
+						k->have_cfg = false;
 						if (i >= 0 && !k->list[i].ws) {
 							how = "rescue";
 							ran = k->list[i].algo;

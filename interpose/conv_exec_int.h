@@ -51,9 +51,8 @@ typedef struct conv_kernel {
 	bool cfg_wd;              /* cfg is this kernel's WD choice (runs in its segment) */
 	bool cfg_first;           /* WD before its first solve: the memory-optimal config */
 	solver_config_t cfg;
-	/* dyn's "(m)" passes run this instead (conv_run_cfg): the least
-	 * workspace measured, the fastest such; found when first needed */
-	bool have_least;
+	/* dyn's "(m)" passes run this instead (conv_run_cfg): cfg's parts
+	 * with the least-workspace algorithms (solver_least_like) */
 	solver_config_t least;
 	double undivided_ms;      /* fastest measured at the full batch within the limit; 0 unknown */
 	uint64_t wd_off;          /* segment offset in the WD buffer */
@@ -121,10 +120,11 @@ void conv_decide(conv_kernel_t *k);
  * be allocated. */
 void *conv_wd_segment(conv_kernel_t *k);
 /* What a call of k (have_cfg) runs: k->cfg, or while the plan runs one of
- * dyn's "(m)" candidates (runtime_policy_conv_least) the least-workspace
- * configuration measured, *least then true: in the application's
- * workspace when it is big enough, else vmem's, never the WD segment.
- * Caller holds conv_lock. */
+ * dyn's "(m)" candidates (runtime_policy_conv_least) k->cfg's parts with
+ * the least-workspace algorithms measured at their sizes (the same calls,
+ * so the same slices), *least then true: in the application's workspace
+ * when it is big enough, else vmem's, never the WD segment.  Caller
+ * holds conv_lock. */
 const solver_config_t *conv_run_cfg(conv_kernel_t *k, bool *least);
 /* One execution of k (counts, the first iteration's weights).  When the
  * first kernel comes again, the kernels whose limit a plan's room lowered

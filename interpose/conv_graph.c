@@ -795,7 +795,7 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 						vmem_warn("conv %s: a micro-batch plan failed (cuDNN status "
 							  "%d); running the application's plans from now on",
 							  k->name, (int)st);
-						k->have_cfg = k->have_least = false;
+						k->have_cfg = false;
 						done = false;
 						/* prepared with vmem's workspace: the application's
 						 * plan runs below only when that is big enough */

@@ -349,7 +349,7 @@ static void free_refs(hook_call_t *c)
 	c->cap = VMEM_INLINE_REFS;
 }
 
-void hook_call_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access, const char *role)
+static void push_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access, const char *role)
 {
 	if (!ptr)
 		return;
@@ -360,11 +360,21 @@ void hook_call_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access
 	}
 	c->refs[c->nrefs].ptr = (uintptr_t)ptr;
 	c->refs[c->nrefs].bytes = bytes;
-	/* an unknown extent, or an upper bound, is never a whole overwrite */
-	c->refs[c->nrefs].access = bytes && !(access & VMEM_ACCESS_UPTO) ?
-		access : (uint8_t)(access & ~VMEM_ACCESS_WHOLE);
+	c->refs[c->nrefs].access = access;
 	c->refs[c->nrefs].role = role;
 	c->nrefs++;
+}
+
+void hook_call_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access, const char *role)
+{
+	/* an unknown extent, or an upper bound, is never a whole overwrite */
+	push_ref(c, ptr, bytes, bytes && !(access & VMEM_ACCESS_UPTO) ?
+		 access : (uint8_t)(access & ~VMEM_ACCESS_WHOLE), role);
+}
+
+void hook_call_ref_empty(hook_call_t *c, const void *ptr, const char *role)
+{
+	push_ref(c, ptr, 0, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, role);
 }
 
 void hook_call_drop(hook_call_t *c)

@@ -159,6 +159,15 @@ solver_status_t solver_wr_slack(const solver_kernel_t *k, uint64_t limit, double
 solver_status_t solver_wr_priced(const solver_kernel_t *k, uint64_t limit, double slack,
 				 double ms_per_byte, solver_config_t *out);
 
+/* The least-workspace counterpart of configuration `c`: the same parts
+ * (sizes and counts, so the same calls), each with the algorithm measured
+ * at its size that needs the least workspace (the fastest such): vDNN's
+ * "(m)" without changing how a call is divided.  SOLVER_INFEASIBLE when
+ * a part's size has no measurement, SOLVER_EINVAL for a bad table or
+ * configuration. */
+solver_status_t solver_least_like(const solver_kernel_t *k, const solver_config_t *c,
+				  solver_config_t *out);
+
 /* ---- Desirable configurations (§III-C) ---- */
 
 /* The desirable set D(C(B)) of a kernel: every configuration that no

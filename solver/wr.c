@@ -391,6 +391,39 @@ solver_status_t solver_wr_priced(const solver_kernel_t *k, uint64_t limit, doubl
 	return SOLVER_OK;
 }
 
+solver_status_t solver_least_like(const solver_kernel_t *k, const solver_config_t *c,
+				  solver_config_t *out)
+{
+	solver_status_t st = solver_kernel_check(k);
+
+	memset(out, 0, sizeof(*out));
+	if (st)
+		return st;
+	if (c->nruns < 1 || c->nruns > SOLVER_MAX_RUNS)
+		return SOLVER_EINVAL;
+	out->nruns = c->nruns;
+	for (int r = 0; r < c->nruns; r++) {
+		const solver_meas_t *best = NULL;
+
+		for (int i = 0; i < k->n; i++) {
+			const solver_meas_t *m = &k->m[i];
+
+			if (m->b == c->runs[r].b &&
+			    (!best || m->ws < best->ws || (m->ws == best->ws && m->time < best->time)))
+				best = m;
+		}
+		if (!best) {
+			memset(out, 0, sizeof(*out));
+			return SOLVER_INFEASIBLE;
+		}
+		out->runs[r] = (solver_run_t){ best->algo, c->runs[r].b, c->runs[r].count };
+		out->time += best->time * c->runs[r].count;
+		if (best->ws > out->ws)
+			out->ws = best->ws;
+	}
+	return SOLVER_OK;
+}
+
 /* Configurations before pruning: sequences of parts with any algorithm
  * measured at each part's size, within the limit (same two tables). */
 static double dp_count(const dp_t *d)

@@ -245,6 +245,38 @@ static void test_wr_priced_trades_time_for_workspace(void **state)
 	assert_int_equal(c.ws, 0);
 }
 
+/* The least-workspace counterpart keeps the calls: same sizes and
+ * counts, the least workspace measured at each size (the fastest such). */
+static void test_least_like_keeps_the_parts_and_takes_the_least_workspace(void **state)
+{
+	table_t t = { .n = 0 };
+	solver_config_t c, m;
+	(void)state;
+
+	add(&t, 32, 1, 1.0, 64 * MiB);   /* fast, greedy */
+	add(&t, 32, 2, 3.0, 0);          /* slow, no workspace */
+	add(&t, 32, 0, 2.0, 0);          /* as little, faster: this one */
+	add(&t, 16, 1, 0.6, 32 * MiB);
+	add(&t, 16, 3, 0.9, 4 * MiB);    /* the least there */
+	solver_kernel_t k = { 96, 16, t.n, t.m };
+
+	c = (solver_config_t){ 0.0, 64 * MiB, 2, { { 1, 32, 2 }, { 1, 16, 2 } } };
+	expect_status(solver_least_like(&k, &c, &m), SOLVER_OK, "least like 2x32 + 2x16");
+	if (m.nruns != 2 || m.runs[0].b != 32 || m.runs[0].count != 2 || m.runs[0].algo != 0 ||
+	    m.runs[1].b != 16 || m.runs[1].count != 2 || m.runs[1].algo != 3)
+		fail_msg("expected 2 x 32 images with algorithm 0 and 2 x 16 with algorithm 3, got "
+			 "%d runs: %d x %d (algorithm %d), %d x %d (algorithm %d)", m.nruns,
+			 m.runs[0].count, m.runs[0].b, m.runs[0].algo, m.runs[1].count, m.runs[1].b,
+			 m.runs[1].algo);
+	if (m.ws != 4 * MiB || m.time < 2 * 2.0 + 2 * 0.9 - 1e-9 || m.time > 2 * 2.0 + 2 * 0.9 + 1e-9)
+		fail_msg("expected 4 MiB of workspace and %.1f ms, got %" PRIu64 " bytes and %.3f ms",
+			 2 * 2.0 + 2 * 0.9, m.ws, m.time);
+	c.runs[1].b = 8;   /* not measured */
+	expect_status(solver_least_like(&k, &c, &m), SOLVER_INFEASIBLE, "a size not measured");
+	c.nruns = 0;
+	expect_status(solver_least_like(&k, &c, &m), SOLVER_EINVAL, "no parts");
+}
+
 static void test_wr_reports_infeasible_when_nothing_fits(void **state)
 {
 	table_t t = { .n = 0 };
@@ -1023,6 +1055,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_batch_sizes_follow_the_policy),
+		cmocka_unit_test(test_least_like_keeps_the_parts_and_takes_the_least_workspace),
 		cmocka_unit_test(test_wr_finds_papers_fig5_configuration),
 		cmocka_unit_test(test_wr_slack_takes_least_workspace_near_the_fastest),
 		cmocka_unit_test(test_wr_priced_trades_time_for_workspace),
