@@ -490,7 +490,7 @@ static void note(const policy_action_t *a)
 	} else
 		vmem_debug("plan %u %s (expected op %d)", a->plan_id, ev, a->expected_op);
 	if (trace_enabled()) {
-		char line[1024], extra[704] = "";
+		char line[1536], extra[1024] = "";
 		int n;
 
 		if (a->note == POLICY_NOTE_MADE)
@@ -507,6 +507,13 @@ static void note(const policy_action_t *a)
 						      "%s\"%s\":%" PRIu64, i ? "," : "",
 						      policy_trial_name(&a->trial, i),
 						      a->trial.runs[i] ? a->trial.ns[i] : 0);
+			if (k < sizeof(extra))
+				k += (size_t)snprintf(extra + k, sizeof(extra) - k, "},\"misses\":{");
+			for (int i = 0; i < a->trial.n && k < sizeof(extra); i++)
+				k += (size_t)snprintf(extra + k, sizeof(extra) - k,
+						      "%s\"%s\":%" PRIu64, i ? "," : "",
+						      policy_trial_name(&a->trial, i),
+						      a->trial.runs[i] ? a->trial.misses[i] : 0);
 			if (k < sizeof(extra))
 				snprintf(extra + k, sizeof(extra) - k, "}");
 		}

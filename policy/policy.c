@@ -40,6 +40,7 @@ struct policy {
 	bool kept_noted;           /* their end was told (NOTE KEPT) */
 	bool least;                /* the candidate running (or kept) is "(m)": the conv hooks
 				      run least-workspace configurations */
+	uint64_t misses_at_mark;   /* st.misses_planned when the current iteration began */
 	policy_stats_t st;
 	/* the history position of each thread's call between before and after
 	 * (the runtime may know the call's seq only after issuing it) */
@@ -562,6 +563,10 @@ static void iteration_begins(policy_t *p, bool prev_whole, policy_actions_t *out
 	if (p->trial.n > 1 && !p->kept_noted) {
 		bool running = p->trial.state == POLICY_TRIAL_RUNNING;
 
+		/* what the iteration that ends here missed, before its time */
+		if (prev_whole && p->m.iter > 0)
+			policy_trial_misses(&p->trial, p->m.iter - 1,
+					    p->st.misses_planned - p->misses_at_mark);
 		c = policy_trial_begin(&p->trial, p->m.iter, prev_whole);
 		p->least = p->trial.least[c];
 		if (p->trial.mode[c] != p->plan.offload &&
@@ -577,6 +582,7 @@ static void iteration_begins(policy_t *p, bool prev_whole, policy_actions_t *out
 			note(p, out, POLICY_NOTE_TRIAL, -1);
 		}
 	}
+	p->misses_at_mark = p->st.misses_planned;
 	if (!(x = policy_actions_push(out)))
 		return;
 	x->kind = POLICY_ACT_MARK;

@@ -768,6 +768,7 @@ typedef struct {
 	uint8_t least[POLICY_TRIAL_MAX];    /* 1: with the least-workspace convolutions */
 	uint64_t ns[POLICY_TRIAL_MAX];      /* fastest measured iteration; 0 not yet */
 	uint8_t runs[POLICY_TRIAL_MAX];     /* iterations measured */
+	uint64_t misses[POLICY_TRIAL_MAX];  /* pages missed in the iteration of ns[] */
 	uint8_t want;                       /* iterations to measure each */
 	uint8_t state;                      /* policy_trial_state_t */
 	int8_t kept;                        /* the candidate kept (state != RUNNING) */
@@ -777,6 +778,7 @@ typedef struct {
 	struct {
 		uint64_t iter;              /* planned iteration (0: free slot) */
 		int8_t cand;
+		uint64_t misses;            /* pages it missed (policy_trial_misses) */
 	} ring[POLICY_TRIAL_RING];          /* which candidate ran the iterations not yet
 					       measured */
 } policy_trial_t;
@@ -796,6 +798,13 @@ int policy_trial_begin(policy_trial_t *t, uint64_t iter, bool prev_whole);
 /* Iteration `iter` took `ns` on the device.  Returns 1 when it was a
  * trial pass (counted), 0 otherwise. */
 int policy_trial_measured(policy_trial_t *t, uint64_t iter, uint64_t ns);
+/* Iteration `iter`, which ran whole, missed `pages` (fault-ins that
+ * brought bytes back); told before its time comes.  The candidate kept is
+ * the one that missed fewest among those within POLICY_TRIAL_SLACK_PERMILLE
+ * of the fastest (the fastest among those): a pass the plan covers, as
+ * fast as one iteration's measurement can tell. */
+void policy_trial_misses(policy_trial_t *t, uint64_t iter, uint64_t pages);
+#define POLICY_TRIAL_SLACK_PERMILLE 20
 /* "dyn: measured conv 2765.0 ms, none 3230.1 ms, all 3162.2 ms, conv(m) 2650.3 ms an
  * iteration: kept conv(m)". */
 size_t policy_trial_format(const policy_trial_t *t, char *buf, size_t len);

@@ -71,13 +71,23 @@ static int pending(const policy_trial_t *t, int c)
 	return k;
 }
 
-/* The fastest candidate measured, or -1. */
+/* The candidate to keep, or -1: of those measured within the slack of
+ * the fastest, the one that missed fewest pages (the fastest such). */
 static int best(const policy_trial_t *t)
 {
-	int b = -1;
+	int f = -1, b = -1;
+	uint64_t most;
 
 	for (int c = 0; c < t->n; c++)
-		if (t->runs[c] && (b < 0 || t->ns[c] < t->ns[b]))
+		if (t->runs[c] && (f < 0 || t->ns[c] < t->ns[f]))
+			f = c;
+	if (f < 0)
+		return -1;
+	most = t->ns[f] + t->ns[f] / 1000 * POLICY_TRIAL_SLACK_PERMILLE;
+	for (int c = 0; c < t->n; c++)
+		if (t->runs[c] && t->ns[c] <= most &&
+		    (b < 0 || t->misses[c] < t->misses[b] ||
+		     (t->misses[c] == t->misses[b] && t->ns[c] < t->ns[b])))
 			b = c;
 	return b;
 }
@@ -104,6 +114,14 @@ static void remember(policy_trial_t *t, uint64_t iter, int c)
 	}
 	t->ring[slot].iter = iter;
 	t->ring[slot].cand = (int8_t)c;
+	t->ring[slot].misses = 0;
+}
+
+void policy_trial_misses(policy_trial_t *t, uint64_t iter, uint64_t pages)
+{
+	for (int i = 0; i < POLICY_TRIAL_RING; i++)
+		if (iter && t->ring[i].iter == iter)
+			t->ring[i].misses = pages;
 }
 
 static void finish(policy_trial_t *t, policy_trial_state_t how)
@@ -150,6 +168,7 @@ int policy_trial_begin(policy_trial_t *t, uint64_t iter, bool prev_whole)
 
 int policy_trial_measured(policy_trial_t *t, uint64_t iter, uint64_t ns)
 {
+	uint64_t misses = 0;
 	int c = -1;
 
 	if (t->state != POLICY_TRIAL_RUNNING || !iter || !ns)
@@ -157,13 +176,16 @@ int policy_trial_measured(policy_trial_t *t, uint64_t iter, uint64_t ns)
 	for (int i = 0; i < POLICY_TRIAL_RING; i++)
 		if (t->ring[i].iter == iter) {
 			c = t->ring[i].cand;
+			misses = t->ring[i].misses;
 			t->ring[i].iter = 0;
 			break;
 		}
 	if (c < 0)
 		return 0;
-	if (!t->runs[c] || ns < t->ns[c])
+	if (!t->runs[c] || ns < t->ns[c]) {
 		t->ns[c] = ns;
+		t->misses[c] = misses;
+	}
 	t->runs[c]++;
 	for (int k = 0; k < t->n; k++)
 		if (t->runs[k] < t->want)
@@ -216,7 +238,10 @@ size_t policy_trial_format(const policy_trial_t *t, char *buf, size_t len)
 	for (int c = 0; c < t->n; c++) {
 		const char *name = policy_trial_name(t, c);
 
-		if (t->runs[c])
+		if (t->runs[c] && t->misses[c])
+			append(buf, len, &k, "%s %s %.1f ms (%" PRIu64 " pages missed)", c ? "," : "",
+			       name, (double)t->ns[c] / 1e6, t->misses[c]);
+		else if (t->runs[c])
 			append(buf, len, &k, "%s %s %.1f ms", c ? "," : "", name, (double)t->ns[c] / 1e6);
 		else
 			append(buf, len, &k, "%s %s -", c ? "," : "", name);

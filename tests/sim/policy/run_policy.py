@@ -440,10 +440,18 @@ def trials_check(recs, what):
     if sorted(ms) != tried or not all(v > 0 for v in ms.values()):
         fail("%s: expected the 'kept' record to carry a time for each mode tried %s, got %s"
              % (what, tried, ms))
-    fastest = min(ms, key=lambda m: ms[m])
+    # the fastest, or of the passes within 2 % of it the one that missed
+    # fewest pages (the fastest such)
+    misses = k.get("misses") or {}
+    if sorted(misses) != tried:
+        fail("%s: expected the 'kept' record to carry the misses of each pass %s, got %s"
+             % (what, tried, misses))
+    top = min(ms.values())
+    fastest = min((m for m in ms if ms[m] <= top + top // 1000 * 20),
+                  key=lambda m: (misses[m], ms[m]))
     if k["pass"] != fastest:
-        fail("%s: expected the fastest pass kept (%s, %s), got %s" % (what, fastest, ms,
-                                                                     k["pass"]))
+        fail("%s: expected %s kept (times %s, pages missed %s), got %s"
+             % (what, fastest, ms, misses, k["pass"]))
     for m in tried:
         got = [r["ns"] for r in timed if r["pass"] == m and r["iter"] < k["iter"]]
         if ms[m] not in got:

@@ -59,6 +59,36 @@ static void test_each_candidate_runs_then_the_fastest_is_kept(void **state)
 				  "iteration: kept none");
 }
 
+/* A pass within POLICY_TRIAL_SLACK_PERMILLE of the fastest that missed
+ * fewer pages is kept instead; one slower than that is not. */
+static void test_a_pass_as_fast_that_misses_less_is_kept(void **state)
+{
+	static const uint64_t second[] = { 101000000, 110000000 };   /* 1 % and 10 % slower */
+	static const int want[] = { 1, 0 };
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		policy_trial_t t;
+		char line[256];
+
+		policy_trial_init(&t, three, NULL, 2, 1);
+		begin_is(&t, 1, false, 0);
+		begin_is(&t, 2, true, 1);
+		policy_trial_misses(&t, 1, 40);
+		assert_int_equal(policy_trial_measured(&t, 1, 100000000), 1);
+		begin_is(&t, 3, true, 0);   /* the best so far while the last time comes */
+		policy_trial_misses(&t, 2, 0);
+		assert_int_equal(policy_trial_measured(&t, 2, second[i]), 1);
+		policy_trial_format(&t, line, sizeof(line));
+		if (t.state != POLICY_TRIAL_MEASURED || t.kept != want[i])
+			fail_msg("the second pass %.0f %% slower without a miss: expected candidate %d "
+				 "kept, got %d (%s)", (double)(second[i] - 100000000) / 1e6, want[i],
+				 t.kept, line);
+		if (!strstr(line, "conv 100.0 ms (40 pages missed), none "))
+			fail_msg("expected the misses in the stats line, got '%s'", line);
+	}
+}
+
 static void test_an_iteration_cut_short_is_run_again(void **state)
 {
 	policy_trial_t t;
@@ -172,6 +202,7 @@ static uint64_t prev_iter;
 static uint32_t prev_plan;
 static int passes[4];          /* iterations timed per mode */
 static int least_passes;       /* of them, with the least-workspace convolutions */
+static uint64_t least_misses;  /* pages an "(m)" iteration misses on the fake device */
 
 /* The runtime's part: each MARK closes the iteration before it (when whole)
  * and the device's time for it is reported. */
@@ -189,6 +220,9 @@ static void device_reports(void)
 		}
 		prev_mode = a->offload_mode;
 		prev_least = a->least;
+		/* the iteration this MARK began has run (train's): its misses */
+		if (a->least && least_misses)
+			policy_note_miss(d.p, least_misses);
 		prev_iter = a->iter;
 		prev_plan = a->plan_id;
 	}
@@ -358,6 +392,33 @@ static void test_least_workspace_passes_are_timed_and_kept(void **state)
 		if (d.acts[i].seq >= seq0 && d.acts[i].a.kind == POLICY_ACT_MARK)
 			assert_int_equal(d.acts[i].a.least, 1);
 	assert_int_equal(offloads_next_iteration(), 4);
+	stop();
+}
+
+/* The passes' misses come from the runtime (policy_note_miss): an "(m)"
+ * pass 1 % faster that misses pages loses to the pass the plan covers. */
+static void test_a_faster_pass_that_misses_is_not_kept(void **state)
+{
+	uint64_t b = conv_budget();
+	policy_stats_t st;
+	char line[512];
+
+	(void)state;
+	device(300000000, 200000000, 250000000);
+	device_least(300000000, 198000000, 250000000);
+	dyn_least = true;
+	least_misses = 7;
+	start(b, 1);
+	dyn_least = false;
+	train(9);
+	least_misses = 0;
+	policy_get_stats(d.p, &st);
+	policy_trial_format(&st.trial, line, sizeof(line));
+	if (st.trial.state != POLICY_TRIAL_MEASURED || st.offload_mode != POLICY_OFFLOAD_CONV ||
+	    st.trial.least[st.trial.kept])
+		fail_msg("expected conv kept over conv(m) (1 %% faster, 7 pages missed), got %s", line);
+	if (!strstr(line, "conv(m) 198.0 ms (7 pages missed)"))
+		fail_msg("expected conv(m)'s misses in the stats line, got '%s'", line);
 	stop();
 }
 
@@ -539,6 +600,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_each_candidate_runs_then_the_fastest_is_kept),
+		cmocka_unit_test(test_a_pass_as_fast_that_misses_less_is_kept),
 		cmocka_unit_test(test_an_iteration_cut_short_is_run_again),
 		cmocka_unit_test(test_no_times_keep_the_computed_choice),
 		cmocka_unit_test(test_times_lost_are_asked_again),
@@ -546,6 +608,7 @@ int main(void)
 		cmocka_unit_test(test_one_candidate_is_no_trial),
 		cmocka_unit_test(test_the_fastest_mode_measured_is_kept),
 		cmocka_unit_test(test_least_workspace_passes_are_timed_and_kept),
+		cmocka_unit_test(test_a_faster_pass_that_misses_is_not_kept),
 		cmocka_unit_test(test_the_computed_choice_stays_when_it_is_fastest),
 		cmocka_unit_test(test_no_trials_when_switched_off),
 		cmocka_unit_test(test_static_modes_have_no_trials),

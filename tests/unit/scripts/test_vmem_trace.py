@@ -154,6 +154,27 @@ class SummaryTest(TraceCase):
 		out, _ = self.ok('summary', p)
 		self.assertIn('dyn passes (plan 1): conv 3.000 ms, none 2.000 ms; kept none', out)
 
+	def test_summary_names_least_workspace_passes_and_their_misses(self):
+		def build(tb):
+			a = tb.alloc(1 << 20)
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(a, 'w', 'y')])
+			tb.plan('made', offload='conv', **{'pass': 'conv'})
+			tb.plan('trial', offload='conv', iter=1, trial={'conv': 0, 'conv(m)': 0},
+				**{'pass': 'conv'})
+			tb.plan('trial', offload='conv', iter=2, trial={'conv': 0, 'conv(m)': 0},
+				**{'pass': 'conv(m)'})
+			tb.plan('timed', offload='conv', iter=1, ns=3000000, **{'pass': 'conv'})
+			tb.plan('kept', offload='conv', iter=3, trial={'conv': 3000000, 'conv(m)': 2990000},
+				misses={'conv': 0, 'conv(m)': 5}, **{'pass': 'conv'})
+			tb.plan('timed', offload='conv', iter=2, ns=2990000, **{'pass': 'conv(m)'})
+		p = self.small_trace('least.jsonl', build)
+		pl = self.summary(p)['plans']
+		self.assertEqual(sorted(pl['timed']), ['conv', 'conv(m)'])
+		self.assertEqual(pl['passes']['offload'], 'conv')
+		out, _ = self.ok('summary', p)
+		self.assertIn('dyn passes (plan 1): conv 3.000 ms, conv(m) 2.990 ms (5 pages missed); '
+			      'kept conv', out)
+
 	def test_summary_allocation_lifetime_is_first_to_last_use(self):
 		def build(tb):
 			a = tb.alloc(4096)                                        # seq 1
