@@ -636,6 +636,14 @@ static bool least_ws_config(const conv_kernel_t *k, solver_config_t *out)
 	return true;
 }
 
+void *conv_cfg_ws(conv_kernel_t *k, const solver_config_t *cfg, bool least, void *ws,
+		  uint64_t wsb)
+{
+	if (k->cfg_wd && !least)
+		return conv_wd_segment(k);
+	return ws && wsb >= cfg->ws ? ws : NULL;
+}
+
 const solver_config_t *conv_run_cfg(conv_kernel_t *k, bool *least)
 {
 	solver_kernel_t t = { k->batch, k->quantum, k->nmeas, k->meas };
@@ -1766,8 +1774,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 		if (k && k->have_cfg) {
 			bool least;
 			const solver_config_t *lc = conv_run_cfg(k, &least), *cfg = &k->cfg;
-			void *seg = k->cfg_wd ? conv_wd_segment(k) : NULL;
-			void *use = seg ? seg : (!k->cfg_wd && ws && wsb >= cfg->ws ? ws : NULL);
+			void *use = conv_cfg_ws(k, cfg, false, ws, wsb);
 			int most = slice_images(k, c, x, y, use, cfg->ws,
 						tensors + conv_ws_pages(use, cfg->ws), budget);
 
@@ -1776,7 +1783,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 			 * slice as a call of its own) */
 			if (least) {
 				cfg = lc;
-				use = ws && wsb >= cfg->ws ? ws : NULL;
+				use = conv_cfg_ws(k, cfg, true, ws, wsb);
 			}
 			if (!use && cfg->ws) {
 				use = own = conv_alloc(cfg->ws, stream);

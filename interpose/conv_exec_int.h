@@ -126,6 +126,11 @@ void *conv_wd_segment(conv_kernel_t *k);
  * when it is big enough, else vmem's, never the WD segment.  Caller
  * holds conv_lock. */
 const solver_config_t *conv_run_cfg(conv_kernel_t *k, bool *least);
+/* The workspace a call of k runs cfg in: k's WD segment (WD, not a
+ * `least` run; NULL when it has none), else the application's `ws` when
+ * its `wsb` bytes hold cfg's workspace, else NULL (vmem allocates one). */
+void *conv_cfg_ws(conv_kernel_t *k, const solver_config_t *cfg, bool least, void *ws,
+		  uint64_t wsb);
 /* One execution of k (counts, the first iteration's weights).  When the
  * first kernel comes again, the kernels whose limit a plan's room lowered
  * are decided again, all at once (WR per kernel, WD one solve). */

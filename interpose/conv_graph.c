@@ -772,9 +772,7 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 		if (k->have_cfg && x && w && y) {
 			bool least;
 			const solver_config_t *cfg = conv_run_cfg(k, &least);
-			bool in_seg = k->cfg_wd && !least;
-			void *seg = in_seg ? conv_wd_segment(k) : NULL;
-			void *use = seg ? seg : (!in_seg && ws && ex->ws_bytes >= cfg->ws ? ws : NULL);
+			void *use = conv_cfg_ws(k, cfg, least, ws, ex->ws_bytes);
 
 			if (!use && cfg->ws)
 				use = own = conv_alloc(cfg->ws, stream);

@@ -451,6 +451,21 @@ static long tid(void)
 	return (long)syscall(SYS_gettid);
 }
 
+/* Appends `,"key":{"pass":value,...}` to buf at k, a value per candidate
+ * of t (0 for one not measured yet); returns the new length (< len). */
+static size_t trial_obj(char *buf, size_t len, size_t k, const char *key,
+			const policy_trial_t *t, const uint64_t *value)
+{
+	if (k < len)
+		k += (size_t)snprintf(buf + k, len - k, ",\"%s\":{", key);
+	for (int i = 0; i < t->n && k < len; i++)
+		k += (size_t)snprintf(buf + k, len - k, "%s\"%s\":%" PRIu64, i ? "," : "",
+				      policy_trial_name(t, i), t->runs[i] ? value[i] : 0);
+	if (k < len)
+		k += (size_t)snprintf(buf + k, len - k, "}");
+	return k < len ? k : len - 1;
+}
+
 static void note(const policy_action_t *a)
 {
 	const char *ev = policy_note_name((policy_note_t)a->note);
@@ -500,22 +515,9 @@ static void note(const policy_action_t *a)
 		if (a->note == POLICY_NOTE_TRIAL || a->note == POLICY_NOTE_KEPT) {
 			size_t k = strlen(extra);
 
-			k += (size_t)snprintf(extra + k, sizeof(extra) - k,
-					      ",\"iter\":%" PRIu64 ",\"trial\":{", a->iter);
-			for (int i = 0; i < a->trial.n && k < sizeof(extra); i++)
-				k += (size_t)snprintf(extra + k, sizeof(extra) - k,
-						      "%s\"%s\":%" PRIu64, i ? "," : "",
-						      policy_trial_name(&a->trial, i),
-						      a->trial.runs[i] ? a->trial.ns[i] : 0);
-			if (k < sizeof(extra))
-				k += (size_t)snprintf(extra + k, sizeof(extra) - k, "},\"misses\":{");
-			for (int i = 0; i < a->trial.n && k < sizeof(extra); i++)
-				k += (size_t)snprintf(extra + k, sizeof(extra) - k,
-						      "%s\"%s\":%" PRIu64, i ? "," : "",
-						      policy_trial_name(&a->trial, i),
-						      a->trial.runs[i] ? a->trial.misses[i] : 0);
-			if (k < sizeof(extra))
-				snprintf(extra + k, sizeof(extra) - k, "}");
+			k += (size_t)snprintf(extra + k, sizeof(extra) - k, ",\"iter\":%" PRIu64, a->iter);
+			k = trial_obj(extra, sizeof(extra), k, "trial", &a->trial, a->trial.ns);
+			trial_obj(extra, sizeof(extra), k, "misses", &a->trial, a->trial.misses);
 		}
 		if (a->gaps.tried && (a->note == POLICY_NOTE_MADE || a->note == POLICY_NOTE_TRIAL ||
 				      a->note == POLICY_NOTE_KEPT))
