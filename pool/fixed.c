@@ -186,6 +186,7 @@ pool_status_t pool_map_fixed(pool_t *p, uintptr_t addr, uint64_t size, uint64_t 
 		goto out;
 	}
 	pool_alloc_live(p, a, size);
+	a->wend = UINT64_MAX;   /* the application's own mapping: bytes may be there already */
 	p->st.allocs++;
 	stat_add(&p->st.requested, size);
 	pool_emit(p, POOL_EV_ALLOC, a, 0, size, size, NULL);

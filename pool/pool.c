@@ -509,6 +509,8 @@ void pool_alloc_live(pool_t *p, struct alloc *a, uint64_t bytes)
 {
 	a->freed = false;
 	a->size = bytes;
+	a->wend = 0;
+	a->wepoch = p->epoch;
 	a->id = ++p->next_id;
 	(void)pool_id_put(p, a->id, a, UINT32_MAX);   /* no memory: the policies cannot name it */
 	uint32_t mapped = 0;
@@ -714,6 +716,7 @@ static uint64_t resident_pages(const struct alloc *a)
 pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *id)
 {
 	pool_status_t st;
+	bool cold = false;
 	if (!bytes)
 		return POOL_EINVAL;
 	pthread_mutex_lock(&p->lock);
@@ -725,6 +728,7 @@ pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *
 		p->st.allocs++;
 		stat_add(&p->st.requested, bytes);
 		struct alloc *a = p->vmap[page_of(p, *addr - p->base)];
+		cold = a->kind == A_SLAB && a->pages[0].state == PG_HOST && p->order;
 		pool_event_t ev = {
 			.kind = POOL_EV_ALLOC, .alloc_id = *id, .ptr = *addr,
 			.bytes = bytes,
@@ -748,6 +752,14 @@ pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *
 			p->ops.record(p->ops.ctx, &ev);
 	}
 	pthread_mutex_unlock(&p->lock);
+	if (cold) {
+		/* placed in a slab whose bytes are on the host: the call that
+		 * uses the new block (the next, as a rule) would fault the slab
+		 * in, its other blocks' bytes copied in the call's way; under a
+		 * plan (an eviction order) they start back now, without a wait */
+		pool_range_t r = { .alloc_id = *id, .offset = 0, .bytes = bytes };
+		(void)pool_prefetch(p, &r, false);
+	}
 	return st;
 }
 

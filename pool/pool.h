@@ -184,6 +184,7 @@ typedef struct {
 	uint64_t prefetches, bytes_prefetched;  /* explicit prefetches (pages) */
 	uint64_t prefetch_skipped;    /* pages a prefetch could not bring */
 	uint64_t prefetch_waits;      /* host waits of prefetches for copies out under way */
+	uint64_t prefetch_room;       /* dirty pages needed later sent to host for a prefetch's room */
 	uint64_t held_evicted;        /* prefetched pages evicted before their first use */
 	uint64_t discards;            /* pool_discard calls */
 	uint64_t pages_dropped;       /* pages dropped as dead (no copy) */
@@ -235,7 +236,11 @@ void pool_atfork_child(pool_t *p);
  * POOL_ENOMEM when it cannot fit even after evicting everything
  * evictable (an allocation larger than the budget always fails); nothing
  * already allocated is lost.  POOL_EHOST when evicting needed host
- * memory beyond host_limit. */
+ * memory beyond host_limit.  A small allocation placed in a slab whose
+ * bytes are on the host (its other blocks') brings the slab back at once
+ * when an eviction order is set (pool_set_order: a plan runs), as a
+ * prefetch without a wait, so that the call that uses it does not fault
+ * it in. */
 pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *id);
 /* Frees an address pool_malloc returned.  Its memory is reused only after
  * a fence recorded now on `stream` (every stream when all_streams) has
@@ -346,9 +351,14 @@ pool_status_t pool_undead(pool_t *p, const pool_range_t *r);
  * frees and offloads still under way, the host waiting for them
  * (prefetch_waits: memory the plan freed, still being copied out); last
  * from clean pages whose last use completed - with an eviction order set
- * (pool_set_order), only those needed later than the range itself.
- * Nothing is copied out for it.  POOL_ENOMEM when some pages could not be
- * brought (those that could were), POOL_EHOST never. */
+ * (pool_set_order), only those needed later than the range itself.  With
+ * an order and `wait`, if that is not enough, dirty pages needed later
+ * than the range are sent to the host as offloads are (prefetch_room),
+ * without a wait: the prefetch tried again with `wait` waits for those
+ * copies (the runtime does so once the call before the range's is
+ * queued).
+ * POOL_ENOMEM when some pages could not be brought (those that could
+ * were), POOL_EHOST never. */
 pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, bool wait);
 /* Releases held pages of the range that no call used (a plan suspended):
  * they are ordinary resident pages again. */
@@ -357,15 +367,15 @@ pool_status_t pool_unhold(pool_t *p, const pool_range_t *r);
 /* What holds the device when a prefetch of range r finds no chunk: the
  * resident pages counted by what a prefetch may do with them - relative
  * to the range's own next use in the eviction order (pool_set_order;
- * without one, or for a range in a small chunk, which has no key, every
- * page is `unknown`).  For VMEM_LOG=debug: it walks
+ * without one every page is `unknown`).  For VMEM_LOG=debug: it walks
  * every resident page. */
 typedef struct {
 	uint32_t dead;          /* every byte dead: dropped first */
 	uint32_t clean_later;   /* clean, needed after the range: a prefetch takes them */
-	uint32_t dirty_later;   /* dirty, needed after it: only the call's fault copies them out */
+	uint32_t dirty_later;   /* dirty, needed after it: a prefetch for the next call copies
+				   them out, else the call's fault */
 	uint32_t sooner;        /* needed before the range: kept */
-	uint32_t unknown;       /* not in the order (small chunks, memory the plan never saw) */
+	uint32_t unknown;       /* not in the order (memory the plan never saw) */
 	uint32_t held;          /* prefetched, not used yet */
 	uint32_t offloading;    /* offloaded, their copy out not reaped yet */
 	uint32_t resident;      /* every page mapped (the rest of them: in use by a call now,
@@ -393,8 +403,10 @@ pool_status_t pool_settle(pool_t *p, const pool_range_t *r);
  * POOL_ORDER_UNKNOWN (not in the plan) least recently used first.  `fn` is
  * called for the `window` least recently used resident pages (0: all of
  * them) with the page's range (alloc_id and offset of the page in the
- * allocation, its bytes) - for a small chunk, alloc_id 0 - with the pool's
- * lock held: it must not call back into the pool.  fn NULL: LRU. */
+ * allocation, its bytes) - for a slab, once per live block (its id, 0,
+ * its bytes), the slab's key the smallest known (the slab moves whole),
+ * POOL_ORDER_UNKNOWN when none is - with the pool's lock held: it must not
+ * call back into the pool.  fn NULL: LRU. */
 #define POOL_ORDER_UNKNOWN 0u
 typedef uint64_t (*pool_order_fn)(void *ctx, uint64_t alloc_id, uint64_t offset, uint64_t bytes);
 void pool_set_order(pool_t *p, pool_order_fn fn, void *ctx, uint32_t window);

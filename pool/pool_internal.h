@@ -194,6 +194,11 @@ struct alloc {
 	uint32_t nfext, capfext;
 	uint32_t max_ext;            /* the largest free extent, in units */
 	uint64_t req;                /* bytes requested by its live blocks */
+	/* large: the end of the bytes any call has written since it was
+	 * allocated, valid while the pool's epoch is still `wepoch` (no
+	 * write vmem did not see since); past it the bytes were never
+	 * written and hold nothing to keep */
+	uint64_t wend, wepoch;
 };
 
 struct small_pending {

@@ -67,6 +67,7 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line1(out, ctx, "prefetched", s->bytes_prefetched, "MiB");
 	line1(out, ctx, "  pages skipped", s->prefetch_skipped, NULL);
 	line1(out, ctx, "  waits for copies out", s->prefetch_waits, NULL);
+	line1(out, ctx, "  copied out for room", s->prefetch_room, NULL);
 	line1(out, ctx, "  evicted unused", s->held_evicted, NULL);
 	line1(out, ctx, "discards", s->discards, NULL);
 	line1(out, ctx, "dropped dead (pages)", s->pages_dropped, NULL);

@@ -2020,6 +2020,57 @@ static void test_plan_order_evicts_the_furthest_next_use(void **state)
 	env_close(&e);
 }
 
+/* A slab (small allocations sharing one page) moves whole, so the plan's
+ * order keys it by its block needed soonest: a block needed late does not
+ * make its slab the victim while another block in it is needed next.  A
+ * slab none of whose blocks the plan knows is unknown. */
+static void test_plan_order_keys_a_slab_by_its_soonest_block(void **state)
+{
+	(void)state;
+	env_t e;
+	uintptr_t a1, a2, b1, x;
+	uint64_t ia1, ia2, ib1, xid;
+	const uint64_t sz = CH * 2 / 5;   /* two to a slab */
+	env_open(&e, 3, 0, 64);
+	assert_int_equal(pool_malloc(e.p, sz, &a1, &ia1), POOL_OK);
+	assert_int_equal(pool_malloc(e.p, sz, &a2, &ia2), POOL_OK);
+	assert_int_equal(pool_malloc(e.p, sz, &b1, &ib1), POOL_OK);
+	if (a2 / CH != a1 / CH || b1 / CH == a1 / CH)
+		fail_msg("expected a1, a2 in one slab and b1 in another, got pages %lu %lu %lu",
+			 (unsigned long)(a1 / CH), (unsigned long)(a2 / CH), (unsigned long)(b1 / CH));
+	put(&e, a1, sz, 31);
+	put(&e, a2, sz, 32);
+	put(&e, b1, sz, 33);
+	uintptr_t l = must_malloc(&e, CH);
+	put(&e, l, CH, 34);
+	/* a1 is needed last of all, but a2 (same slab) next; b1 in between;
+	 * l unknown: b1's slab is the one to go */
+	order_t o = { { ia1, ia2, ib1 }, { 500, 5, 50 }, 3, 0 };
+	pool_set_order(e.p, order_fn, &o, 0);
+	assert_int_equal(pool_malloc(e.p, CH, &x, &xid), POOL_OK);
+	put(&e, x, CH, 35);
+	if (pool_page_state(e.p, b1) != POOL_PAGE_HOST || pool_page_state(e.p, a1) != POOL_PAGE_SMALL)
+		fail_msg("slab keys: a1=500 a2=5 (one slab), b1=50: expected b1's slab evicted and "
+			 "a1's kept, got states a1 %d b1 %d l %d", pool_page_state(e.p, a1),
+			 pool_page_state(e.p, b1), pool_page_state(e.p, l));
+	/* the plan knows none of a1's slab now: it is unknown, and the known
+	 * page goes before it */
+	o.n = 0;
+	order_t o2 = { { range_of(&e, x, CH).alloc_id }, { 7 }, 1, 0 };
+	pool_set_order(e.p, order_fn, &o2, 0);
+	assert_true(check(&e, b1, sz, 33));
+	if (pool_page_state(e.p, x) != POOL_PAGE_HOST || pool_page_state(e.p, a1) != POOL_PAGE_SMALL)
+		fail_msg("slab of unknown blocks beside x (key 7): expected x evicted first, got "
+			 "states x %d a1 %d", pool_page_state(e.p, x), pool_page_state(e.p, a1));
+	pool_set_order(e.p, NULL, NULL, 0);
+	assert_true(check(&e, a1, sz, 31));
+	assert_true(check(&e, a2, sz, 32));
+	assert_true(check(&e, l, CH, 34));
+	assert_true(check(&e, x, CH, 35));
+	check_clean(&e);
+	env_close(&e);
+}
+
 /* A prefetch that finds no chunk but a freed range whose pages were all
  * evicted (reclaiming it yields no chunk) must skip the page, not map one
  * from an empty cache (vmem-fuzz: random:556466595 under dyn at 1/4
@@ -2170,9 +2221,11 @@ static void test_prefetch_evicts_only_pages_needed_later(void **state)
 		fail_msg("z next used in 50, s in 5, l in 500: expected l evicted and s kept, got s "
 			 "state %d, l state %d", pool_page_state(e.p, s), pool_page_state(e.p, l));
 	/* l is back (faulted by a call) and written; now only s is clean, and
-	 * it is needed sooner than z: nothing is taken, the prefetch gives up
-	 * (for a later call or for the next: dirty pages are the call's to
-	 * copy out) */
+	 * it is needed sooner than z: for a later call nothing is taken, the
+	 * prefetch gives up (tried again after each call); for the next call
+	 * l, dirty and needed later than z, is sent to the host and waited
+	 * for (the call would copy it out on its own path), and c, which the
+	 * plan does not know, stays */
 	assert_true(check(&e, z, CH, 60));
 	offload_done(&e, z, CH);
 	put(&e, l, CH, 64);
@@ -2184,12 +2237,32 @@ static void test_prefetch_evicts_only_pages_needed_later(void **state)
 		fail_msg("only s (needed sooner than z) is clean: expected POOL_ENOMEM with s kept, got "
 			 "%s, s state %d", pool_strerror(st), pool_page_state(e.p, s));
 	assert_int_equal(e.f.waits, waits);
+	pool_stats_t before = stats(&e);
+	e.f.hold = true;
 	st = pool_prefetch(e.p, &rz, true);
 	if (st != POOL_ENOMEM || pool_page_state(e.p, s) != POOL_PAGE_RESIDENT ||
-	    pool_page_state(e.p, l) != POOL_PAGE_RESIDENT)
-		fail_msg("for the next call, only s clean (needed sooner): expected POOL_ENOMEM with s "
-			 "and l kept, got %s, s state %d, l state %d", pool_strerror(st),
-			 pool_page_state(e.p, s), pool_page_state(e.p, l));
+	    pool_page_state(e.p, l) != POOL_PAGE_OFFLOADING ||
+	    pool_page_state(e.p, c) != POOL_PAGE_RESIDENT || e.f.waits != waits ||
+	    stats(&e).prefetch_room != before.prefetch_room + 1)
+		fail_msg("for the next call, only s clean (needed sooner), l dirty (later): expected "
+			 "POOL_ENOMEM with l sent to the host (no wait), s and c kept; got %s, states s "
+			 "%d l %d c %d, %lu waits, %lu sent", pool_strerror(st),
+			 pool_page_state(e.p, s), pool_page_state(e.p, l), pool_page_state(e.p, c),
+			 (unsigned long)(e.f.waits - waits),
+			 (unsigned long)(stats(&e).prefetch_room - before.prefetch_room));
+	/* tried again (the call before queued): it waits for l's copy */
+	st = pool_prefetch(e.p, &rz, true);
+	e.f.hold = false;
+	fake_drain(&e.f);
+	if (st != POOL_OK || pool_page_state(e.p, l) != POOL_PAGE_HOST || e.f.waits == waits ||
+	    pool_page_state(e.p, z) != POOL_PAGE_RESIDENT)
+		fail_msg("tried again for the next call: expected POOL_OK after a wait for l's copy, "
+			 "z resident; got %s, states l %d z %d, %lu waits", pool_strerror(st),
+			 pool_page_state(e.p, l), pool_page_state(e.p, z),
+			 (unsigned long)(e.f.waits - waits));
+	assert_true(check(&e, z, CH, 60));       /* used: no longer held */
+	put(&e, l, CH, 64);                      /* l back: z (clean, needed in 50) goes */
+	assert_int_equal(pool_page_state(e.p, z), POOL_PAGE_HOST);
 	/* without a plan the clean page goes, whatever comes next */
 	pool_set_order(e.p, NULL, NULL, 0);
 	assert_int_equal(prefetch(&e, z, CH), POOL_OK);
@@ -2200,6 +2273,126 @@ static void test_prefetch_evicts_only_pages_needed_later(void **state)
 	assert_true(check(&e, c, CH, 65));
 	check_clean(&e);
 	env_close(&e);
+}
+
+/* A slab (small allocations' shared page) is never offloaded by a plan,
+ * so a dirty one needed later than a prefetch's range would hold its
+ * chunk until a call faults it out: a prefetch for the next call sends it
+ * to the host as an offload does (keyed by its block needed soonest), and
+ * tried again waits for the copy.  One for a call further ahead leaves it (the
+ * plan's own frees may make the room in time). */
+static void test_prefetch_sends_a_dirty_slab_needed_later_to_host(void **state)
+{
+	(void)state;
+	env_t e;
+	uintptr_t sb;
+	uint64_t sid;
+	const uint64_t sz = CH * 2 / 5;
+	env_open(&e, 3, 0, 64);
+	uintptr_t z = must_malloc(&e, CH);
+	put(&e, z, CH, 60);
+	assert_int_equal(pool_malloc(e.p, sz, &sb, &sid), POOL_OK);
+	put(&e, sb, sz, 61);
+	uintptr_t k = must_malloc(&e, CH);
+	put(&e, k, CH, 62);
+	make_clean(&e, k, 62);
+	offload_done(&e, z, CH);
+	uintptr_t c = must_malloc(&e, CH);
+	put(&e, c, CH, 63);                      /* full: the slab dirty, k clean, c dirty */
+	/* z is needed in 50, the slab in 500, k in 5; c is not in the order */
+	order_t o = { { range_of(&e, z, CH).alloc_id, sid, range_of(&e, k, CH).alloc_id },
+		      { 50, 500, 5 }, 3, 0 };
+	pool_set_order(e.p, order_fn, &o, 0);
+	pool_range_t rz = range_of(&e, z, CH);
+	pool_stats_t before = stats(&e);
+	uint64_t waits = e.f.waits;
+	pool_status_t st = pool_prefetch(e.p, &rz, false);
+	if (st != POOL_ENOMEM || stats(&e).prefetch_room != before.prefetch_room ||
+	    pool_page_state(e.p, sb) != POOL_PAGE_SMALL || e.f.waits != waits)
+		fail_msg("for a later call: expected POOL_ENOMEM, the slab kept, no wait; got %s, %lu "
+			 "sent, slab state %d, %lu waits", pool_strerror(st),
+			 (unsigned long)(stats(&e).prefetch_room - before.prefetch_room),
+			 pool_page_state(e.p, sb), (unsigned long)(e.f.waits - waits));
+	e.f.hold = true;
+	st = pool_prefetch(e.p, &rz, true);
+	if (st != POOL_ENOMEM || stats(&e).prefetch_room != before.prefetch_room + 1 ||
+	    pool_page_state(e.p, k) != POOL_PAGE_RESIDENT ||
+	    pool_page_state(e.p, c) != POOL_PAGE_RESIDENT || e.f.waits != waits)
+		fail_msg("for the next call: expected POOL_ENOMEM with the slab sent (1 page, no wait), "
+			 "k and c kept; got %s, %lu sent, states k %d c %d, %lu waits",
+			 pool_strerror(st),
+			 (unsigned long)(stats(&e).prefetch_room - before.prefetch_room),
+			 pool_page_state(e.p, k), pool_page_state(e.p, c),
+			 (unsigned long)(e.f.waits - waits));
+	st = pool_prefetch(e.p, &rz, true);   /* tried again: waits for the slab's copy */
+	if (st != POOL_OK || pool_page_state(e.p, z) != POOL_PAGE_RESIDENT ||
+	    pool_page_state(e.p, sb) != POOL_PAGE_HOST || e.f.waits == waits)
+		fail_msg("tried again: expected POOL_OK after a host wait for the slab's copy, z "
+			 "resident, the slab on host; got %s, states z %d slab %d, %lu waits",
+			 pool_strerror(st), pool_page_state(e.p, z), pool_page_state(e.p, sb),
+			 (unsigned long)(e.f.waits - waits));
+	e.f.hold = false;
+	fake_drain(&e.f);
+	pool_set_order(e.p, NULL, NULL, 0);
+	assert_true(check(&e, z, CH, 60));
+	assert_true(check(&e, sb, sz, 61));
+	assert_true(check(&e, k, CH, 62));
+	assert_true(check(&e, c, CH, 63));
+	check_clean(&e);
+	env_close(&e);
+}
+
+/* A small allocation placed in a slab whose bytes are on the host: under
+ * a plan (an order set) the slab comes back at once, without a wait, so
+ * the call that uses the new block does not fault its neighbours' bytes
+ * in; without a plan it stays until a call needs it. */
+static void test_small_malloc_in_a_slab_on_host_brings_it_back_under_a_plan(void **state)
+{
+	(void)state;
+	for (int planned = 0; planned < 2; planned++) {
+		env_t e;
+		uintptr_t s1, s2;
+		uint64_t i1, i2;
+		const uint64_t sz = CH * 2 / 5;
+		order_t o = { { 0 }, { 0 }, 0, 0 };
+		env_open(&e, 2, 0, 64);
+		assert_int_equal(pool_malloc(e.p, sz, &s1, &i1), POOL_OK);
+		put(&e, s1, sz, 41);
+		uintptr_t a = must_malloc(&e, CH);
+		put(&e, a, CH, 42);
+		uintptr_t b = must_malloc(&e, CH);   /* evicts the slab (least recently used) */
+		put(&e, b, CH, 43);
+		assert_int_equal(pool_page_state(e.p, s1), POOL_PAGE_HOST);
+		assert_int_equal(pool_free(e.p, b, NULL, true), POOL_OK);
+		if (planned) {
+			o = (order_t){ { i1, range_of(&e, a, CH).alloc_id }, { 30, 20 }, 2, 0 };
+			pool_set_order(e.p, order_fn, &o, 0);
+		}
+		pool_stats_t before = stats(&e);
+		assert_int_equal(pool_malloc(e.p, sz, &s2, &i2), POOL_OK);
+		if (s2 / CH != s1 / CH)
+			fail_msg("expected the second block in the first's slab (on host), got pages "
+				 "%lu and %lu", (unsigned long)(s1 / CH), (unsigned long)(s2 / CH));
+		pool_page_state_t want = planned ? POOL_PAGE_SMALL : POOL_PAGE_HOST;
+		uint64_t pf = stats(&e).prefetches - before.prefetches;
+		if (pool_page_state(e.p, s2) != want || pf != (uint64_t)planned)
+			fail_msg("%s: expected the slab %s after the allocation (%d prefetch), got state "
+				 "%d, %lu prefetches", planned ? "under a plan" : "without a plan",
+				 planned ? "back" : "left on host", planned,
+				 pool_page_state(e.p, s2), (unsigned long)pf);
+		put(&e, s2, sz, 44);
+		pool_stats_t mid = stats(&e);
+		if (mid.misses != before.misses + (uint64_t)!planned)
+			fail_msg("%s: expected %d miss writing the new block, got %lu",
+				 planned ? "under a plan" : "without a plan", !planned,
+				 (unsigned long)(mid.misses - before.misses));
+		pool_set_order(e.p, NULL, NULL, 0);
+		assert_true(check(&e, s1, sz, 41));
+		assert_true(check(&e, s2, sz, 44));
+		assert_true(check(&e, a, CH, 42));
+		check_clean(&e);
+		env_close(&e);
+	}
 }
 
 /* pool_census (VMEM_LOG=debug when a prefetch finds no chunk): the
@@ -2285,6 +2478,62 @@ static void test_whole_overwrite_skips_the_copy_unless_also_read(void **state)
 	free(want);
 	check_clean(&e);
 	env_close(&e);
+}
+
+/* Writes [a, a+n) whole (a call's output) with seed's pattern. */
+static void put_whole(env_t *e, uintptr_t a, uint64_t n, uint32_t seed)
+{
+	pool_ref_t r = { .ptr = a, .bytes = n, .write = true, .whole = true };
+	pool_span_t s;
+	assert_int_equal(pool_acquire(e->p, &r, 1, NULL, &s), POOL_OK);
+	fake_drain(&e->f);
+	uint8_t *b = malloc(n);
+	pattern(b, n, seed);
+	assert_true(fake_write(&e->f, a, b, n));
+	free(b);
+	pool_release(e->p, &r, &s, 1, NULL);
+}
+
+/* A page a call rewrites from its start, whose rest no call has written
+ * since the allocation was made (a caching allocator's segment past the
+ * workspace it placed there), comes back without its copy: the rest holds
+ * nothing.  Once a call wrote the rest, or after a write vmem did not see,
+ * the copy is made. */
+static void test_fault_in_skips_the_copy_of_a_rest_never_written(void **state)
+{
+	(void)state;
+	for (int c = 0; c < 3; c++) {
+		env_t e;
+		env_open(&e, 2, 0, 64);
+		uintptr_t a = must_malloc(&e, 2 * CH);
+		put_whole(&e, a + CH, CH / 2, 51);       /* page 1 [0, CH/2) only */
+		if (c == 1)
+			put(&e, a + CH + CH / 2, CH / 4, 52);  /* the rest written in part */
+		if (c == 2)
+			pool_note_unseen_write(e.p, NULL);
+		uintptr_t b = must_malloc(&e, CH);       /* page 0 goes (never written) */
+		put(&e, b, CH, 53);
+		uintptr_t d = must_malloc(&e, CH);       /* page 1 to the host */
+		put(&e, d, CH, 55);
+		assert_int_equal(pool_page_state(e.p, a + CH), POOL_PAGE_HOST);
+		pool_stats_t before = stats(&e);
+		put_whole(&e, a + CH, CH / 2, 54);       /* page 1 back for a rewrite of its start */
+		uint64_t skipped = stats(&e).overwrites_skipped - before.overwrites_skipped;
+		uint64_t copied = stats(&e).bytes_faulted_in - before.bytes_faulted_in;
+		static const char *what[] = { "the rest never written", "the rest written",
+					      "after an unseen write" };
+		if (skipped != (c == 0) || copied != (c == 0 ? 0 : CH))
+			fail_msg("%s: expected %d copies skipped, %lu bytes copied back; got %lu, %lu",
+				 what[c], c == 0, (unsigned long)(c == 0 ? 0 : CH),
+				 (unsigned long)skipped, (unsigned long)copied);
+		if (c == 1)
+			assert_true(check(&e, a + CH + CH / 2, CH / 4, 52));
+		assert_true(check(&e, a + CH, CH / 2, 54));
+		assert_true(check(&e, b, CH, 53));
+		assert_true(check(&e, d, CH, 55));
+		check_clean(&e);
+		env_close(&e);
+	}
 }
 
 /* A page on the host whose bytes a call rewrites in part, the rest declared
@@ -3177,8 +3426,12 @@ int main(void)
 		cmocka_unit_test(test_prefetch_holds_until_first_use),
 		cmocka_unit_test(test_offload_never_waits),
 		cmocka_unit_test(test_plan_order_evicts_the_furthest_next_use),
+		cmocka_unit_test(test_plan_order_keys_a_slab_by_its_soonest_block),
+		cmocka_unit_test(test_prefetch_sends_a_dirty_slab_needed_later_to_host),
+		cmocka_unit_test(test_small_malloc_in_a_slab_on_host_brings_it_back_under_a_plan),
 		cmocka_unit_test(test_unseen_write_after_a_discard_keeps_the_page),
 		cmocka_unit_test(test_whole_overwrite_skips_the_copy_unless_also_read),
+		cmocka_unit_test(test_fault_in_skips_the_copy_of_a_rest_never_written),
 		cmocka_unit_test(test_fault_in_skips_the_copy_of_a_page_rewritten_or_dead),
 		cmocka_unit_test(test_prefetch_after_reclaiming_an_empty_freed_range),
 		cmocka_unit_test(test_prefetch_waits_for_copies_out_under_way),
