@@ -143,7 +143,9 @@ static int ahead(const policy_graph_t *g, svec_t *s, int j, int k, int x, uint64
  * found the device fuller than the plan counts it) - one call ahead
  * instead of at the call, where it would be a miss with the copy in the
  * call's way.  A range already resident costs the pool a lookup.  A
- * range the call overwrites whole needs nothing back, except on a paged
+ * range the call overwrites whole needs nothing back, except a small
+ * allocation (below the pool's threshold: its page, the pool's slab, holds
+ * other allocations, whose bytes come back with it) and on a paged
  * allocation the pages it covers in part where other calls of the
  * iteration touch the rest: the pool moves whole pages, and their other
  * bytes come back with them (a convolution's workspace ending inside a
@@ -172,6 +174,14 @@ static int lookahead(const policy_graph_t *g, svec_t *s)
 				if (!a || a->cls == POLICY_ALLOC_FOREIGN || !u->bytes)
 					continue;
 				if ((u->access & VMEM_ACCESS_R) || !(u->access & VMEM_ACCESS_WHOLE)) {
+					if (ahead(g, s, j, k, x, lo, u->bytes) < 0)
+						return -1;
+					continue;
+				}
+				if (!page && g->page_size) {
+					/* a small allocation: it shares a page (the
+					 * pool's slab) with others, whose bytes come
+					 * back with it */
 					if (ahead(g, s, j, k, x, lo, u->bytes) < 0)
 						return -1;
 					continue;

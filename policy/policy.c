@@ -41,6 +41,9 @@ struct policy {
 	bool least;                /* the candidate running (or kept) is "(m)": the conv hooks
 				      run least-workspace configurations */
 	uint64_t misses_at_mark;   /* st.misses_planned when the current iteration began */
+	bool iter_begun;           /* op 0 came since the plan was made: the calls are a
+				      planned iteration's (not the tail of the one that
+				      made it, whose calls no step prepared) */
 	policy_stats_t st;
 	/* the history position of each thread's call between before and after
 	 * (the runtime may know the call's seq only after issuing it) */
@@ -284,6 +287,28 @@ out:
 	p->st.trial = p->trial;
 }
 
+/* The lookahead before op (its PREFETCH(next) steps) now: the plan is
+ * made in the before-phase of the call that confirmed the period, the
+ * window's last op, whose before-steps no match ran.  Its lookahead is
+ * the next call's - op 0 when it is the lane's last, whose ranges (the
+ * batch's copy onto a small allocation's evicted slab) were the first
+ * planned iteration's first miss. */
+static bool step_act(policy_t *p, const policy_step_t *s, int op, uint64_t seq, bool prev,
+		     policy_actions_t *out);
+
+static void lookahead_now(policy_t *p, int op, const vmem_event_t *ev, policy_actions_t *out)
+{
+	const policy_plan_t *pl = &p->plan;
+
+	if (op < 0 || op >= pl->g.nops)
+		return;
+	for (int i = pl->step_at[2 * op + POLICY_BEFORE]; i < pl->step_at[2 * op + POLICY_BEFORE + 1];
+	     i++)
+		if (pl->steps[i].next &&
+		    !step_act(p, &pl->steps[i], op, ev->seq, pl->steps[i].prev, out))
+			return;
+}
+
 static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_event_t *ev,
 		      policy_actions_t *out)
 {
@@ -334,6 +359,7 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 		p->st.dyn_budget = p->plan.dyn.budget;
 	}
 	trials_setup(p);
+	p->iter_begun = false;
 	note(p, out, POLICY_NOTE_MADE, -1);
 	/* the call that confirmed the period is the window's last op: its
 	 * after-steps are due in policy_after */
@@ -341,6 +367,7 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 	if (lane >= 0) {
 		p->m.pend_seq[lane] = ev->seq;
 		p->m.pend_op[lane] = p->m.last_op;
+		lookahead_now(p, p->m.last_op, ev, out);
 	}
 	if (p->cfg.log)
 		dump_plan(p, log_line, p);
@@ -560,6 +587,7 @@ static void iteration_begins(policy_t *p, bool prev_whole, policy_actions_t *out
 	policy_action_t *x;
 	int c;
 
+	p->iter_begun = true;
 	if (p->trial.n > 1 && !p->kept_noted) {
 		bool running = p->trial.state == POLICY_TRIAL_RUNNING;
 
@@ -853,11 +881,11 @@ uint64_t policy_evict_order(policy_t *p, uint64_t alloc_id, uint64_t offset, uin
 	return key;
 }
 
-/* Adds n to *planned while a plan runs, else to *other. */
+/* Adds n to *planned in a planned iteration, else to *other. */
 static void count_by_state(policy_t *p, uint64_t *planned, uint64_t *other, uint64_t n)
 {
 	pthread_mutex_lock(&p->lock);
-	*(p->state == POLICY_PLANNED ? planned : other) += n;
+	*(p->state == POLICY_PLANNED && p->iter_begun ? planned : other) += n;
 	pthread_mutex_unlock(&p->lock);
 }
 

@@ -406,6 +406,25 @@ static void test_misses_counted_by_state(void **state)
 	assert_int_equal(st.maps_planned, 11);
 	net_free(&n);
 	drv_free(&d);
+
+	/* between the call that makes the plan and the plan's op 0 the calls
+	 * are the tail of the iteration that made it, which no step
+	 * prepared: not a planned iteration's */
+	drv_init(&d, &c);
+	net_init(&n, &d, &nc);
+	for (int i = 0; i < 8 && policy_state(d.p) != POLICY_PLANNED; i++)
+		net_train(&n, &d);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	policy_note_miss(d.p, 2);
+	net_train(&n, &d);
+	policy_note_miss(d.p, 5);
+	policy_get_stats(d.p, &st);
+	if (st.misses_other != 2 || st.misses_planned != 5)
+		fail_msg("a miss after the plan was made, before its op 0, then one in its first "
+			 "iteration: expected 2 other, 5 planned, got %llu and %llu",
+			 (unsigned long long)st.misses_other, (unsigned long long)st.misses_planned);
+	net_free(&n);
+	drv_free(&d);
 }
 
 /* Trains nc under c until planned, then one more iteration; returns that
@@ -560,6 +579,56 @@ static void test_lookahead_prefetches_the_next_calls_reads(void **state)
 	c.offload = POLICY_OFFLOAD_NONE;
 	planned_iteration(&d, &n, &c, &nc);
 	assert_int_equal(lookahead_steps(policy_plan(d.p)), 0);
+	net_free(&n);
+	drv_free(&d);
+}
+
+/* The plan is made in the before-phase of the call that confirmed the
+ * period, the window's last op, whose before-steps no match ran: its
+ * lookahead (the next call's ranges: op 0's when it is the lane's last) is
+ * issued then, with the NOTE that the plan was made - else the first
+ * planned iteration's first call faulted its ranges in (the batch's copy
+ * onto an evicted slab: ResNet in the network style, one miss a run). */
+static void test_plan_made_runs_the_confirming_calls_lookahead(void **state)
+{
+	net_cfg_t nc = { .layers = 3, .batch = 4, .style = NET_NETWORK };
+	policy_config_t c = cfg();
+	drv_t d;
+	net_t n;
+	uint64_t made = 0;
+	int ahead = 0;
+
+	(void)state;
+	c.offload = POLICY_OFFLOAD_ALL;
+	/* pages as the pool's: the batch is small, so op 0's whole write of
+	 * it has a lookahead (its slab's other bytes), before the lane's last
+	 * op - the one that confirms the period here */
+	c.page_size = 1 << 20;
+	c.small_threshold = 1 << 19;
+	planned_iteration(&d, &n, &c, &nc);
+	for (int i = 0; i < d.nacts && !made; i++)
+		if (d.acts[i].kind == POLICY_ACT_NOTE && d.acts[i].a.note == POLICY_NOTE_MADE)
+			made = d.acts[i].seq;
+	assert_true(made > 0);
+	const policy_plan_t *pl = policy_plan(d.p);
+	int until = -1, op = -1, want = 0;
+
+	for (int i = 0; i < d.nacts; i++)
+		if (d.acts[i].seq == made && d.acts[i].kind == POLICY_ACT_PREFETCH &&
+		    d.acts[i].a.next) {
+			ahead++;
+			until = d.acts[i].a.until_op;
+		}
+	/* the confirming op: the one whose lookahead is for `until` */
+	for (int i = 0; i < pl->nsteps && until >= 0; i++)
+		if (pl->steps[i].next && pl->steps[i].until_op == until)
+			op = pl->steps[i].op;
+	for (int i = 0; i < pl->nsteps && op >= 0; i++)
+		want += pl->steps[i].next && pl->steps[i].op == op;
+	if (ahead == 0 || ahead != want)
+		fail_msg("the call that made the plan (seq %llu): expected the lookahead of its op "
+			 "(#%d, %d prefetches for #%d) then, got %d", (unsigned long long)made, op, want,
+			 until, ahead);
 	net_free(&n);
 	drv_free(&d);
 }
@@ -721,6 +790,21 @@ static void test_lookahead_brings_the_page_a_whole_write_covers_in_part(void **s
 		fail_msg("expected one lookahead for the convolution of its workspace's last page, "
 			 "[196608, +32768) of a10, and none of the pages it covers whole, got %d "
 			 "and %d others", tail, other);
+	/* y (a11), 4096 bytes under the small threshold, which the
+	 * convolution writes whole: its page is a slab it shares with other
+	 * small allocations (a12, a13), whose bytes come back with it */
+	int small = 0;
+
+	for (int i = 0; i < pl->nsteps; i++) {
+		const policy_step_t *s = &pl->steps[i];
+
+		if (s->next && s->use >= 0 && g->ops[s->until_op].kind == VMEM_OP_CONV_FWD &&
+		    g->uses[s->use].alloc_id == 11 && s->bytes == 4096)
+			small++;
+	}
+	if (small != 1)
+		fail_msg("expected one lookahead of a11 (small, written whole by the convolution) "
+			 "before it, got %d", small);
 	/* and the batch's page, before the iteration's last call */
 	tail = 0;
 	for (int i = 0; i < pl->nsteps; i++) {
@@ -779,6 +863,7 @@ int main(void)
 		cmocka_unit_test(test_misses_counted_by_state),
 		cmocka_unit_test(test_algo_steps_before_each_convolution),
 		cmocka_unit_test(test_lookahead_prefetches_the_next_calls_reads),
+		cmocka_unit_test(test_plan_made_runs_the_confirming_calls_lookahead),
 		cmocka_unit_test(test_lookahead_brings_a_scanned_argument_whole),
 		cmocka_unit_test(test_lookahead_brings_the_page_a_whole_write_covers_in_part),
 		cmocka_unit_test(test_debug_log_prints_every_pass_of_a_new_plan),
