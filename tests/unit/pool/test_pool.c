@@ -2278,9 +2278,9 @@ static void test_prefetch_evicts_only_pages_needed_later(void **state)
 /* A slab (small allocations' shared page) is never offloaded by a plan,
  * so a dirty one needed later than a prefetch's range would hold its
  * chunk until a call faults it out: a prefetch for the next call sends it
- * to the host as an offload does (keyed by its block needed soonest), and
- * tried again waits for the copy.  One for a call further ahead leaves it (the
- * plan's own frees may make the room in time). */
+ * to the host as an offload does (keyed by its block needed soonest),
+ * and tried again waits for the copy.  One for a call further ahead
+ * leaves it (the plan's own frees may make the room in time). */
 static void test_prefetch_sends_a_dirty_slab_needed_later_to_host(void **state)
 {
 	(void)state;
