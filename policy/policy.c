@@ -287,27 +287,8 @@ out:
 	p->st.trial = p->trial;
 }
 
-/* The lookahead before op (its PREFETCH(next) steps) now: the plan is
- * made in the before-phase of the call that confirmed the period, the
- * window's last op, whose before-steps no match ran.  Its lookahead is
- * the next call's - op 0 when it is the lane's last, whose ranges (the
- * batch's copy onto a small allocation's evicted slab) were the first
- * planned iteration's first miss. */
-static bool step_act(policy_t *p, const policy_step_t *s, int op, uint64_t seq, bool prev,
-		     policy_actions_t *out);
-
-static void lookahead_now(policy_t *p, int op, const vmem_event_t *ev, policy_actions_t *out)
-{
-	const policy_plan_t *pl = &p->plan;
-
-	if (op < 0 || op >= pl->g.nops)
-		return;
-	for (int i = pl->step_at[2 * op + POLICY_BEFORE]; i < pl->step_at[2 * op + POLICY_BEFORE + 1];
-	     i++)
-		if (pl->steps[i].next &&
-		    !step_act(p, &pl->steps[i], op, ev->seq, pl->steps[i].prev, out))
-			return;
-}
+static void steps(policy_t *p, int op, policy_when_t when, bool next_only,
+		  const vmem_event_t *ev, policy_actions_t *out);
 
 static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_event_t *ev,
 		      policy_actions_t *out)
@@ -367,7 +348,12 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 	if (lane >= 0) {
 		p->m.pend_seq[lane] = ev->seq;
 		p->m.pend_op[lane] = p->m.last_op;
-		lookahead_now(p, p->m.last_op, ev, out);
+		/* nor did its before-steps run; its lookahead is the next
+		 * call's - op 0 when it is the lane's last, whose ranges (the
+		 * batch's copy onto a small allocation's evicted slab) were the
+		 * first planned iteration's first miss */
+		if (p->m.last_op >= 0 && p->m.last_op < p->plan.g.nops)
+			steps(p, p->m.last_op, POLICY_BEFORE, true, ev, out);
 	}
 	if (p->cfg.log)
 		dump_plan(p, log_line, p);
@@ -543,13 +529,15 @@ static bool step_act(policy_t *p, const policy_step_t *s, int op, uint64_t seq, 
 	return true;
 }
 
-static void steps(policy_t *p, int op, policy_when_t when, const vmem_event_t *ev,
-		  policy_actions_t *out)
+/* Op's steps at `when` (with `next_only`, its lookahead's alone). */
+static void steps(policy_t *p, int op, policy_when_t when, bool next_only,
+		  const vmem_event_t *ev, policy_actions_t *out)
 {
 	const policy_plan_t *pl = &p->plan;
 
 	for (int i = pl->step_at[2 * op + when]; i < pl->step_at[2 * op + when + 1]; i++)
-		if (!step_act(p, &pl->steps[i], op, ev->seq, pl->steps[i].prev, out))
+		if ((!next_only || pl->steps[i].next) &&
+		    !step_act(p, &pl->steps[i], op, ev->seq, pl->steps[i].prev, out))
 			return;
 }
 
@@ -646,7 +634,7 @@ static void planned_call(policy_t *p, const vmem_event_t *ev, uint64_t pos,
 	if (entry)
 		entry_steps(p, out);
 	p->st.ops_matched++;
-	steps(p, op, POLICY_BEFORE, ev, out);
+	steps(p, op, POLICY_BEFORE, false, ev, out);
 }
 
 int policy_before(policy_t *p, const vmem_event_t *call, policy_actions_t *out)
@@ -789,7 +777,7 @@ int policy_after(policy_t *p, const vmem_event_t *call, policy_actions_t *out)
 			p->m.pend_op[l] = -1;
 			if (ev->seq)
 				p->m.op_seq[op] = ev->seq;
-			steps(p, op, POLICY_AFTER, ev, out);
+			steps(p, op, POLICY_AFTER, false, ev, out);
 		}
 	}
 	pthread_mutex_unlock(&p->lock);

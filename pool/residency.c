@@ -929,13 +929,13 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 	struct mark m = pool_mark_now(p, unordered ? p->tl_all : tl);
 	for (int j = 0; j < nrr; j++) {
 		const pool_ref_t *ref = &refs[rr[j].ref];
+		if (ref->write && rr[j].hi > rr[j].a->wend)
+			rr[j].a->wend = rr[j].hi;
 		for (uint32_t k = rr[j].first; k <= rr[j].last; k++) {
 			struct page *pg = &rr[j].a->pages[k];
 			if (ref->write) {
 				pg->wrote = m;
 				pg->flags |= PF_WRITTEN;
-				if (rr[j].hi > pg->a->wend)
-					pg->a->wend = rr[j].hi;
 				if (pg->host) {
 					/* the host copy is stale; the slot may still be
 					 * read by the fault-in copy, which m follows */
