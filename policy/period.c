@@ -48,7 +48,10 @@
  *    candidates counting (policy_period_keep_longer), so the iteration's
  *    period is not started over at every plan of the stage.  A period
  *    without a single compute op (a framework's loop of small memsets while
- *    it initialises) is dropped.
+ *    it initialises) is dropped, and so is one whose every call repeats the
+ *    call fewer than min_period back: a loop of one kernel (DenseNet's
+ *    channel slices, dozens in a row), which periods 6, 7 and 8 all match,
+ *    planned, left and planned again in every iteration.
  *
  * Cost per event: one hash lookup and max_candidates comparisons of two
  * 64-bit hashes (ranges are compared only when the hashes agree).
@@ -184,6 +187,30 @@ static int compare(const policy_period_t *d, const policy_history_t *h, uint64_t
 	return 1;
 }
 
+/* True when the window of p events ending at pos repeats with a period
+ * under min_period: one call (or two, or three) in a loop - a kernel
+ * launched once per channel slice, a framework zeroing a list of
+ * buffers - that every period from min_period up matches.  Such a loop
+ * is a stage inside the iteration, never the iteration. */
+static bool short_loop(const policy_period_t *d, const policy_history_t *h, uint64_t pos,
+		       uint32_t p)
+{
+	for (uint32_t q = 1; q < d->cfg.min_period && q < p; q++) {
+		uint64_t x;
+
+		for (x = pos + 1 - p; x <= pos; x++) {
+			const policy_hev_t *a = policy_history_at(h, x);
+			const policy_hev_t *b = x >= q ? policy_history_at(h, x - q) : NULL;
+
+			if (!a || !b || a->hash != b->hash)
+				break;
+		}
+		if (x > pos)
+			return true;
+	}
+	return false;
+}
+
 static void add_candidate(policy_period_t *d, uint32_t p, uint64_t pos)
 {
 	uint32_t victim = 0;
@@ -286,7 +313,9 @@ int policy_period_step(policy_period_t *d, const policy_history_t *h, uint64_t p
 	}
 	if (hit >= 0) {
 		/* a training iteration computes: a loop of copies and sets
-		 * alone (a framework initialising counters) is not one */
+		 * alone (a framework initialising counters) is not one; nor is
+		 * a loop of fewer than min_period calls that a multiple of its
+		 * period matched */
 		const policy_cand_t *k = &d->cand[hit];
 		bool compute = false;
 
@@ -294,7 +323,7 @@ int policy_period_step(policy_period_t *d, const policy_history_t *h, uint64_t p
 			const policy_hev_t *x = policy_history_at(h, q);
 			compute = x && vmem_op_is_compute(x->kind);
 		}
-		if (!compute) {
+		if (!compute || short_loop(d, h, pos, k->p)) {
 			memset(&d->cand[hit], 0, sizeof(d->cand[hit]));
 			d->cand[hit] = d->cand[--d->ncand];
 			hit = -1;
