@@ -717,17 +717,20 @@ static void retry_used(tl_policy_t *t, const pool_span_t *sp, int n)
 
 /* After a call: what a finished copy or use freed may take the waiting
  * prefetches now.  One for the next call (`soon`: the lookahead) waits
- * for the copies out that make its room - those the pool started for it
- * included (pool_prefetch) - now that the call before it is queued and
- * runs meanwhile: waiting before that call left the device without work
- * (VGG-16 (128) under `conv(m)` on the h100 model at 1/2: 345 -> 372 ms),
- * and not at all left the next call to fault the range in. */
+ * for the copies out that make its room - those under way, and if they
+ * are not enough, those it starts (POOL_WAIT_ALL: another prefetch for
+ * the same call may have taken the pages sent out for this one) - now
+ * that the call before it is queued and runs meanwhile: waiting before
+ * that call left the device without work (VGG-16 (128) under `conv(m)`
+ * on the h100 model at 1/2: 345 -> 372 ms), and not at all left the next
+ * call to fault the range in. */
 static void retry_run(tl_policy_t *t)
 {
 	int w = 0;
 
 	for (int i = 0; i < t->nretry; i++)
-		if (pool_prefetch(g_rp_pool, &t->retry[i].r, t->retry[i].soon) == POOL_ENOMEM)
+		if (pool_prefetch(g_rp_pool, &t->retry[i].r,
+				  t->retry[i].soon ? POOL_WAIT_ALL : POOL_WAIT_NONE) == POOL_ENOMEM)
 			t->retry[w++] = t->retry[i];
 	t->nretry = w;
 }
@@ -792,7 +795,8 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 		/* a range for this call or the next is worth a host wait for
 		 * the copies out that make its room; one for a call further
 		 * ahead is tried again after each call meanwhile */
-		if (pool_prefetch(g_rp_pool, &r, a->soon) == POOL_ENOMEM) {
+		if (pool_prefetch(g_rp_pool, &r, a->soon ? POOL_WAIT_UNDERWAY : POOL_WAIT_NONE) ==
+		    POOL_ENOMEM) {
 			if (vmem_log_enabled(VMEM_LOG_DEBUG))
 				log_prefetch_short(&r, a);
 			retry_add(&r, a->soon);

@@ -756,9 +756,11 @@ pool_status_t pool_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *
 		/* placed in a slab whose bytes are on the host: the call that
 		 * uses the new block (the next, as a rule) would fault the slab
 		 * in, its other blocks' bytes copied in the call's way; under a
-		 * plan (an eviction order) they start back now, without a wait */
+		 * plan (an eviction order) they start back now, as a prefetch
+		 * for the next call once the call before is queued (the host
+		 * waits for the copies out that make room, the device works) */
 		pool_range_t r = { .alloc_id = *id, .offset = 0, .bytes = bytes };
-		(void)pool_prefetch(p, &r, false);
+		(void)pool_prefetch_for(p, &r, POOL_WAIT_ALL, true);
 	}
 	return st;
 }

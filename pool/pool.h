@@ -353,13 +353,21 @@ pool_status_t pool_undead(pool_t *p, const pool_range_t *r);
  * from clean pages whose last use completed - with an eviction order set
  * (pool_set_order), only those needed later than the range itself.  With
  * an order and `wait`, if that is not enough, dirty pages needed later
- * than the range are sent to the host as offloads are (prefetch_room),
- * without a wait: the prefetch tried again with `wait` waits for those
- * copies (the runtime does so once the call before the range's is
- * queued).
+ * than the range are sent to the host as offloads are (prefetch_room):
+ * with POOL_WAIT_UNDERWAY without a wait (the prefetch tried again waits
+ * for those copies), with POOL_WAIT_ALL the host waits for them at once
+ * (the runtime asks so once the call before the range's is queued and
+ * keeps the device busy meanwhile; before that, a second prefetch for
+ * the same call took the pages sent for the first, and the call faulted).
  * POOL_ENOMEM when some pages could not be brought (those that could
  * were), POOL_EHOST never. */
-pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, bool wait);
+typedef enum {
+	POOL_WAIT_NONE = 0,   /* for a later call: no host wait */
+	POOL_WAIT_UNDERWAY,   /* for the next call: waits for copies under way */
+	POOL_WAIT_ALL,        /* and for the room copies it starts itself */
+} pool_wait_t;
+
+pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, pool_wait_t wait);
 /* Releases held pages of the range that no call used (a plan suspended):
  * they are ordinary resident pages again. */
 pool_status_t pool_unhold(pool_t *p, const pool_range_t *r);

@@ -494,6 +494,11 @@ pool_status_t pool_ensure_chunks(pool_t *p, uint32_t need);
 bool pool_slab_reclaim_empty(pool_t *p);
 void pool_slab_reclaim(pool_t *p, struct alloc *s);
 void pool_small_reap(pool_t *p);
+/* pool_prefetch; `next_call`: the range is for the call about to be
+ * issued (a block just placed in a slab on the host), so the room may
+ * come from any page the plan needs later than that call - the range's
+ * own key says nothing (a new block is in no plan yet). */
+pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wait, bool next_call);
 pool_status_t pool_small_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, uint64_t *id);
 pool_status_t pool_small_free(pool_t *p, struct alloc *s, uintptr_t addr, void *stream, bool all);
 /* The live block of slab s that contains ptr, or NULL. */

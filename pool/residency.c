@@ -1201,9 +1201,11 @@ static uint32_t offload_later(pool_t *p, uint32_t need, uint64_t floor)
  * needed later start to leave (offload_later), for the prefetch tried
  * again.  Lock held; the waits release it (a is pinned meanwhile). */
 static void prefetch_fill(pool_t *p, struct alloc *a, uint64_t off, uint64_t bytes, uint32_t need,
-			  bool wait)
+			  pool_wait_t wait, bool next_call)
 {
-	uint64_t floor = range_key(p, a, off, bytes);   /* 0 (unknown): no floor */
+	/* 0 (unknown): no floor; for the next call, everything else the
+	 * plan knows is needed later (keys count from 1, the next call) */
+	uint64_t floor = next_call && p->order ? 1 : range_key(p, a, off, bytes);
 
 	a->pins++;
 	while (fill_nowait(p, need, false, 0) < need && wait &&
@@ -1212,12 +1214,15 @@ static void prefetch_fill(pool_t *p, struct alloc *a, uint64_t off, uint64_t byt
 	if (p->ncache < need)
 		fill_nowait(p, need, true, floor);
 	if (wait && p->ncache < need && floor != POOL_ORDER_UNKNOWN &&
-	    offload_later(p, need - p->ncache, floor))
-		fill_nowait(p, need, false, 0);
+	    offload_later(p, need - p->ncache, floor)) {
+		while (fill_nowait(p, need, false, 0) < need && wait == POOL_WAIT_ALL &&
+		       pool_offl_reap(p, true))
+			p->st.prefetch_waits++;
+	}
 	a->pins--;
 }
 
-pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, bool wait)
+pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wait, bool next_call)
 {
 	pool_span_t s;
 	struct rref rr;
@@ -1230,6 +1235,8 @@ pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, bool wait)
 		return st;
 	}
 	struct alloc *a = rr.a;
+	if (next_call && range_key(p, a, s.offset, s.bytes) == POOL_ORDER_UNKNOWN)
+		wait = POOL_WAIT_NONE;   /* bytes no plan needs: not worth a wait */
 	/* locked while chunks are found, so that finding them never takes
 	 * one of the range's own pages */
 	for (uint32_t k = rr.first; k <= rr.last; k++) {
@@ -1237,7 +1244,7 @@ pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, bool wait)
 		need += a->pages[k].state != PG_RESIDENT;
 	}
 	if (need)
-		prefetch_fill(p, a, s.offset, s.bytes, need, wait);
+		prefetch_fill(p, a, s.offset, s.bytes, need, wait, next_call);
 	if (a->freed) {
 		/* by another thread while this one waited: pool_free reset
 		 * the pages, locks included; nothing to bring */
@@ -1304,6 +1311,11 @@ pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, bool wait)
 	p->st.prefetch_skipped += skipped;
 	pthread_mutex_unlock(&p->lock);
 	return skipped ? POOL_ENOMEM : POOL_OK;
+}
+
+pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, pool_wait_t wait)
+{
+	return pool_prefetch_for(p, r, wait, false);
 }
 
 pool_status_t pool_census(pool_t *p, const pool_range_t *r, pool_census_t *out)
