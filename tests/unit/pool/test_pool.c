@@ -2395,6 +2395,21 @@ static void test_prefetch_waiting_for_all_waits_for_its_own_room(void **state)
 	slab_room_close(&e, &x);
 }
 
+/* Two chunks: a small block in a slab (41), then two large pages a (42)
+ * and b (43) that push the slab to the host (least recently used). */
+static void slab_on_host_open(env_t *e, uint64_t sz, uintptr_t *s1, uint64_t *i1, uintptr_t *a,
+			      uintptr_t *b)
+{
+	env_open(e, 2, 0, 64);
+	assert_int_equal(pool_malloc(e->p, sz, s1, i1), POOL_OK);
+	put(e, *s1, sz, 41);
+	*a = must_malloc(e, CH);
+	put(e, *a, CH, 42);
+	*b = must_malloc(e, CH);
+	put(e, *b, CH, 43);
+	assert_int_equal(pool_page_state(e->p, *s1), POOL_PAGE_HOST);
+}
+
 /* A small allocation placed in a slab whose bytes are on the host: under
  * a plan (an order set) the slab comes back at once, without a wait, so
  * the call that uses the new block does not fault its neighbours' bytes
@@ -2408,14 +2423,8 @@ static void test_small_malloc_in_a_slab_on_host_brings_it_back_under_a_plan(void
 		uint64_t i1, i2;
 		const uint64_t sz = CH * 2 / 5;
 		order_t o = { { 0 }, { 0 }, 0, 0 };
-		env_open(&e, 2, 0, 64);
-		assert_int_equal(pool_malloc(e.p, sz, &s1, &i1), POOL_OK);
-		put(&e, s1, sz, 41);
-		uintptr_t a = must_malloc(&e, CH);
-		put(&e, a, CH, 42);
-		uintptr_t b = must_malloc(&e, CH);   /* evicts the slab (least recently used) */
-		put(&e, b, CH, 43);
-		assert_int_equal(pool_page_state(e.p, s1), POOL_PAGE_HOST);
+		uintptr_t a, b;
+		slab_on_host_open(&e, sz, &s1, &i1, &a, &b);
 		assert_int_equal(pool_free(e.p, b, NULL, true), POOL_OK);
 		if (planned) {
 			o = (order_t){ { i1, range_of(&e, a, CH).alloc_id }, { 30, 20 }, 2, 0 };
@@ -2462,14 +2471,8 @@ static void test_small_malloc_in_a_slab_on_host_makes_room_for_the_next_call(voi
 	uintptr_t s1, s2;
 	uint64_t i1, i2;
 	const uint64_t sz = CH * 2 / 5;
-	env_open(&e, 2, 0, 64);
-	assert_int_equal(pool_malloc(e.p, sz, &s1, &i1), POOL_OK);
-	put(&e, s1, sz, 41);
-	uintptr_t a = must_malloc(&e, CH);
-	put(&e, a, CH, 42);
-	uintptr_t b = must_malloc(&e, CH);   /* evicts the slab (least recently used) */
-	put(&e, b, CH, 43);
-	assert_int_equal(pool_page_state(e.p, s1), POOL_PAGE_HOST);
+	uintptr_t a, b;
+	slab_on_host_open(&e, sz, &s1, &i1, &a, &b);
 	/* full, both pages dirty: a needed in 20, the slab's block in 30, b
 	 * not in the plan */
 	order_t o = { { i1, range_of(&e, a, CH).alloc_id }, { 30, 20 }, 2, 0 };
