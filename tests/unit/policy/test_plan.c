@@ -715,6 +715,98 @@ static void test_lookahead_brings_a_scanned_argument_whole(void **state)
 	drv_free(&d);
 }
 
+/* A call split in chunks other than an earlier call's over one tensor
+ * made anew each iteration: the lookahead before a chunk resolves its
+ * range through the latest uses that cover it - two of the earlier
+ * call's chunks where one covers it in part.  (vmem splits VGG-16's
+ * first pooling backward in 270 MiB chunks and the activation backward
+ * after it in 159 MiB ones; the part of each activation chunk the latest
+ * pooling chunk did not cover was faulted in: 25 pages an iteration.) */
+enum { CK = 4096 };
+
+static void chunked_iteration(drv_t *d, uint64_t id)
+{
+	static const uint64_t a_lo[] = { 0, 66 * CK }, a_n[] = { 66 * CK, 66 * CK };
+	static const uint64_t b_lo[] = { 0, 40 * CK, 80 * CK }, b_n[] = { 40 * CK, 40 * CK, 52 * CK };
+	vmem_range_t r[2];
+
+	policy_allocated(d->p, id, 132 * CK);
+	r[0] = R(20, 0, 132 * CK, VMEM_ACCESS_R, "x");
+	r[1] = R(id, 0, 132 * CK, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "y");
+	drv_op(d, VMEM_OP_ACT_FWD, "cudnnActivationForward", NULL, 2, r);
+	for (int i = 0; i < 2; i++) {
+		r[0] = R(id, a_lo[i], a_n[i], VMEM_ACCESS_R, "x");
+		r[1] = R(21, a_lo[i], a_n[i], VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "dx");
+		drv_op(d, VMEM_OP_POOL_BWD, "cudnnPoolingBackward", NULL, 2, r);
+	}
+	for (int i = 0; i < 3; i++) {
+		r[0] = R(id, b_lo[i], b_n[i], VMEM_ACCESS_R, "x");
+		r[1] = R(22, b_lo[i], b_n[i], VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "dx");
+		drv_op(d, VMEM_OP_ACT_BWD, "cudnnActivationBackward", NULL, 2, r);
+	}
+	drv_sync(d);
+	policy_freed(d->p, id);
+}
+
+static void test_lookahead_covers_a_chunk_across_earlier_chunks(void **state)
+{
+	policy_config_t c = cfg();
+	uint64_t id = 100, covered = 0, lo = UINT64_MAX, hi = 0, seq;
+	int b2 = -1, nb = 0, steps = 0;
+	drv_t d;
+
+	(void)state;
+	c.offload = POLICY_OFFLOAD_ALL;
+	drv_init(&d, &c);
+	for (uint64_t a = 20; a <= 22; a++)
+		policy_allocated(d.p, a, 132 * CK);
+	for (int i = 0; i < 5; i++)
+		chunked_iteration(&d, id++);
+	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
+	const policy_plan_t *pl = policy_plan(d.p);
+	const policy_graph_t *g = &pl->g;
+
+	for (int o = 0; o < g->nops && b2 < 0; o++)
+		if (g->ops[o].kind == VMEM_OP_ACT_BWD && nb++ == 1)
+			b2 = o;
+	assert_true(b2 >= 0);
+	uint64_t x = g->uses[g->ops[b2].use0].alloc_id;
+	for (int i = 0; i < pl->nsteps; i++) {
+		const policy_step_t *s = &pl->steps[i];
+		const policy_use_t *u = &g->uses[s->use];
+
+		if (!s->next || s->until_op != b2 || u->alloc_id != x)
+			continue;
+		steps++;
+		covered += s->bytes;
+		if (u->offset + s->delta < lo)
+			lo = u->offset + s->delta;
+		if (u->offset + s->delta + s->bytes > hi)
+			hi = u->offset + s->delta + s->bytes;
+	}
+	if (steps != 2 || covered != 40 * CK || lo != 40 * CK || hi != 80 * CK)
+		fail_msg("expected the lookahead before the second chunk [%d, %d) to cover it whole "
+			 "in 2 steps (through both earlier chunks), got %d steps, %llu bytes over "
+			 "[%llu, %llu)", 40 * CK, 80 * CK, steps, (unsigned long long)covered,
+			 (unsigned long long)lo, (unsigned long long)hi);
+	/* a planned iteration asks for all of it */
+	seq = d.seq;
+	chunked_iteration(&d, id++);
+	covered = 0;
+	for (int i = 0; i < d.nacts; i++) {
+		const policy_action_t *a = &d.acts[i].a;
+
+		if (d.acts[i].seq >= seq && d.acts[i].kind == POLICY_ACT_PREFETCH && a->next &&
+		    a->until_op == b2 && a->alloc_id == id - 1)
+			covered += a->offset >= 40 * CK && a->offset + a->bytes <= 80 * CK ? a->bytes : 0;
+	}
+	if (covered != 40 * CK)
+		fail_msg("expected lookahead PREFETCHes of [%d, %d) of the new tensor in a planned "
+			 "iteration, got %llu bytes inside it", 40 * CK, 80 * CK,
+			 (unsigned long long)covered);
+	drv_free(&d);
+}
+
 /* A call that overwrites a range whole needs nothing of it back - but the
  * pool moves whole pages, and a page the range covers in part keeps its
  * other bytes: a convolution's workspace ending inside a page of a
@@ -865,6 +957,7 @@ int main(void)
 		cmocka_unit_test(test_lookahead_prefetches_the_next_calls_reads),
 		cmocka_unit_test(test_plan_made_runs_the_confirming_calls_lookahead),
 		cmocka_unit_test(test_lookahead_brings_a_scanned_argument_whole),
+		cmocka_unit_test(test_lookahead_covers_a_chunk_across_earlier_chunks),
 		cmocka_unit_test(test_lookahead_brings_the_page_a_whole_write_covers_in_part),
 		cmocka_unit_test(test_debug_log_prints_every_pass_of_a_new_plan),
 	};
