@@ -1200,6 +1200,24 @@ static uint32_t offload_later(pool_t *p, uint32_t need, uint64_t floor)
  * range's own next use is the floor); then, with `wait`, dirty pages
  * needed later start to leave (offload_later), for the prefetch tried
  * again.  Lock held; the waits release it (a is pinned meanwhile). */
+/* The host waits for the last use of the dead page least recently used
+ * whose use is still running (pool_evict_nowait drops it then, and the
+ * pages of uses before it).  False when there is none, or the wait
+ * failed.  Lock held; the wait releases it (the allocation is pinned). */
+static bool dead_wait_one(pool_t *p)
+{
+	for (struct page *pg = p->lru.tail; pg && p->ndead_full; pg = pg->prev) {
+		if (!pool_page_all_dead(p, pg) || pool_mark_done(p, pg->busy))
+			continue;
+		struct alloc *a = pg->a;
+		a->pins++;
+		pool_status_t st = pool_mark_wait(p, pg->busy);
+		a->pins--;
+		return st == POOL_OK;
+	}
+	return false;
+}
+
 static void prefetch_fill(pool_t *p, struct alloc *a, uint64_t off, uint64_t bytes, uint32_t need,
 			  pool_wait_t wait, bool next_call)
 {
@@ -1209,7 +1227,8 @@ static void prefetch_fill(pool_t *p, struct alloc *a, uint64_t off, uint64_t byt
 
 	a->pins++;
 	while (fill_nowait(p, need, false, 0) < need && wait &&
-	       (pool_freed_reclaim_one(p, true, need - p->ncache) || pool_offl_reap(p, true)))
+	       (pool_freed_reclaim_one(p, true, need - p->ncache) || pool_offl_reap(p, true) ||
+		dead_wait_one(p)))
 		p->st.prefetch_waits++;
 	if (p->ncache < need)
 		fill_nowait(p, need, true, floor);
