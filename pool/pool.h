@@ -348,12 +348,15 @@ pool_status_t pool_undead(pool_t *p, const pool_range_t *r);
  * resort.  Chunks come, in this order, from what needs neither a wait nor
  * a copy (the cache, the budget, completed frees and offloads, dead
  * pages); then, with `wait` (the range is for the next call), from the
- * frees and offloads still under way, the host waiting for them
- * (prefetch_waits: memory the plan freed, still being copied out); last
- * from clean pages whose last use completed - with an eviction order set
- * (pool_set_order), only those needed later than the range itself.  With
- * an order and `wait`, if that is not enough, dirty pages needed later
- * than the range are sent to the host as offloads are (prefetch_room):
+ * frees and offloads still under way and dead pages whose last use still
+ * runs, the host waiting for them (prefetch_waits: memory the plan
+ * freed); then from clean pages whose last use completed - with an
+ * eviction order set (pool_set_order), only those needed later than the
+ * range itself.  With an order and `wait`, if that is not enough, pages
+ * held for calls needed after the range and after every dirty page
+ * needed later are given up without a copy (held_evicted), then dirty
+ * pages needed later than the range are sent to the host as offloads are
+ * (prefetch_room):
  * with POOL_WAIT_UNDERWAY without a wait (the prefetch tried again waits
  * for those copies), with POOL_WAIT_ALL the host waits for them at once
  * (the runtime asks so once the call before the range's is queued and

@@ -1189,17 +1189,6 @@ static uint32_t offload_later(pool_t *p, uint32_t need, uint64_t floor)
 	return n;
 }
 
-/* Chunks for a prefetch of `need` pages of allocation a (its range at
- * off/bytes): first what needs neither a wait nor a copy; then, with
- * `wait`, the host waits for the frees and offloads already under way -
- * the memory the plan freed for this range, still being copied out (the
- * call, soon, would wait for the same copies with its own bytes still to
- * come; here they follow at once and overlap the calls before it; a range
- * needed later does not hold the host up: it is tried again after each
- * call); last clean pages, none the plan needs before this range (the
- * range's own next use is the floor); then, with `wait`, dirty pages
- * needed later start to leave (offload_later), for the prefetch tried
- * again.  Lock held; the waits release it (a is pinned meanwhile). */
 /* The host waits for the last use of the dead page least recently used
  * whose use is still running (pool_evict_nowait drops it then, and the
  * pages of uses before it).  False when there is none, or the wait
@@ -1268,7 +1257,8 @@ static uint32_t take_held_later(pool_t *p, uint32_t need, uint64_t floor)
 		if (key == POOL_ORDER_UNKNOWN || key <= floor || key < far)
 			continue;
 		if (n < EVICT_BATCH) {
-			k[n++] = (struct keyed){ key, n, pg };
+			k[n] = (struct keyed){ key, n, pg };
+			n++;
 		} else {
 			uint32_t lo = 0;   /* keep the furthest EVICT_BATCH */
 			for (uint32_t i = 1; i < n; i++)
@@ -1295,6 +1285,19 @@ static uint32_t take_held_later(pool_t *p, uint32_t need, uint64_t floor)
 	return done;
 }
 
+/* Chunks for a prefetch of `need` pages of allocation a (its range at
+ * off/bytes): first what needs neither a wait nor a copy; then, with
+ * `wait`, the host waits for the frees and offloads already under way and
+ * for the last uses of dead pages - the memory the plan freed for this
+ * range (the call, soon, would wait for the same copies with its own
+ * bytes still to come; here they follow at once and overlap the calls
+ * before it; a range needed later does not hold the host up: it is tried
+ * again after each call); then clean pages, none the plan needs before
+ * this range (the range's own next use is the floor; for `next_call`, the
+ * next call); then, with `wait`, pages prefetched for calls needed last
+ * (take_held_later), and dirty pages needed later start to leave
+ * (offload_later): waited for with POOL_WAIT_ALL, else for the prefetch
+ * tried again.  Lock held; the waits release it (a is pinned meanwhile). */
 static void prefetch_fill(pool_t *p, struct alloc *a, uint64_t off, uint64_t bytes, uint32_t need,
 			  pool_wait_t wait, bool next_call)
 {
