@@ -348,9 +348,8 @@ pool_status_t pool_undead(pool_t *p, const pool_range_t *r);
  * resort.  Chunks come, in this order, from what needs neither a wait nor
  * a copy (the cache, the budget, completed frees and offloads, dead
  * pages); then, with `wait` (the range is for the next call), from the
- * frees and offloads still under way and dead pages whose last use still
- * runs, the host waiting for them (prefetch_waits: memory the plan
- * freed); then from clean pages whose last use completed - with an
+ * frees and offloads still under way, the host waiting for them
+ * (prefetch_waits: memory the plan freed); then from clean pages whose last use completed - with an
  * eviction order set (pool_set_order), only those needed later than the
  * range itself.  With an order and `wait`, if that is not enough, pages
  * held for calls needed after the range and after every dirty page

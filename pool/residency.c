@@ -1189,24 +1189,6 @@ static uint32_t offload_later(pool_t *p, uint32_t need, uint64_t floor)
 	return n;
 }
 
-/* The host waits for the last use of the dead page least recently used
- * whose use is still running (pool_evict_nowait drops it then, and the
- * pages of uses before it).  False when there is none, or the wait
- * failed.  Lock held; the wait releases it (the allocation is pinned). */
-static bool dead_wait_one(pool_t *p)
-{
-	for (struct page *pg = p->lru.tail; pg && p->ndead_full; pg = pg->prev) {
-		if (!pool_page_all_dead(p, pg) || pool_mark_done(p, pg->busy))
-			continue;
-		struct alloc *a = pg->a;
-		a->pins++;
-		pool_status_t st = pool_mark_wait(p, pg->busy);
-		a->pins--;
-		return st == POOL_OK;
-	}
-	return false;
-}
-
 /* The furthest next use, above `floor`, of a dirty page the plan knows:
  * what offload_later would send out first (0: none). */
 static uint64_t far_dirty_key(pool_t *p, uint64_t floor)
@@ -1287,9 +1269,8 @@ static uint32_t take_held_later(pool_t *p, uint32_t need, uint64_t floor)
 
 /* Chunks for a prefetch of `need` pages of allocation a (its range at
  * off/bytes): first what needs neither a wait nor a copy; then, with
- * `wait`, the host waits for the frees and offloads already under way and
- * for the last uses of dead pages - the memory the plan freed for this
- * range (the call, soon, would wait for the same copies with its own
+ * `wait`, the host waits for the frees and offloads already under way -
+ * the memory the plan freed for this range (the call, soon, would wait for the same copies with its own
  * bytes still to come; here they follow at once and overlap the calls
  * before it; a range needed later does not hold the host up: it is tried
  * again after each call); then clean pages, none the plan needs before
@@ -1307,8 +1288,7 @@ static void prefetch_fill(pool_t *p, struct alloc *a, uint64_t off, uint64_t byt
 
 	a->pins++;
 	while (fill_nowait(p, need, false, 0) < need && wait &&
-	       (pool_freed_reclaim_one(p, true, need - p->ncache) || pool_offl_reap(p, true) ||
-		dead_wait_one(p)))
+	       (pool_freed_reclaim_one(p, true, need - p->ncache) || pool_offl_reap(p, true)))
 		p->st.prefetch_waits++;
 	if (p->ncache < need)
 		fill_nowait(p, need, true, floor);

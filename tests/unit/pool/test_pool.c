@@ -2181,47 +2181,6 @@ static void test_prefetch_waits_for_copies_out_under_way(void **state)
 	env_close(&e);
 }
 
-/* A dead page whose last use still runs is memory the plan freed, as a
- * free under way is: a prefetch for the next call waits for that use and
- * takes the page (VGG-16 (256) caching under all(m) on the h100 model at
- * 1/2: 811 dead pages resident, busy, and the prefetch of the tensor the
- * pooling backward reads found no chunk - 439 misses a run); one for a
- * later call does not wait. */
-static void test_prefetch_waits_for_a_dead_pages_last_use(void **state)
-{
-	(void)state;
-	for (int soon = 0; soon < 2; soon++) {
-		env_t e;
-		env_open(&e, 2, 0, 64);
-		uintptr_t z = must_malloc(&e, CH), x = must_malloc(&e, CH);
-		put(&e, z, CH, 80);
-		offload_done(&e, z, CH);
-		uintptr_t c = must_malloc(&e, CH);
-		put(&e, c, CH, 81);
-		e.f.hold = true;
-		put(&e, x, CH, 82);                   /* its last use, still running */
-		assert_int_equal(discard(&e, x, CH, false), POOL_OK);
-		assert_int_equal(pool_page_state(e.p, x), POOL_PAGE_RESIDENT);
-		uint64_t waits = e.f.waits;
-		pool_range_t rz = range_of(&e, z, CH);
-		pool_status_t st =
-			pool_prefetch(e.p, &rz, soon ? POOL_WAIT_UNDERWAY : POOL_WAIT_NONE);
-		pool_status_t want = soon ? POOL_OK : POOL_ENOMEM;
-		if (st != want || (soon && e.f.waits == waits) || (!soon && e.f.waits != waits) ||
-		    pool_page_state(e.p, c) != POOL_PAGE_RESIDENT)
-			fail_msg("%s: expected %s, %s, c kept; got %s, %lu waits, c state %d",
-				 soon ? "for the next call" : "for a later call", pool_strerror(want),
-				 soon ? "a wait for x's last use" : "no wait", pool_strerror(st),
-				 (unsigned long)(e.f.waits - waits), pool_page_state(e.p, c));
-		e.f.hold = false;
-		fake_drain(&e.f);
-		assert_true(check(&e, z, CH, 80));
-		assert_true(check(&e, c, CH, 81));
-		check_clean(&e);
-		env_close(&e);
-	}
-}
-
 /* A page prefetched for a call the plan needs later than the next one
  * is given up, without a copy, for a prefetch for the next call that
  * finds no other room - unless a dirty page is needed later still (that
@@ -3644,7 +3603,6 @@ int main(void)
 		cmocka_unit_test(test_fault_in_skips_the_copy_of_a_page_rewritten_or_dead),
 		cmocka_unit_test(test_prefetch_after_reclaiming_an_empty_freed_range),
 		cmocka_unit_test(test_prefetch_waits_for_copies_out_under_way),
-		cmocka_unit_test(test_prefetch_waits_for_a_dead_pages_last_use),
 		cmocka_unit_test(test_prefetch_for_the_next_call_takes_a_page_held_for_later),
 		cmocka_unit_test(test_prefetch_evicts_only_pages_needed_later),
 		cmocka_unit_test(test_census_classes_pages_by_the_ranges_next_use),
