@@ -106,7 +106,7 @@ static int ref_use(const policy_graph_t *g, uint64_t alloc_id, uint64_t off, uin
  * than an earlier call's: VGG-16's first activation backward, in 159 MiB
  * chunks of a tensor its pooling read in 270 MiB ones, faulted in the
  * part of each chunk the latest pooling chunk did not cover - 25 pages
- * an iteration under `conv(m)` on the h100 model at 1/2). */
+ * an iteration under `conv(m)` on the h100 model at 1/4). */
 static int ahead(const policy_graph_t *g, svec_t *s, int j, int k, int x, uint64_t lo,
 		 uint64_t bytes)
 {
