@@ -190,15 +190,11 @@ static int lookahead(const policy_graph_t *g, svec_t *s)
 
 				if (!a || a->cls == POLICY_ALLOC_FOREIGN || !u->bytes)
 					continue;
-				if ((u->access & VMEM_ACCESS_R) || !(u->access & VMEM_ACCESS_WHOLE)) {
-					if (ahead(g, s, j, k, x, lo, u->bytes) < 0)
-						return -1;
-					continue;
-				}
-				if (!page && g->page_size) {
-					/* a small allocation: it shares a page (the
-					 * pool's slab) with others, whose bytes come
-					 * back with it */
+				/* read, written in part, or a small allocation
+				 * (its page, the pool's slab, holds others, whose
+				 * bytes come back with it): the whole range */
+				if ((u->access & VMEM_ACCESS_R) || !(u->access & VMEM_ACCESS_WHOLE) ||
+				    (!page && g->page_size)) {
 					if (ahead(g, s, j, k, x, lo, u->bytes) < 0)
 						return -1;
 					continue;

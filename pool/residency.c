@@ -384,10 +384,11 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 }
 
 /* Unmaps a dead page, or a clean one whose last use completed, without a
- * copy or a wait. */
-static void drop_nowait(pool_t *p, struct page *pg, bool dead, bool planned)
+ * copy or a wait; `from`: the list it is taken off (the resident pages',
+ * or the held ones' for a page prefetched for a later call). */
+static void drop_nowait(pool_t *p, struct page *pg, struct list *from, bool dead, bool planned)
 {
-	list_del(&p->lru, pg);
+	list_del(from, pg);
 	page_left(p, pg, dead);
 	p->st.evictions_clean++;
 	if (planned)
@@ -409,7 +410,7 @@ uint32_t pool_evict_nowait(pool_t *p, uint32_t need, bool clean, uint64_t floor)
 		for (struct page *pg = p->lru.tail, *pv; pg && done < need && p->ndead_full; pg = pv) {
 			pv = pg->prev;
 			if (pool_page_all_dead(p, pg) && pool_mark_done(p, pg->busy)) {
-				drop_nowait(p, pg, true, false);
+				drop_nowait(p, pg, &p->lru, true, false);
 				done++;
 			}
 		}
@@ -426,7 +427,7 @@ uint32_t pool_evict_nowait(pool_t *p, uint32_t need, bool clean, uint64_t floor)
 			bool dead = c < ndead;
 			if ((!dead && !page_clean(p, pg)) || !pool_mark_done(p, pg->busy))
 				continue;
-			drop_nowait(p, pg, dead, c >= ndead && c < ndead + nplanned);
+			drop_nowait(p, pg, &p->lru, dead, c >= ndead && c < ndead + nplanned);
 			done++;
 		}
 	} while (done < need && done > before);
@@ -1254,14 +1255,9 @@ static uint32_t take_held_later(pool_t *p, uint32_t need, uint64_t floor)
 	for (uint32_t i = 0; i < n && done < need; i++) {
 		struct page *pg = k[i].pg;
 
-		list_del(&p->heldl, pg);
 		pg->flags &= ~PF_HELD;
-		page_left(p, pg, false);
-		p->st.evictions_clean++;
-		p->st.evictions_planned++;
 		p->st.held_evicted++;
-		pool_emit(p, POOL_EV_EVICT, pg->a, (uint64_t)pg->idx * chunk_sz(p),
-			  page_bytes(p, pg->a, pg->idx), 0, p->ops.d2h_stream);
+		drop_nowait(p, pg, &p->heldl, false, true);
 		done++;
 	}
 	return done;
