@@ -397,7 +397,10 @@ pool_status_t pool_census(pool_t *p, const pool_range_t *r, pool_census_t *out);
  * stream), so the copy overlaps calls that still read them, and releases
  * their chunks once the copy and their last use completed (pool_poll, or
  * when memory is needed); clean pages are released without a copy.  No
- * host wait: a page with no free host slot is left resident (POOL_EHOST). */
+ * host wait: a page with no free host slot is left resident (POOL_EHOST).
+ * A page the eviction order says the next call uses (key 1) stays: it
+ * holds another tensor's bytes too, and moved, the call would fault it
+ * straight back. */
 pool_status_t pool_offload(pool_t *p, const pool_range_t *r);
 /* Called before issuing the range's last reader, which pool_offload
  * follows: fences each page's last write now, so that the offload's copy

@@ -1067,6 +1067,8 @@ pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
 		struct page *pg = &a->pages[k];
 		if (pg->state != PG_RESIDENT || pg->locks)
 			continue;
+		if (p->order && page_key(p, pg) == 1)
+			continue;   /* the next call uses it: another tensor shares the page */
 		if (!page_clean(p, pg) && !pool_page_all_dead(p, pg)) {
 			/* after the last write only: the copy reads the page
 			 * while the calls that still read it run (vDNN §III-A:
