@@ -75,6 +75,14 @@ typedef struct {
 	bool soon;             /* for the next call: worth a host wait once the call before is queued */
 } retry_t;
 
+/* A prefetch for a later call, put off until the call it came with holds
+ * its own pages (runtime_policy_started). */
+typedef struct {
+	pool_range_t r;
+	int until_op;
+	bool soon, next;
+} defer_t;
+
 /* Per thread: the ranges of the call in flight (resolved before, reused
  * after), the actions list, the fault-ins counted by the pool's observer. */
 typedef struct {
@@ -93,9 +101,16 @@ typedef struct {
 	 * call until the first call that uses the range comes */
 	retry_t retry[RETRY_MAX];
 	int nretry;
+	/* between policy_before and the call's prepare: its prefetches for
+	 * later calls, issued once its own pages are resident */
+	bool before;
+	defer_t defer[RETRY_MAX];
+	int ndefer;
 } tl_policy_t;
 
 static __thread tl_policy_t *tl_pol;
+
+static void defer_run(tl_policy_t *t);
 static pthread_key_t tl_key;
 static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
 
@@ -318,6 +333,8 @@ static bool timing_wanted(vmem_op_kind_t kind)
 
 void runtime_policy_started(const runtime_call_t *c)
 {
+	if (tl_pol && tl_pol->ndefer)
+		defer_run(tl_pol);
 	if (tl_ev0)
 		return;   /* prepared again (the conv hooks retry): timed from the first */
 	/* a call with no vmem memory may be on a capturing stream (the hooks
@@ -694,24 +711,38 @@ static void retry_add(const pool_range_t *r, bool soon)
 	t->retry[t->nretry++] = (retry_t){ *r, soon };
 }
 
+/* Do the spans cover all of r? */
+static bool spans_cover(const pool_span_t *sp, int n, const pool_range_t *r)
+{
+	uint64_t at = r->offset, end = r->offset + r->bytes;
+
+	for (bool grew = true; at < end && grew;) {
+		grew = false;
+		for (int j = 0; j < n; j++)
+			if (sp[j].alloc_id == r->alloc_id && sp[j].offset <= at &&
+			    at < sp[j].offset + sp[j].bytes) {
+				at = sp[j].offset + sp[j].bytes;
+				grew = true;
+			}
+	}
+	return at >= end;
+}
+
 /* The call about to be issued uses these spans: a prefetch still waiting
- * for room was for it (or an earlier use), and the call brings back what
- * is missing itself; one kept waiting would hold its pages to the next
- * use. */
+ * for room that they cover was for it (or an earlier use), and the call
+ * brings back what is missing itself; one kept waiting would hold its
+ * pages to the next use.  One they cover in part stays: it is for a call
+ * after this one (the next call's lookahead, issued before this call,
+ * over a block this call reads a part of: a random net's pooling backward
+ * reads 15 MiB of a 20 MiB caching block whose whole the channel-slice
+ * kernel after it takes - dropped, the other 5 MiB faulted in). */
 static void retry_used(tl_policy_t *t, const pool_span_t *sp, int n)
 {
 	int w = 0;
 
-	for (int i = 0; i < t->nretry; i++) {
-		const pool_range_t *r = &t->retry[i].r;
-		bool used = false;
-
-		for (int j = 0; j < n && !used; j++)
-			used = sp[j].alloc_id == r->alloc_id && sp[j].offset < r->offset + r->bytes &&
-			       r->offset < sp[j].offset + sp[j].bytes;
-		if (!used)
+	for (int i = 0; i < t->nretry; i++)
+		if (!spans_cover(sp, n, &t->retry[i].r))
 			t->retry[w++] = t->retry[i];
-	}
 	t->nretry = w;
 }
 
@@ -742,7 +773,7 @@ static void retry_run(tl_policy_t *t)
  * miss in a planned iteration can be traced to its cause: pages the plan
  * counts away but still dirty, prefetched ranges waiting for their
  * calls, memory the plan does not know. */
-static void log_prefetch_short(const pool_range_t *r, const policy_action_t *a)
+static void log_prefetch_short(const pool_range_t *r, int until_op, bool next)
 {
 	pool_census_t c;
 
@@ -753,9 +784,38 @@ static void log_prefetch_short(const pool_range_t *r, const policy_action_t *a)
 		   "%u (the call's fault copies them out), needed sooner %u, outside the plan %u, "
 		   "prefetched not used %u, offloading %u",
 		   (unsigned long long)r->alloc_id, (unsigned long long)r->offset,
-		   (unsigned long long)r->bytes, a->until_op, a->next ? " (lookahead)" : "",
+		   (unsigned long long)r->bytes, until_op, next ? " (lookahead)" : "",
 		   c.resident, c.dead, c.clean_later, c.dirty_later, c.sooner, c.unknown, c.held,
 		   c.offloading);
+}
+
+/* One of the plan's prefetches: a range for this call or the next is worth
+ * a host wait for the copies out that make its room; one for a call
+ * further ahead is tried again after each call meanwhile. */
+static void prefetch(const pool_range_t *r, int until_op, bool soon, bool next)
+{
+	if (pool_prefetch(g_rp_pool, r, soon ? POOL_WAIT_UNDERWAY : POOL_WAIT_NONE) ==
+	    POOL_ENOMEM) {
+		if (vmem_log_enabled(VMEM_LOG_DEBUG))
+			log_prefetch_short(r, until_op, next);
+		retry_add(r, soon);
+	}
+}
+
+/* The prefetches put off while the call's own pages came (its fault-ins
+ * first: a prefetch for a later call issued before them took the room a
+ * free had just made, and the call faulted its input back in after
+ * evicting it; the next call's lookahead, brought before, was what the
+ * call's own fault-ins evicted). */
+static void defer_run(tl_policy_t *t)
+{
+	int n = t->ndefer, mode = n ? runtime_relax_begin() : -1;
+
+	t->ndefer = 0;
+	for (int i = 0; i < n; i++)
+		prefetch(&t->defer[i].r, t->defer[i].until_op, t->defer[i].soon, t->defer[i].next);
+	if (mode >= 0)
+		runtime_relax_end(mode);
 }
 
 static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
@@ -791,17 +851,15 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 	case POLICY_ACT_OFFLOAD:
 		pool_offload(g_rp_pool, &r);
 		break;
-	case POLICY_ACT_PREFETCH:
-		/* a range for this call or the next is worth a host wait for
-		 * the copies out that make its room; one for a call further
-		 * ahead is tried again after each call meanwhile */
-		if (pool_prefetch(g_rp_pool, &r, a->soon ? POOL_WAIT_UNDERWAY : POOL_WAIT_NONE) ==
-		    POOL_ENOMEM) {
-			if (vmem_log_enabled(VMEM_LOG_DEBUG))
-				log_prefetch_short(&r, a);
-			retry_add(&r, a->soon);
-		}
+	case POLICY_ACT_PREFETCH: {
+		tl_policy_t *t = tl_pol;
+
+		if (t && t->before && a->until_op != a->plan_op && t->ndefer < RETRY_MAX)
+			t->defer[t->ndefer++] = (defer_t){ r, a->until_op, a->soon, a->next };
+		else
+			prefetch(&r, a->until_op, a->soon, a->next);
 		break;
+	}
 	case POLICY_ACT_SETTLE:
 		pool_settle(g_rp_pool, &r);
 		break;
@@ -866,6 +924,7 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 {
 	tl_policy_t *t;
 	vmem_event_t ev;
+	cudaError_t err;
 
 	if (!g_pol || !(t = tl_get()))
 		return cudaSuccess;
@@ -896,7 +955,10 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 	fill_event(&ev, c, t);
 	policy_before(g_pol, &ev, &t->acts);
 	t->pending = true;
-	return run_actions(t, &ev);
+	t->before = true;
+	err = run_actions(t, &ev);
+	t->before = false;
+	return err;
 }
 
 void runtime_policy_after(const runtime_call_t *c)
@@ -907,6 +969,8 @@ void runtime_policy_after(const runtime_call_t *c)
 	if (!g_pol || !t || !t->pending)
 		return;
 	t->pending = false;
+	if (t->ndefer)
+		defer_run(t);   /* the call was not prepared (refused) */
 	if (t->misses) {
 		policy_note_miss(g_pol, t->misses);
 		t->misses = 0;
