@@ -612,6 +612,28 @@ def t_gaps(args):
           "in %d (none), same weights; %s" % (what, limit // MiB, m1, p1, m0, p0, l1))
 
 
+def fuzz_no_misses(args, fuzz_args, nrows, what, timeout):
+    """Runs scripts/vmem-fuzz at half the peak with fuzz_args; fails unless
+    it gives nrows runs, each with the unlimited run's weights and planned
+    iterations without a miss."""
+    fuzz = os.path.join(os.path.dirname(args.vmem_trace), "vmem-fuzz")
+    cmd = [sys.executable, fuzz, "--minitrain", args.minitrain, "--lib", args.vmem,
+           "--simgpu", os.environ.get("LD_LIBRARY_PATH", "").split(":")[0],
+           "--fractions", "2", "--policies", "all,conv,dyn"] + fuzz_args
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    print(p.stdout[-3000:])
+    if p.returncode != 0:
+        fail("vmem-fuzz exited %d, expected 0\n%s" % (p.returncode, show(p)))
+    rows = [ln for ln in p.stdout.splitlines() if " 1/2 " in ln]
+    if len(rows) != nrows:
+        fail("expected %d runs (%s), got %d" % (nrows, what, len(rows)))
+    for ln in rows:
+        m = re.search(r"planned (\d+) \(misses (\d+)\)", ln)
+        if " same " not in ln or not m or int(m.group(1)) == 0 or int(m.group(2)) != 0:
+            fail("expected the unlimited weights and planned iterations with 0 misses, got: %s"
+                 % ln)
+
+
 def t_no_misses(args):
     """Issue 12: planned iterations without a miss.  VGG-16 and ResNet at
     half their peak, per-tensor style, under all, conv and dyn, computing
@@ -621,24 +643,9 @@ def t_no_misses(args):
     without the lookahead (VMEM_LOOKAHEAD=0) misses: what the plan did not
     foresee (the pages the iteration before the plan left evicted) is what
     the lookahead brings."""
-    fuzz = os.path.join(os.path.dirname(args.vmem_trace), "vmem-fuzz")
-    cmd = [sys.executable, fuzz, "--minitrain", args.minitrain, "--lib", args.vmem,
-           "--simgpu", os.environ.get("LD_LIBRARY_PATH", "").split(":")[0],
-           "--nets", "vgg16,resnet", "--batch", "8", "--image", "32", "--iters", "6",
-           "--styles", "per-tensor", "--apis", "legacy", "--fractions", "2",
-           "--policies", "all,conv,dyn"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=580)
-    print(p.stdout[-3000:])
-    if p.returncode != 0:
-        fail("vmem-fuzz exited %d, expected 0\n%s" % (p.returncode, show(p)))
-    rows = [ln for ln in p.stdout.splitlines() if " 1/2 " in ln]
-    if len(rows) != 6:
-        fail("expected 6 runs (2 nets x 3 policies), got %d" % len(rows))
-    for ln in rows:
-        m = re.search(r"planned (\d+) \(misses (\d+)\)", ln)
-        if " same " not in ln or not m or int(m.group(1)) == 0 or int(m.group(2)) != 0:
-            fail("expected the unlimited weights and planned iterations with 0 misses, got: %s"
-                 % ln)
+    fuzz_no_misses(args, ["--nets", "vgg16,resnet", "--batch", "8", "--image", "32", "--iters",
+                          "6", "--styles", "per-tensor", "--apis", "legacy"], 6,
+                   "2 nets x 3 policies", 580)
     extra = ["--batch", "8", "--image", "32", "--iters", "6", "--alloc", "per-tensor"]
     base = mt(args, "vgg16", extra, {"SIMGPU_MEM": "4G"}, preload=False)
     must_pass(base, "vgg16 without vmem")
@@ -674,23 +681,8 @@ def t_no_misses_random(args):
     next call uses), and the next call's lookahead taken back by its
     predecessor's own fault-ins (prefetches for later calls now wait until
     the call holds its pages)."""
-    fuzz = os.path.join(os.path.dirname(args.vmem_trace), "vmem-fuzz")
-    cmd = [sys.executable, fuzz, "--minitrain", args.minitrain, "--lib", args.vmem,
-           "--simgpu", os.environ.get("LD_LIBRARY_PATH", "").split(":")[0],
-           "1826307923", "--iters", "8", "--styles", "caching", "--apis", "legacy",
-           "--fractions", "2", "--policies", "all,conv,dyn"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=280)
-    print(p.stdout[-3000:])
-    if p.returncode != 0:
-        fail("vmem-fuzz exited %d, expected 0\n%s" % (p.returncode, show(p)))
-    rows = [ln for ln in p.stdout.splitlines() if " 1/2 " in ln]
-    if len(rows) != 3:
-        fail("expected 3 runs (random:1826307923 caching x 3 policies), got %d" % len(rows))
-    for ln in rows:
-        m = re.search(r"planned (\d+) \(misses (\d+)\)", ln)
-        if " same " not in ln or not m or int(m.group(1)) == 0 or int(m.group(2)) != 0:
-            fail("expected the unlimited weights and planned iterations with 0 misses, got: %s"
-                 % ln)
+    fuzz_no_misses(args, ["1826307923", "--iters", "8", "--styles", "caching", "--apis",
+                          "legacy"], 3, "random:1826307923 caching x 3 policies", 280)
     print("ok: random:1826307923 (caching) at half its peak under all, conv and dyn: planned "
           "iterations without a miss, same weights")
 
