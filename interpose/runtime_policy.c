@@ -75,14 +75,6 @@ typedef struct {
 	bool soon;             /* for the next call: worth a host wait once the call before is queued */
 } retry_t;
 
-/* A prefetch for a later call, put off until the call it came with holds
- * its own pages (runtime_policy_started). */
-typedef struct {
-	pool_range_t r;
-	int until_op;
-	bool soon, next;
-} defer_t;
-
 /* Per thread: the ranges of the call in flight (resolved before, reused
  * after), the actions list, the fault-ins counted by the pool's observer. */
 typedef struct {
@@ -101,16 +93,9 @@ typedef struct {
 	 * call until the first call that uses the range comes */
 	retry_t retry[RETRY_MAX];
 	int nretry;
-	/* between policy_before and the call's prepare: its prefetches for
-	 * later calls, issued once its own pages are resident */
-	bool before;
-	defer_t defer[RETRY_MAX];
-	int ndefer;
 } tl_policy_t;
 
 static __thread tl_policy_t *tl_pol;
-
-static void defer_run(tl_policy_t *t);
 static pthread_key_t tl_key;
 static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
 
@@ -333,8 +318,6 @@ static bool timing_wanted(vmem_op_kind_t kind)
 
 void runtime_policy_started(const runtime_call_t *c)
 {
-	if (tl_pol && tl_pol->ndefer)
-		defer_run(tl_pol);
 	if (tl_ev0)
 		return;   /* prepared again (the conv hooks retry): timed from the first */
 	/* a call with no vmem memory may be on a capturing stream (the hooks
@@ -791,31 +774,27 @@ static void log_prefetch_short(const pool_range_t *r, int until_op, bool next)
 
 /* One of the plan's prefetches: a range for this call or the next is worth
  * a host wait for the copies out that make its room; one for a call
- * further ahead is tried again after each call meanwhile. */
+ * further ahead is tried again after each call meanwhile.  The next
+ * call's (the lookahead's), brought, is checked again once this call is
+ * queued: this call's own fault-ins, which come after it, may have taken
+ * it back (a pooling backward's fresh output crowding out the block the
+ * channel-slice kernel after it reads: random:1826307923 caching at 1/2,
+ * 10 misses a run under conv).  Issuing the other calls' prefetches after
+ * this call's fault-ins instead was measured and not kept: the fault-ins
+ * then made their room by Belady's order alone, copying out dirty pages
+ * where the prefetches had dropped clean ones (VGG-16 (64) conv(p) on
+ * the h100 model at 1/2: 258 -> 279 ms). */
 static void prefetch(const pool_range_t *r, int until_op, bool soon, bool next)
 {
-	if (pool_prefetch(g_rp_pool, r, soon ? POOL_WAIT_UNDERWAY : POOL_WAIT_NONE) ==
-	    POOL_ENOMEM) {
+	pool_status_t st = pool_prefetch(g_rp_pool, r, soon ? POOL_WAIT_UNDERWAY : POOL_WAIT_NONE);
+
+	if (st == POOL_ENOMEM) {
 		if (vmem_log_enabled(VMEM_LOG_DEBUG))
 			log_prefetch_short(r, until_op, next);
 		retry_add(r, soon);
+	} else if (st == POOL_OK && soon && next) {
+		retry_add(r, true);
 	}
-}
-
-/* The prefetches put off while the call's own pages came (its fault-ins
- * first: a prefetch for a later call issued before them took the room a
- * free had just made, and the call faulted its input back in after
- * evicting it; the next call's lookahead, brought before, was what the
- * call's own fault-ins evicted). */
-static void defer_run(tl_policy_t *t)
-{
-	int n = t->ndefer, mode = n ? runtime_relax_begin() : -1;
-
-	t->ndefer = 0;
-	for (int i = 0; i < n; i++)
-		prefetch(&t->defer[i].r, t->defer[i].until_op, t->defer[i].soon, t->defer[i].next);
-	if (mode >= 0)
-		runtime_relax_end(mode);
 }
 
 static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
@@ -851,15 +830,9 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 	case POLICY_ACT_OFFLOAD:
 		pool_offload(g_rp_pool, &r);
 		break;
-	case POLICY_ACT_PREFETCH: {
-		tl_policy_t *t = tl_pol;
-
-		if (t && t->before && a->until_op != a->plan_op && t->ndefer < RETRY_MAX)
-			t->defer[t->ndefer++] = (defer_t){ r, a->until_op, a->soon, a->next };
-		else
-			prefetch(&r, a->until_op, a->soon, a->next);
+	case POLICY_ACT_PREFETCH:
+		prefetch(&r, a->until_op, a->soon, a->next);
 		break;
-	}
 	case POLICY_ACT_SETTLE:
 		pool_settle(g_rp_pool, &r);
 		break;
@@ -924,7 +897,6 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 {
 	tl_policy_t *t;
 	vmem_event_t ev;
-	cudaError_t err;
 
 	if (!g_pol || !(t = tl_get()))
 		return cudaSuccess;
@@ -955,10 +927,7 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 	fill_event(&ev, c, t);
 	policy_before(g_pol, &ev, &t->acts);
 	t->pending = true;
-	t->before = true;
-	err = run_actions(t, &ev);
-	t->before = false;
-	return err;
+	return run_actions(t, &ev);
 }
 
 void runtime_policy_after(const runtime_call_t *c)
@@ -969,8 +938,6 @@ void runtime_policy_after(const runtime_call_t *c)
 	if (!g_pol || !t || !t->pending)
 		return;
 	t->pending = false;
-	if (t->ndefer)
-		defer_run(t);   /* the call was not prepared (refused) */
 	if (t->misses) {
 		policy_note_miss(g_pol, t->misses);
 		t->misses = 0;

@@ -679,8 +679,8 @@ def t_no_misses_random(args):
     (19 under dyn): an offload of a caching block's pages that the next
     channel-slice kernel writes inside (pool_offload now leaves a page the
     next call uses), and the next call's lookahead taken back by its
-    predecessor's own fault-ins (prefetches for later calls now wait until
-    the call holds its pages)."""
+    predecessor's own fault-ins (the lookahead's ranges are checked again
+    once that call is queued)."""
     fuzz_no_misses(args, ["1826307923", "--iters", "8", "--styles", "caching", "--apis",
                           "legacy"], 3, "random:1826307923 caching x 3 policies", 280)
     print("ok: random:1826307923 (caching) at half its peak under all, conv and dyn: planned "
