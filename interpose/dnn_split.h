@@ -38,7 +38,8 @@ typedef cudnnStatus_t (*dnn_split_fn)(void *ctx, const cudnnTensorDescriptor_t *
 /* Images per slice for call `c` (refs filled), or 0 to run it whole: no
  * budget, its pages need at most 3/4 of it, tensors of different N,
  * images that interleave, an N of 1, or no slicing whose every slice
- * fits 3/4 of the budget in whole pages (hook_slice_images). */
+ * fits 3/4 of the budget in whole pages - the whole budget when the call
+ * needs more than that (hook_split_images). */
 int dnn_split_images(const hook_call_t *c, const dnn_split_tensor_t *t, int nt);
 
 /* Runs the call in slices of b images (each prepared, issued with fn and

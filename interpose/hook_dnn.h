@@ -88,8 +88,10 @@ int hook_slice_images(const hook_slice_t *t, int nt, int n, int k0, uint64_t roo
 /* The rule for a call of n images whose tensors span `pages` bytes of
  * pages in `budget` (0: none): images per slice (0 < b < n) when it needs
  * more than 3/4 of the budget and a slicing of about 1/4 each fits 3/4
- * in whole pages; 0 to run it whole (it fits, or no slicing does).  The
- * one rule dnn_split.c and conv_exec.c both apply.  Pure. */
+ * in whole pages - or, when it needs more than the whole budget and none
+ * does, a slicing that fits the whole budget; 0 to run it whole (it
+ * fits, or no slicing does).  The one rule dnn_split.c and conv_exec.c
+ * both apply.  Pure. */
 int hook_split_images(const hook_slice_t *t, int nt, int n, uint64_t pages, uint64_t budget,
 		      uint64_t chunk);
 /* cudnnDataType_t / cudaDataType_t as policy/event.h's vmem_dtype_t. */

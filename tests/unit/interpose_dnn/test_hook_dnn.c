@@ -519,6 +519,21 @@ static void test_slice_images_count_whole_pages(void **state)
 	assert_int_equal(hook_split_images(t, 4, 16, 8 * C, 12 << 20, C), 0);
 	assert_int_equal(hook_split_images(t, 4, 16, 25 << 20, 32 << 20, C), 4);
 	assert_int_equal(hook_split_images(t, 4, 16, 8 * C, 0, C), 0);
+	/* random:1619885934's pooling backward at 1/2 (14 MiB): x and dx of
+	 * 16 images of 385024 bytes, y and dy 376 bytes an image in two
+	 * slabs - 8 pages whole; every slicing has a slice across a page
+	 * boundary (6 pages, over 3/4 of the budget), and 4 slices of 4 fit
+	 * the whole budget: taken, since whole the call cannot run at all */
+	hook_slice_t p[4] = { { 0, 385024, 385024 }, { 4 * C, 385024, 385024 },
+			      { 8 * C + 4096, 376, 376 }, { 9 * C + 4096, 376, 376 } };
+	assert_int_equal(hook_slice_images(p, 4, 16, 5, 14 << 20, C), 4);
+	assert_int_equal(hook_slice_images(p, 4, 16, 5, (14 << 20) - (14 << 20) / 4, C), 0);
+	assert_int_equal(hook_split_images(p, 4, 16, 8 * C, 14 << 20, C), 4);
+	/* in 16 MiB a slice leaves a quarter free (the first rule), in 22
+	 * it runs whole, in 10 no slicing fits */
+	assert_int_equal(hook_split_images(p, 4, 16, 8 * C, 16 << 20, C), 4);
+	assert_int_equal(hook_split_images(p, 4, 16, 8 * C, 22 << 20, C), 0);
+	assert_int_equal(hook_split_images(p, 4, 16, 8 * C, 10 << 20, C), 0);
 }
 
 static void test_dense_strides_and_dtypes(void **state)
