@@ -694,38 +694,26 @@ static void retry_add(const pool_range_t *r, bool soon)
 	t->retry[t->nretry++] = (retry_t){ *r, soon };
 }
 
-/* Do the spans cover all of r? */
-static bool spans_cover(const pool_span_t *sp, int n, const pool_range_t *r)
-{
-	uint64_t at = r->offset, end = r->offset + r->bytes;
-
-	for (bool grew = true; at < end && grew;) {
-		grew = false;
-		for (int j = 0; j < n; j++)
-			if (sp[j].alloc_id == r->alloc_id && sp[j].offset <= at &&
-			    at < sp[j].offset + sp[j].bytes) {
-				at = sp[j].offset + sp[j].bytes;
-				grew = true;
-			}
-	}
-	return at >= end;
-}
-
 /* The call about to be issued uses these spans: a prefetch still waiting
- * for room that they cover was for it (or an earlier use), and the call
- * brings back what is missing itself; one kept waiting would hold its
- * pages to the next use.  One they cover in part stays: it is for a call
- * after this one (the next call's lookahead, issued before this call,
- * over a block this call reads a part of: a random net's pooling backward
- * reads 15 MiB of a 20 MiB caching block whose whole the channel-slice
- * kernel after it takes - dropped, the other 5 MiB faulted in). */
+ * for room was for it (or an earlier use), and the call brings back what
+ * is missing itself; one kept waiting would hold its pages to the next
+ * use.  (Keeping one the call covers only in part, as for a later call,
+ * was measured: no miss fewer, VGG-16 (128) dyn on the h100 model at 1/2
+ * 346.9 -> 353.1 ms.) */
 static void retry_used(tl_policy_t *t, const pool_span_t *sp, int n)
 {
 	int w = 0;
 
-	for (int i = 0; i < t->nretry; i++)
-		if (!spans_cover(sp, n, &t->retry[i].r))
+	for (int i = 0; i < t->nretry; i++) {
+		const pool_range_t *r = &t->retry[i].r;
+		bool used = false;
+
+		for (int j = 0; j < n && !used; j++)
+			used = sp[j].alloc_id == r->alloc_id && sp[j].offset < r->offset + r->bytes &&
+			       r->offset < sp[j].offset + sp[j].bytes;
+		if (!used)
 			t->retry[w++] = t->retry[i];
+	}
 	t->nretry = w;
 }
 
