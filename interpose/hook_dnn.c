@@ -209,18 +209,17 @@ int hook_slice_images(const hook_slice_t *t, int nt, int n, int k0, uint64_t roo
 int hook_split_images(const hook_slice_t *t, int nt, int n, uint64_t pages, uint64_t budget,
 		      uint64_t chunk)
 {
-	int b;
+	int b, k0 = hook_split_slices(pages, budget, n);
 
-	if (hook_split_slices(pages, budget, n) < 2)
+	if (k0 < 2)
 		return 0;
-	b = hook_slice_images(t, nt, n, hook_split_slices(pages, budget, n), budget - budget / 4,
-			      chunk);
+	b = hook_slice_images(t, nt, n, k0, budget - budget / 4, chunk);
 	if (!b && pages > budget)
 		/* no slicing leaves a quarter free and the call cannot run
 		 * whole: slices that may take every page of the budget, all
 		 * else leaving for each (random:1619885934's pooling backward
 		 * at 1/2: 12 MiB of pages a slice, 16 whole, in 14) */
-		b = hook_slice_images(t, nt, n, hook_split_slices(pages, budget, n), budget, chunk);
+		b = hook_slice_images(t, nt, n, k0, budget, chunk);
 	return b < n ? b : 0;
 }
 

@@ -1053,6 +1053,12 @@ pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
 		return st ? st : POOL_EINVAL;   /* small ones move with their chunk */
 	}
 	struct alloc *a = rr.a;
+	/* the key of the range's whole pages is their least: none of them
+	 * is the next call's unless it is 1 (one policy lookup, not one a
+	 * page, for a tensor the next call does not touch) */
+	uint64_t pages_end = (uint64_t)rr.last * chunk_sz(p) + page_bytes(p, a, rr.last);
+	bool next_uses = p->order && range_key(p, a, (uint64_t)rr.first * chunk_sz(p),
+					       pages_end - (uint64_t)rr.first * chunk_sz(p)) == 1;
 	group = (uint32_t)(p->cfg.offload_fence / chunk_sz(p));
 	if (!group)
 		group = 1;
@@ -1067,7 +1073,7 @@ pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
 		struct page *pg = &a->pages[k];
 		if (pg->state != PG_RESIDENT || pg->locks)
 			continue;
-		if (p->order && page_key(p, pg) == 1)
+		if (next_uses && page_key(p, pg) == 1)
 			continue;   /* the next call uses it: another tensor shares the page */
 		if (!page_clean(p, pg) && !pool_page_all_dead(p, pg)) {
 			/* after the last write only: the copy reads the page
