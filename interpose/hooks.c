@@ -476,6 +476,8 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 			c->policy_seen = true;
 			st = runtime_policy_before(&rc);
 		}
+		if (st == cudaSuccess && c->unseen)
+			st = runtime_unseen_before((cudaStream_t)c->stream);
 		if (st == cudaSuccess) {
 			st = runtime_prepare(c->refs, c->nrefs, (cudaStream_t)c->stream, c->resolved);
 			call_prepared = st == cudaSuccess;

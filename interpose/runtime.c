@@ -971,6 +971,19 @@ void runtime_stream_destroyed(cudaStream_t stream)
 		pool_stream_destroyed(g_pool, stream);
 }
 
+cudaError_t runtime_unseen_before(cudaStream_t stream)
+{
+	pool_status_t st;
+
+	if (!runtime_active() || !(st = pool_fill_rests(g_pool, stream)))
+		return cudaSuccess;
+	vmem_error("a launch whose parameters vmem cannot see may touch any byte, but bringing "
+		   "back the bytes vmem kept on the host failed (%s); the launch is refused - the "
+		   "device reported an error (see above), or set VMEM_DISABLE=1 to run without vmem",
+		   pool_strerror(st));
+	return cudaErrorMemoryAllocation;
+}
+
 void runtime_unseen_write(cudaStream_t stream)
 {
 	stats_add(STATS_UNSEEN_WRITES, 1);

@@ -67,6 +67,11 @@ bool runtime_budget_binds(void);
  * call (pool_note_unseen_write).  Counted in VMEM_STATS ("possible unseen
  * writes").  Thread-safe; only counts when vmem is not active. */
 void runtime_unseen_write(cudaStream_t stream);
+/* Before such a call is issued on `stream` (hook_call_prepare): pages the
+ * pool mapped without the bytes a call did not rewrite get them back, as
+ * the call may read any byte (pool_fill_rests).  A failure is returned
+ * (the call is then refused). */
+cudaError_t runtime_unseen_before(cudaStream_t stream);
 
 /* The device whose memory vmem manages (the current device at start-up). */
 int runtime_device(void);

@@ -209,6 +209,7 @@ void pool_page_dropped(pool_t *p, struct page *pg)
 	p->st.bytes_dropped += dead_bytes(pg->dead);
 	pool_emit(p, POOL_EV_DROP, pg->a, (uint64_t)pg->idx * chunk_sz(p),
 		  page_bytes(p, pg->a, pg->idx), 0, NULL);
+	page_rest_forget(p, pg);
 	pg->flags |= PF_DROPPED;
 	pg->flags &= ~(PF_WRITTEN | PF_HOST_VALID | PF_DROP);
 	dead_account(p, pg, was_full, was_dropped);

@@ -806,6 +806,7 @@ pool_status_t pool_free_large(pool_t *p, struct alloc *a, void *stream, bool all
 		if (pg->state == PG_HOST)
 			pg->state = PG_RELEASED;
 		pool_page_forget(p, pg);
+		page_rest_forget(p, pg);
 		pg->flags = 0;
 		pg->locks = 0;
 	}

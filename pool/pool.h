@@ -177,6 +177,10 @@ typedef struct {
 					 rewrites part and the rest was declared dead */
 	uint64_t overwrites_skipped;  /* pages faulted in without their copy: the call
 	                                 rewrites them whole */
+	uint64_t rests_kept;          /* pages faulted in without their copy: the call
+	                                 rewrites one span, the rest stays on the host */
+	uint64_t rests_filled;        /* of those, rests brought back for a later use */
+	uint64_t bytes_rest_filled;   /* bytes those copies moved */
 	uint64_t evictions;           /* pages evicted by the LRU */
 	uint64_t evictions_clean;     /* of which dropped without a copy */
 	uint64_t bytes_evicted;       /* bytes copied out by evictions */
@@ -262,6 +266,11 @@ void pool_stream_destroyed(pool_t *p, void *stream);
  * mapped at the time are not affected (a write there would have faulted).
  * The price: every eviction after it copies. */
 void pool_note_unseen_write(pool_t *p, void *stream);
+/* Before such a call is issued on `stream`: every mapped page that keeps
+ * its rest on the host (a call rewrote one span of it, residency.c) gets
+ * the rest back, and `stream` waits for those copies - the call may read
+ * any byte.  Nothing to do, and no cost, when no page keeps one. */
+pool_status_t pool_fill_rests(pool_t *p, void *stream);
 
 /* True when `a` is inside the reserved range (no lock: the range is fixed). */
 bool pool_owns(const pool_t *p, uintptr_t a);

@@ -72,6 +72,9 @@ enum {
 	PF_HELD = 64u,       /* prefetched, on the held list until its first use */
 	PF_DROPPED = 128u,   /* its dead bytes were dropped: a read of them is a loss */
 	PF_DROP = 256u,      /* on the offloading list to be dropped, not copied */
+	PF_REST = 512u,      /* mapped without its copy for a call that rewrote [rlo, rhi)
+				of it: the host slot holds the other bytes, the device's
+				are garbage until pool_rest_fill (residency.c) */
 };
 
 /* Bytes of a page the policy declared dead (dead.c): sorted, disjoint
@@ -147,6 +150,7 @@ struct page {
 	uint64_t epoch;      /* p->epoch when its clean state was last established */
 	struct deadset *dead; /* NULL: no byte declared dead */
 	uint32_t idx;
+	uint32_t rlo, rhi;   /* PF_REST: the bytes the device holds (page-relative) */
 	uint16_t locks;
 	uint8_t state;
 	uint16_t flags;
@@ -248,6 +252,7 @@ struct pool {
 	/* liveness (dead.c) */
 	uint64_t ndead_full;         /* pages whose every byte is dead, not dropped */
 	uint64_t ndropped;           /* pages holding dropped bytes (PF_DROPPED) */
+	uint64_t nrest;              /* pages mapped with their rest on the host (PF_REST) */
 	/* the application's own reservations (fixed.c) */
 	struct resv *resv;
 	uint32_t nresv, capresv;
@@ -343,8 +348,20 @@ static inline uintptr_t page_va(const pool_t *p, const struct page *pg)
  * fault-in). */
 static inline bool page_clean(const pool_t *p, const struct page *pg)
 {
+	if (pg->flags & PF_REST)
+		return pg->epoch == p->epoch && (pg->flags & PF_HOST_VALID);
 	return pg->epoch == p->epoch &&
 	       (!(pg->flags & PF_WRITTEN) || (pg->flags & PF_HOST_VALID));
+}
+
+/* The page no longer keeps its rest apart (it left the device, was
+ * dropped or freed, or its rest came back). */
+static inline void page_rest_forget(pool_t *p, struct page *pg)
+{
+	if (pg->flags & PF_REST) {
+		pg->flags &= ~PF_REST;
+		p->nrest--;
+	}
 }
 
 static inline void list_del(struct list *l, struct page *pg)

@@ -26,6 +26,9 @@ static void offload_finish(pool_t *p, struct page *pg)
 		pg->state = PG_RELEASED;
 		pool_page_dropped(p, pg);
 	} else {
+		/* a page keeping its rest apart leaves clean (its copy, or a
+		 * host copy of every byte): the slot holds all of it now */
+		page_rest_forget(p, pg);
 		pg->state = (pg->flags & PF_HOST_VALID) ? PG_HOST : PG_RELEASED;
 	}
 	pg->busy.tl = NULL;
@@ -106,6 +109,13 @@ bool pool_offl_reap(pool_t *p, bool wait_oldest)
 
 /* ------------------------------------------------------------- eviction */
 
+/* The bytes copy_out moves: a page keeping its rest apart (PF_REST)
+ * sends only what the device holds. */
+static uint64_t out_bytes(const pool_t *p, const struct page *pg)
+{
+	return pg->flags & PF_REST ? pg->rhi - pg->rlo : page_bytes(p, pg->a, pg->idx);
+}
+
 /* Queues the copy of a resident page's bytes to its host slot on the D2H
  * stream, after its last use and after every write vmem did not see
  * (which may have written it: its bytes then count as written).  The
@@ -119,9 +129,12 @@ static pool_status_t copy_out(pool_t *p, struct page *pg, struct mark after)
 	if ((st = pool_stream_after(p, p->tl_d2h, p->ops.d2h_stream, after)) ||
 	    (stale && (st = pool_d2h_after_unseen(p))))
 		return st;
-	int rc = p->ops.copy_d2h(p->ops.ctx, pg->host, page_va(p, pg), page_bytes(p, pg->a, pg->idx));
+	/* a page keeping its rest apart: the slot holds the rest already */
+	uint64_t lo = pg->flags & PF_REST ? pg->rlo : 0;
+	int rc = p->ops.copy_d2h(p->ops.ctx, (char *)pg->host + lo, page_va(p, pg) + lo,
+				 out_bytes(p, pg));
 	if (rc) {
-		if (!(pg->flags & PF_HOST_VALID)) {
+		if (!(pg->flags & (PF_HOST_VALID | PF_REST))) {
 			/* nothing was queued into the slot */
 			pool_slot_release(p, pg->host, (struct mark){ 0 });
 			pg->host = NULL;
@@ -276,6 +289,7 @@ static void page_left(pool_t *p, struct page *pg, bool dead)
 		if (dead)
 			pool_page_dropped(p, pg);
 	} else {
+		page_rest_forget(p, pg);   /* left clean: the slot holds every byte */
 		pg->state = PG_HOST;
 	}
 	pg->busy.tl = NULL;
@@ -297,6 +311,7 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 {
 	struct page *cand[EVICT_BATCH], *vict[EVICT_BATCH];
 	bool copied[EVICT_BATCH], failed[EVICT_BATCH], dead[EVICT_BATCH], planned[EVICT_BATCH];
+	uint64_t moved[EVICT_BATCH];
 	uint32_t n = 0, ncopy = 0, nplanned, ncand;
 	pool_status_t st;
 
@@ -314,7 +329,9 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 		failed[n] = false;
 		dead[n] = c < ndead;
 		planned[n] = c >= ndead && c < ndead + nplanned;
+		moved[n] = 0;
 		if (!dead[n] && !page_clean(p, pg)) {
+			moved[n] = out_bytes(p, pg);
 			if ((st = copy_out(p, pg, pg->busy))) {
 				if (st == POOL_EHOST) {
 					/* host full: clean pages further on can still
@@ -370,14 +387,14 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 		}
 		done++;
 		if (copied[i])
-			p->st.bytes_evicted += page_bytes(p, pg->a, pg->idx);
+			p->st.bytes_evicted += moved[i];
 		else
 			p->st.evictions_clean++;
 		if (planned[i])
 			p->st.evictions_planned++;
 		page_left(p, pg, dead[i] && pool_page_all_dead(p, pg));
 		pool_emit(p, POOL_EV_EVICT, pg->a, (uint64_t)pg->idx * chunk_sz(p),
-			  page_bytes(p, pg->a, pg->idx), copied[i] ? page_bytes(p, pg->a, pg->idx) : 0,
+			  page_bytes(p, pg->a, pg->idx), copied[i] ? moved[i] : 0,
 			  p->ops.d2h_stream);
 	}
 	return done;
@@ -595,10 +612,16 @@ typedef enum {
 			      iteration's workspace, evicted with a copy in the
 			      iteration before and then declared dead: ResNet's
 			      network style at 1/2 copied back 2 MiB no call reads) */
+	OLD_REST,          /* the call's whole writes cover one span [*wlo, *whi) of
+			      it; the other bytes may matter: they stay in the host
+			      slot until a call reaches them (PF_REST) - a
+			      convolution's workspace ending inside its caching
+			      segment's last page, whose rest the first iterations
+			      wrote, came back with a copy at every planned call */
 } page_old_t;
 
 static page_old_t page_old_bytes(const pool_t *p, const pool_ref_t *refs, const struct rref *rr,
-				 int n, const struct page *pg)
+				 int n, const struct page *pg, uint32_t *wlo_out, uint32_t *whi_out)
 {
 	uint64_t lo = (uint64_t)pg->idx * chunk_sz(p), hi = lo + page_bytes(p, pg->a, pg->idx);
 	uint64_t wlo = 0, whi = 0;
@@ -636,7 +659,15 @@ static page_old_t page_old_bytes(const pool_t *p, const pool_ref_t *refs, const 
 	uint64_t used = wend < hi ? wend : hi;
 	if (!apart && (used <= lo || (wlo == 0 && used <= lo + whi)))
 		return OLD_OVERWRITTEN;
-	return !apart && pg->dead && pool_page_dead_beside(p, pg, wlo, whi) ? OLD_DEAD : OLD_NEEDED;
+	if (apart || whi == wlo)
+		return OLD_NEEDED;
+	if (pg->dead && pool_page_dead_beside(p, pg, wlo, whi))
+		return OLD_DEAD;
+	if (pg->a->kind != A_LARGE)
+		return OLD_NEEDED;   /* a slab's other blocks: used by any call */
+	*wlo_out = (uint32_t)wlo;
+	*whi_out = (uint32_t)whi;
+	return OLD_REST;
 }
 
 /* refs: the call's refs (NULL for a prefetch, which never overwrites). */
@@ -709,13 +740,24 @@ static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rr
 			pg->flags &= ~PF_MARK;
 			if (pg->state != PG_RESIDENT)
 				continue;   /* its run's grant failed: unmapped again */
+			uint32_t wlo = 0, whi = 0;
 			page_old_t old = pg->flags & PF_HOST_VALID ?
-					 page_old_bytes(p, refs, rr, n, pg) : OLD_NEEDED;
-			if (old != OLD_NEEDED) {
+					 page_old_bytes(p, refs, rr, n, pg, &wlo, &whi) : OLD_NEEDED;
+			if (old == OLD_OVERWRITTEN || old == OLD_DEAD) {
 				pool_slot_release(p, pg->host, pg->busy);
 				pg->host = NULL;
 			}
-			if (old == OLD_OVERWRITTEN) {
+			if (old == OLD_REST) {
+				/* the slot keeps the rest; the device holds what
+				 * the call writes (the host's copy of that goes
+				 * stale with the write) */
+				pg->flags &= ~PF_HOST_VALID;
+				pg->flags |= PF_REST;
+				pg->rlo = wlo;
+				pg->rhi = whi;
+				p->nrest++;
+				p->st.rests_kept++;
+			} else if (old == OLD_OVERWRITTEN) {
 				/* the call rewrites it all: its old bytes are not needed */
 				pg->flags &= ~PF_HOST_VALID;
 				p->st.overwrites_skipped++;
@@ -796,6 +838,129 @@ static void ref_part(const pool_t *p, const struct rref *rr, uint32_t k, uint64_
 	*hi = (rr->hi < pe ? rr->hi : pe) - ps;
 }
 
+/* Brings back the rest of a page that kept it on the host (PF_REST): the
+ * bytes outside [rlo, rhi), on the H2D stream after the page's queued work,
+ * so that the copies' mark stands for all of it.  The slot goes once the
+ * copies are done unless it holds every byte (a copy out since).  A use
+ * that reaches the rest has it (kind FAULT_IN: a miss; PREFETCH: ahead of
+ * it).  A copy the device refuses leaves the page as it was. */
+static pool_status_t rest_fill(pool_t *p, struct page *pg, pool_event_kind_t kind)
+{
+	uint64_t nb = page_bytes(p, pg->a, pg->idx), moved = nb - (pg->rhi - pg->rlo);
+	uintptr_t va = page_va(p, pg);
+	const char *h = pg->host;
+	pool_status_t st;
+	int rc = 0;
+
+	if (pg->busy.tl && (st = pool_stream_after(p, p->tl_h2d, p->ops.h2d_stream, pg->busy)))
+		return st;
+	if (pg->rlo)
+		rc = p->ops.copy_h2d(p->ops.ctx, va, h, pg->rlo);
+	if (!rc && pg->rhi < nb)
+		rc = p->ops.copy_h2d(p->ops.ctx, va + pg->rhi, h + pg->rhi, nb - pg->rhi);
+	struct mark m = pool_mark_now(p, p->tl_h2d);
+	pg->busy = m;
+	if (rc)
+		return dev_status(rc);
+	pg->wrote = m;
+	if (!(pg->flags & PF_HOST_VALID)) {
+		pool_slot_release(p, pg->host, m);
+		pg->host = NULL;
+	}
+	page_rest_forget(p, pg);
+	p->st.rests_filled++;
+	p->st.bytes_rest_filled += moved;
+	if (kind == POOL_EV_PREFETCH)
+		p->st.bytes_prefetched += moved;
+	else
+		p->st.bytes_faulted_in += moved;
+	pool_emit(p, kind, pg->a, (uint64_t)pg->idx * chunk_sz(p), nb, moved, p->ops.h2d_stream);
+	return POOL_OK;
+}
+
+/* rest_fill for the resident pages of rr whose rest the range [lo, hi)
+ * of the allocation reaches; *n counts them. */
+static pool_status_t rest_fill_range(pool_t *p, struct alloc *a, uint32_t first, uint32_t last,
+				     uint64_t lo, uint64_t hi, pool_event_kind_t kind, uint32_t *n)
+{
+	pool_status_t st = POOL_OK;
+
+	for (uint32_t k = first; k <= last && !st; k++) {
+		struct page *pg = &a->pages[k];
+		uint64_t ps = (uint64_t)k * chunk_sz(p), pe = ps + chunk_sz(p);
+		uint64_t plo = (lo > ps ? lo : ps) - ps, phi = (hi < pe ? hi : pe) - ps;
+
+		if (pg->state != PG_RESIDENT || !(pg->flags & PF_REST) ||
+		    (plo >= pg->rlo && phi <= pg->rhi))
+			continue;
+		if (!(st = rest_fill(p, pg, kind)))
+			(*n)++;
+	}
+	return st;
+}
+
+/* A call's refs on a resident page that keeps its rest on the host
+ * (PF_REST): nothing to do when they stay inside what the device holds;
+ * whole writes that extend it in one span extend it (covering the page:
+ * the rest is not needed any more); anything else brings the rest back
+ * first (a miss: the plan did not bring it). */
+static pool_status_t rest_for_page(pool_t *p, const pool_ref_t *refs, const struct rref *rr,
+				   int n, struct page *pg, uint32_t *nfill)
+{
+	uint64_t ulo = pg->rlo, uhi = pg->rhi, nb = page_bytes(p, pg->a, pg->idx);
+	bool fill = false;
+
+	for (int i = 0; i < n && !fill; i++) {
+		const pool_ref_t *r = &refs[rr[i].ref];
+		uint64_t lo, hi;
+
+		if (rr[i].a != pg->a || pg->idx < rr[i].first || pg->idx > rr[i].last)
+			continue;
+		ref_part(p, &rr[i], pg->idx, &lo, &hi);
+		if (lo >= pg->rlo && hi <= pg->rhi)
+			continue;
+		if (!r->write || !r->whole || hi < ulo || lo > uhi)
+			fill = true;   /* reads the rest, or writes it in part, or apart */
+		else if (lo < ulo)
+			ulo = lo;
+		if (!fill && hi > uhi)
+			uhi = hi;
+	}
+	if (fill) {
+		pool_status_t st = rest_fill(p, pg, POOL_EV_FAULT_IN);
+
+		if (!st)
+			(*nfill)++;
+		return st;
+	}
+	if (ulo == 0 && uhi >= nb) {
+		/* rewritten whole by now: the slot's rest is not needed */
+		pool_slot_release(p, pg->host, pg->busy);
+		pg->host = NULL;
+		pg->flags &= ~PF_HOST_VALID;
+		page_rest_forget(p, pg);
+	} else {
+		pg->rlo = (uint32_t)ulo;
+		pg->rhi = (uint32_t)uhi;
+	}
+	return POOL_OK;
+}
+
+static pool_status_t rest_for_call(pool_t *p, const pool_ref_t *refs, const struct rref *rr,
+				   int n, uint32_t *nfill)
+{
+	pool_status_t st = POOL_OK;
+
+	for (int j = 0; j < n && !st; j++)
+		for (uint32_t k = rr[j].first; k <= rr[j].last && !st; k++) {
+			struct page *pg = &rr[j].a->pages[k];
+
+			if (pg->state == PG_RESIDENT && (pg->flags & PF_REST))
+				st = rest_for_page(p, refs, rr, n, pg, nfill);
+		}
+	return st;
+}
+
 static bool refs_lost(pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr,
 		      pool_span_t *out)
 {
@@ -850,8 +1015,15 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 	for (int j = 0; j < nrr; j++)
 		for (uint32_t k = rr[j].first; k <= rr[j].last; k++)
 			lock_page(p, &rr[j].a->pages[k]);
-	st = fault_in(p, refs, rr, nrr, POOL_EV_FAULT_IN, &nfault);
-	p->st.misses += nfault;
+	/* a page whose rest is on the host, and the call reaches the rest */
+	uint32_t nfill = 0;
+	if (p->nrest)
+		st = rest_for_call(p, refs, rr, nrr, &nfill);
+	if (!st)
+		st = fault_in(p, refs, rr, nrr, POOL_EV_FAULT_IN, &nfault);
+	else
+		nfault = 0;
+	p->st.misses += nfault + nfill;
 	/* Order the call after the copies and after earlier work on other
 	 * streams (a prefetch, a cancelled offload, another stream's use).
 	 * The same stream's earlier uses are ordered by the stream itself: in
@@ -937,7 +1109,12 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 			if (ref->write) {
 				pg->wrote = m;
 				pg->flags |= PF_WRITTEN;
-				if (pg->host) {
+				if (pg->flags & PF_REST) {
+					/* inside what the device holds (acquire
+					 * brought the rest back otherwise): the slot
+					 * keeps the rest */
+					pg->flags &= ~PF_HOST_VALID;
+				} else if (pg->host) {
 					/* the host copy is stale; the slot may still be
 					 * read by the fault-in copy, which m follows */
 					pool_slot_release(p, pg->host, m);
@@ -1083,7 +1260,7 @@ pool_status_t pool_offload(pool_t *p, const pool_range_t *r)
 				break;
 			pg->out = pg->busy;   /* until its group's fence */
 			pg->flags |= PF_MARK;
-			moved += page_bytes(p, a, k);
+			moved += out_bytes(p, pg);
 			ncopy++;
 			if (++ingroup == group) {
 				offload_fence(p, a, gfirst, k, &st);
@@ -1189,10 +1366,9 @@ static uint32_t offload_later(pool_t *p, uint32_t need, uint64_t floor)
 		list_push_back(&p->offl, pg);
 		p->st.evictions++;
 		p->st.evictions_planned++;
-		p->st.bytes_evicted += page_bytes(p, pg->a, pg->idx);
+		p->st.bytes_evicted += out_bytes(p, pg);   /* still PF_REST, if it was */
 		pool_emit(p, POOL_EV_EVICT, pg->a, (uint64_t)pg->idx * chunk_sz(p),
-			  page_bytes(p, pg->a, pg->idx), page_bytes(p, pg->a, pg->idx),
-			  p->ops.d2h_stream);
+			  page_bytes(p, pg->a, pg->idx), out_bytes(p, pg), p->ops.d2h_stream);
 	}
 	p->st.prefetch_room += n;
 	return n;
@@ -1336,6 +1512,11 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 		pthread_mutex_unlock(&p->lock);
 		return POOL_EINVAL;
 	}
+	/* resident pages whose rest the range reaches: that comes back too */
+	uint32_t nfill = 0;
+	if (p->nrest)
+		(void)rest_fill_range(p, a, rr.first, rr.last, rr.lo, rr.hi, POOL_EV_PREFETCH,
+				      &nfill);
 	/* map what the cache holds (adjacent pages granted in one call),
 	 * then copy back the pages that hold bytes */
 	struct grant_run g = { 0 };
@@ -1392,7 +1573,7 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 			pg->flags |= PF_HELD;
 		}
 	}
-	p->st.prefetches += nfault;
+	p->st.prefetches += nfault + nfill;
 	p->st.prefetch_skipped += skipped;
 	pthread_mutex_unlock(&p->lock);
 	return skipped ? POOL_ENOMEM : POOL_OK;
@@ -1489,4 +1670,32 @@ pool_page_state_t pool_page_state(pool_t *p, uintptr_t addr)
 	}
 	pthread_mutex_unlock(&p->lock);
 	return r;
+}
+
+pool_status_t pool_fill_rests(pool_t *p, void *stream)
+{
+	pool_status_t st = POOL_OK;
+	uint32_t n = 0;
+
+	pthread_mutex_lock(&p->lock);
+	for (uint64_t i = 0; p->nrest && i < p->capids && !st; i++) {
+		struct alloc *a = p->ids[i].a;
+
+		if (!p->ids[i].id || p->ids[i].block != UINT32_MAX || a->kind != A_LARGE)
+			continue;
+		for (uint32_t k = 0; k < a->npages && !st; k++) {
+			struct page *pg = &a->pages[k];
+
+			/* resident or leaving with a copy: mapped, the rest garbage */
+			if ((pg->flags & PF_REST) &&
+			    (pg->state == PG_RESIDENT || pg->state == PG_OFFLOADING) &&
+			    !(st = rest_fill(p, pg, POOL_EV_FAULT_IN)))
+				n++;
+		}
+	}
+	if (n && !st)
+		st = pool_stream_after(p, pool_tl(p, stream), stream, pool_mark_now(p, p->tl_h2d));
+	p->st.misses += n;
+	pthread_mutex_unlock(&p->lock);
+	return st;
 }

@@ -35,6 +35,12 @@
  *                      while an error of the application
  *                      (cudaSetDevice(7)) is pending; checks that the
  *                      error survives and both kernels ran; prints "ok"
+ *   hookprog unseen-rest  (run with a 4 MiB budget) a 2 MiB tensor pushed
+ *                      out, brought back for a memset of its middle (the
+ *                      pool keeps the rest on the host), then filled
+ *                      whole by an mt_fill launch vmem cannot see into,
+ *                      pushed out and read back; checks every element,
+ *                      prints "ok"
  *   hookprog ipc       (run with an 8 MiB budget) the IPC, handle and
  *                      pointer queries on a 4 MiB allocation pushed out
  *                      of the budget (and on pinned host memory); prints
@@ -508,6 +514,54 @@ static int unseen_write(void)
 	return 0;
 }
 
+/* The pool maps a page that a call rewrites in part without its other
+ * bytes, which stay in its host slot until a call reaches them.  A launch
+ * vmem cannot see into may write any byte: those bytes must be back
+ * before it runs (pool_fill_rests), or the pool, evicting the page, would
+ * copy out only the part it knew of and its writes around it would be
+ * lost. */
+static int unseen_rest(void)
+{
+	typedef cudaError_t (*get_kernel_fn)(cudaKernel_t *, cudaLibrary_t, const char *);
+	void *rt = dlopen("libcudart.so.13", RTLD_NOLOAD | RTLD_LAZY);
+	get_kernel_fn get = rt ? (get_kernel_fn)dlsym(rt, "cudaLibraryGetKernel") : NULL;
+	const size_t MB = 1u << 20;
+	unsigned long long n = 2 * MB / sizeof(float);
+	float *d, v = 6.5f, *h = malloc(2 * MB);
+	void *big, *fill_args[] = { &d, &v, &n };
+	cudaLibrary_t lib;
+	cudaKernel_t kfill;
+
+	if (!get || !h) {
+		fprintf(stderr, "hookprog: cudaLibraryGetKernel not found in libcudart.so.13\n");
+		return 1;
+	}
+	CHECK(cudaLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+	CHECK(get(&kfill, lib, "mt_fill"));
+	CHECK(cudaMalloc((void **)&d, 2 * MB));
+	CHECK(cudaMalloc(&big, 4 * MB));
+	for (unsigned long long i = 0; i < n; i++)
+		h[i] = (float)i;
+	CHECK(cudaMemcpy(d, h, 2 * MB, cudaMemcpyHostToDevice));
+	CHECK(cudaMemset(big, 1, 4 * MB));                         /* d out */
+	CHECK(cudaMemset((char *)d + MB / 4, 0, MB / 2));           /* d back, its rest on the host */
+	CHECK(cudaLaunchKernel((const void *)kfill, (dim3){ 4, 1, 1 }, (dim3){ 256, 1, 1 }, fill_args,
+			       0, NULL));
+	CHECK(cudaMemset(big, 2, 4 * MB));                         /* d out again */
+	CHECK(cudaMemcpy(h, d, 2 * MB, cudaMemcpyDeviceToHost));
+	for (unsigned long long i = 0; i < n; i++)
+		if (h[i] != 6.5f) {
+			fprintf(stderr, "hookprog: d[%llu] = %g after mt_fill wrote 6.5 everywhere "
+				"(the bytes around the memset's span lost)\n", i, h[i]);
+			return 1;
+		}
+	CHECK(cudaFree(d));
+	CHECK(cudaFree(big));
+	free(h);
+	printf("ok\n");
+	return 0;
+}
+
 static const char *cu_name(CUresult r)
 {
 	const char *n = NULL;
@@ -576,6 +630,8 @@ int main(int argc, char **argv)
 	/* before vmem sees any kernel handle handed out */
 	if (strcmp(mode, "unseen-write") == 0)
 		return unseen_write();
+	if (strcmp(mode, "unseen-rest") == 0)
+		return unseen_rest();
 	load_kernels();
 	if (strcmp(mode, "basic") == 0)
 		return basic();
@@ -599,6 +655,7 @@ int main(int argc, char **argv)
 		return ipc();
 
 	fprintf(stderr, "hookprog: unknown mode '%s'; expected basic, threads, probe, driver, "
-		"stub-launch, many-args, launch-oom, destroyed-streams, unseen-write or ipc\n", mode);
+		"stub-launch, many-args, launch-oom, destroyed-streams, unseen-write, unseen-rest "
+		"or ipc\n", mode);
 	return 2;
 }

@@ -376,6 +376,28 @@ def t_unseen_write(args):
           "the application's pending error survived")
 
 
+def t_unseen_rest(args):
+    # A page brought back for a memset of its middle keeps its other bytes
+    # on the host; a launch vmem cannot see into then fills the tensor
+    # whole: vmem must bring those bytes back before the launch, or they
+    # come back old after the next eviction.
+    p = run(args, [args.prog, "unseen-rest"], {"VMEM_STATS": "1", "VMEM_DEVICE_LIMIT": "4M"},
+            check=False)
+    if p.returncode != 0 or p.stdout.strip() != "ok":
+        fail("unseen-rest: expected exit 0 and 'ok', got exit %d, stdout %r, stderr:\n%s"
+             % (p.returncode, p.stdout, p.stderr[-3000:]))
+    got = {}
+    for line in p.stderr.splitlines():
+        for key in ("copies skipped (rest on host)", "rests brought back"):
+            if line.strip().startswith(key):
+                got[key] = int(line.split()[-1])
+    want = {"copies skipped (rest on host)": 1, "rests brought back": 1}
+    if got != want:
+        fail("VMEM_STATS: expected %s, got %s\n%s" % (want, got, p.stderr))
+    print("ok: the rest kept on the host came back before the unseen launch; every element "
+          "as it wrote")
+
+
 def t_ipc(args):
     # Handles and queries that would expose vmem's chunks are refused with
     # one line naming VMEM_DISABLE=1, which does make them work; the
@@ -732,7 +754,8 @@ TESTS = {
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
     "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom, "torch-bounds": t_torch_bounds,
     "stub-launch": t_stub_launch, "small-device": t_small_device,
-    "copies-and-sets": t_copies_and_sets, "unseen-write": t_unseen_write, "ipc": t_ipc,
+    "copies-and-sets": t_copies_and_sets, "unseen-write": t_unseen_write,
+    "unseen-rest": t_unseen_rest, "ipc": t_ipc,
     "refs-not-held": t_refs_not_held, "many-args": t_many_args,
     "destroyed-streams": t_destroyed_streams,
     "sgemm-batched": t_sgemm_batched, "bn-ex": t_bn_ex,

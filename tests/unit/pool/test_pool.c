@@ -2715,7 +2715,7 @@ static void put_whole(env_t *e, uintptr_t a, uint64_t n, uint32_t seed)
  * since the allocation was made (a caching allocator's segment past the
  * workspace it placed there), comes back without its copy: the rest holds
  * nothing.  Once a call wrote the rest, or after a write vmem did not see,
- * the copy is made. */
+ * the rest stays on the host instead, until a call reads it. */
 static void test_fault_in_skips_the_copy_of_a_rest_never_written(void **state)
 {
 	(void)state;
@@ -2739,12 +2739,13 @@ static void test_fault_in_skips_the_copy_of_a_rest_never_written(void **state)
 		uint64_t copied = stats(&e).bytes_faulted_in - before.bytes_faulted_in;
 		static const char *what[] = { "the rest never written", "the rest written",
 					      "after an unseen write" };
-		if (skipped != (c == 0) || copied != (c == 0 ? 0 : CH))
-			fail_msg("%s: expected %d copies skipped, %lu bytes copied back; got %lu, %lu",
-				 what[c], c == 0, (unsigned long)(c == 0 ? 0 : CH),
-				 (unsigned long)skipped, (unsigned long)copied);
+		uint64_t kept = stats(&e).rests_kept - before.rests_kept;
+		if (skipped != (c == 0) || kept != (c != 0) || copied != 0)
+			fail_msg("%s: expected %d copies skipped, %d rests kept on the host, no byte "
+				 "copied back; got %lu, %lu, %lu", what[c], c == 0, c != 0,
+				 (unsigned long)skipped, (unsigned long)kept, (unsigned long)copied);
 		if (c == 1)
-			assert_true(check(&e, a + CH + CH / 2, CH / 4, 52));
+			assert_true(check(&e, a + CH + CH / 2, CH / 4, 52));   /* the rest, back */
 		assert_true(check(&e, a + CH, CH / 2, 54));
 		assert_true(check(&e, b, CH, 53));
 		assert_true(check(&e, d, CH, 55));
@@ -2770,15 +2771,18 @@ static void test_fault_in_skips_the_copy_of_a_page_rewritten_or_dead(void **stat
 	put(&e, a, CH, 61);
 	put(&e, b, CH, 62);                     /* evicts a: its bytes go to host */
 	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
-	/* the second half dead but for its last 256 bytes: the copy stays */
+	/* the second half dead but for its last 256 bytes: those stay on the
+	 * host (no copy back), and are not dropped */
 	assert_int_equal(discard(&e, a + half, half - 256, false), POOL_OK);
 	uint64_t copied = stats(&e).bytes_faulted_in;
 	pool_ref_t w = { .ptr = a, .bytes = half, .write = true, .whole = true };
 	assert_int_equal(pool_acquire(e.p, &w, 1, NULL, &sp), POOL_OK);
 	pool_release(e.p, &w, &sp, 1, NULL);
-	if (stats(&e).dead_copies_skipped != 0 || stats(&e).bytes_faulted_in != copied + CH)
-		fail_msg("256 live bytes on the page: expected its copy back (%llu bytes), got %llu "
-			 "(%llu skipped)", (unsigned long long)CH,
+	if (stats(&e).dead_copies_skipped != 0 || stats(&e).rests_kept != 1 ||
+	    stats(&e).bytes_faulted_in != copied)
+		fail_msg("256 live bytes on the page: expected its rest kept on the host (1) and no "
+			 "copy back; got %llu kept, %llu bytes (%llu skipped as dead)",
+			 (unsigned long long)stats(&e).rests_kept,
 			 (unsigned long long)(stats(&e).bytes_faulted_in - copied),
 			 (unsigned long long)stats(&e).dead_copies_skipped);
 	/* now all of the second half dead, and a evicted again */
@@ -2821,6 +2825,130 @@ static void test_fault_in_skips_the_copy_of_a_page_rewritten_or_dead(void **stat
 	free(v);
 	check_clean(&e);
 	env_close(&e);
+}
+
+/* Reads [a, a+n) through a call and compares it with want. */
+static void expect_bytes(env_t *e, uintptr_t a, const uint8_t *want, uint64_t n, const char *what)
+{
+	pool_ref_t r = { .ptr = a, .bytes = n, .write = false };
+	pool_span_t s;
+	uint8_t *got = malloc(n);
+
+	assert_int_equal(pool_acquire(e->p, &r, 1, NULL, &s), POOL_OK);
+	fake_drain(&e->f);
+	assert_true(fake_read(&e->f, a, got, n));
+	pool_release(e->p, &r, &s, 1, NULL);
+	for (uint64_t i = 0; i < n; i++)
+		if (got[i] != want[i])
+			fail_msg("%s: byte %llu: expected 0x%02x, got 0x%02x", what,
+				 (unsigned long long)i, want[i], got[i]);
+	free(got);
+}
+
+/* A page on the host that a call rewrites in one span, its other bytes
+ * live, comes back without a copy: the host slot keeps the rest.  Calls
+ * inside the span use it as it is; eviction copies out the span only; a
+ * call that reaches the rest (a read), a prefetch that does, or a call
+ * vmem cannot see into (pool_fill_rests) brings the rest back first - the
+ * bytes every reader sees are the page's old ones around the new span. */
+static void test_a_rewritten_span_leaves_the_rest_on_the_host(void **state)
+{
+	(void)state;
+	uint64_t q = CH / 4;
+	uint8_t *old = malloc(CH), *span = malloc(2 * q), *want = malloc(CH);
+
+	pattern(old, CH, 71);
+	pattern(span, 2 * q, 72);
+	memcpy(want, old, CH);
+	memcpy(want + q, span, 2 * q);
+	for (int how = 0; how < 4; how++) {
+		static const char *what[] = { "evicted, then read back", "read while resident",
+					      "prefetched while resident", "before an unseen call" };
+		env_t e;
+		env_open(&e, 2, 0, 64);
+		uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH), d = must_malloc(&e, CH);
+		put(&e, a, CH, 71);
+		put(&e, b, CH, 73);
+		put(&e, d, CH, 74);                  /* a to the host */
+		assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+		pool_stats_t s0 = stats(&e);
+		put_whole(&e, a + q, 2 * q, 72);     /* a back for its middle half */
+		pool_stats_t s1 = stats(&e);
+		if (s1.rests_kept - s0.rests_kept != 1 || s1.bytes_faulted_in != s0.bytes_faulted_in)
+			fail_msg("%s: a middle half rewritten: expected the rest kept on the host and "
+				 "no copy back; got %llu kept, %llu bytes copied", what[how],
+				 (unsigned long long)(s1.rests_kept - s0.rests_kept),
+				 (unsigned long long)(s1.bytes_faulted_in - s0.bytes_faulted_in));
+		assert_true(check(&e, a + q, 2 * q, 72));   /* inside the span: nothing moves */
+		assert_int_equal(stats(&e).rests_filled, 0);
+		uint64_t moved = 0;
+		if (how == 0) {
+			/* d (resident) then b: a, the least recently used, goes
+			 * with its span only */
+			assert_true(check(&e, d, CH, 74));
+			assert_true(check(&e, b, CH, 73));
+			assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+			moved = stats(&e).bytes_evicted - s1.bytes_evicted;
+			if (moved != 2 * q)
+				fail_msg("%s: expected the span's %llu bytes copied out, got %llu",
+					 what[how], (unsigned long long)(2 * q),
+					 (unsigned long long)moved);
+		} else if (how == 2) {
+			assert_int_equal(prefetch(&e, a, CH), POOL_OK);
+			moved = stats(&e).bytes_prefetched - s1.bytes_prefetched;
+		} else if (how == 3) {
+			assert_int_equal(pool_fill_rests(e.p, NULL), POOL_OK);
+			moved = stats(&e).bytes_faulted_in - s1.bytes_faulted_in;
+		}
+		if (how >= 2 && (moved != 2 * q || stats(&e).rests_filled != 1))
+			fail_msg("%s: expected the rest's %llu bytes brought back once, got %llu in %llu",
+				 what[how], (unsigned long long)(2 * q), (unsigned long long)moved,
+				 (unsigned long long)stats(&e).rests_filled);
+		uint64_t misses = stats(&e).misses;
+		expect_bytes(&e, a, want, CH, what[how]);
+		if (how == 1 && (stats(&e).rests_filled != 1 || stats(&e).misses != misses + 1))
+			fail_msg("%s: expected the rest brought back by the read as one miss, got %llu "
+				 "fills, %llu misses", what[how],
+				 (unsigned long long)stats(&e).rests_filled,
+				 (unsigned long long)(stats(&e).misses - misses));
+		if (how >= 2 && stats(&e).misses != misses)
+			fail_msg("%s: the rest was back before the read: expected no miss, got %llu",
+				 what[how], (unsigned long long)(stats(&e).misses - misses));
+		/* and it stays right through another eviction */
+		assert_true(check(&e, b, CH, 73));
+		assert_true(check(&e, d, CH, 74));
+		expect_bytes(&e, a, want, CH, what[how]);
+		check_clean(&e);
+		env_close(&e);
+	}
+	/* whole writes that reach the rest: the first half (one span with
+	 * the device's), then the rest of the page (the page all the device's
+	 * now) - neither brings the rest back */
+	env_t e;
+	env_open(&e, 2, 0, 64);
+	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH), d = must_malloc(&e, CH);
+	put(&e, a, CH, 71);
+	put(&e, b, CH, 73);
+	put(&e, d, CH, 74);
+	put_whole(&e, a + q, 2 * q, 72);
+	put_whole(&e, a, 2 * q, 75);
+	pattern(want, 2 * q, 75);
+	expect_bytes(&e, a, want, 3 * q, "whole writes over the first half");
+	put_whole(&e, a + 2 * q, 2 * q, 76);
+	pattern(want + 2 * q, 2 * q, 76);
+	expect_bytes(&e, a, want, CH, "whole writes over all the page");
+	if (stats(&e).rests_filled || stats(&e).bytes_faulted_in)
+		fail_msg("whole writes over the rest: expected nothing brought back, got %llu fills "
+			 "(%llu bytes)", (unsigned long long)stats(&e).rests_filled,
+			 (unsigned long long)stats(&e).bytes_faulted_in);
+	assert_true(check(&e, b, CH, 73));
+	assert_true(check(&e, d, CH, 74));
+	expect_bytes(&e, a, want, CH, "whole writes over all the page, evicted and back");
+	check_clean(&e);
+	env_close(&e);
+	free(old);
+	free(span);
+	free(want);
 }
 
 /* A write vmem did not see may have made dead bytes live: a page declared
@@ -3652,6 +3780,7 @@ int main(void)
 		cmocka_unit_test(test_unseen_write_after_a_discard_keeps_the_page),
 		cmocka_unit_test(test_whole_overwrite_skips_the_copy_unless_also_read),
 		cmocka_unit_test(test_fault_in_skips_the_copy_of_a_rest_never_written),
+		cmocka_unit_test(test_a_rewritten_span_leaves_the_rest_on_the_host),
 		cmocka_unit_test(test_fault_in_skips_the_copy_of_a_page_rewritten_or_dead),
 		cmocka_unit_test(test_prefetch_after_reclaiming_an_empty_freed_range),
 		cmocka_unit_test(test_prefetch_waits_for_copies_out_under_way),
