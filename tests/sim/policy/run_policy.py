@@ -680,11 +680,14 @@ def t_no_misses_random(args):
     channel-slice kernel writes inside (pool_offload now leaves a page the
     next call uses), and the next call's lookahead taken back by its
     predecessor's own fault-ins (the lookahead's ranges are checked again
-    once that call is queued)."""
-    fuzz_no_misses(args, ["1826307923", "--iters", "8", "--styles", "caching", "--apis",
-                          "legacy"], 3, "random:1826307923 caching x 3 policies", 280)
-    print("ok: random:1826307923 (caching) at half its peak under all, conv and dyn: planned "
-          "iterations without a miss, same weights")
+    once that call is queued).  random:1799300810 missed 5-10 times a run:
+    a convolution's workspace ending inside a page of its caching segment
+    whose rest the first iterations wrote (the page now comes back without
+    its copy, the rest kept on the host)."""
+    fuzz_no_misses(args, ["1826307923", "1799300810", "--iters", "8", "--styles", "caching",
+                          "--apis", "legacy"], 6, "2 random nets (caching) x 3 policies", 400)
+    print("ok: random:1826307923 and random:1799300810 (caching) at half their peak under all, "
+          "conv and dyn: planned iterations without a miss, same weights")
 
 
 def t_foreach(args):
