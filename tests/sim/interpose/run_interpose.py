@@ -353,6 +353,23 @@ def t_copies_and_sets(args):
     print("ok: %d copies and sets on evicted tensors, bytes as expected" % len(names))
 
 
+def ok_with_stats(args, mode, env, want):
+    """Runs hookprog MODE with VMEM_STATS (and env): fails unless it prints
+    "ok" and the VMEM_STATS lines named in want end with those counts."""
+    p = run(args, [args.prog, mode], dict(env, VMEM_STATS="1"), check=False)
+    if p.returncode != 0 or p.stdout.strip() != "ok":
+        fail("%s: expected exit 0 and 'ok', got exit %d, stdout %r, stderr:\n%s"
+             % (mode, p.returncode, p.stdout, p.stderr[-3000:]))
+    got = {}
+    for line in p.stderr.splitlines():
+        text = line[len("vmem: "):] if line.startswith("vmem: ") else line.strip()
+        for key in want:
+            if text.startswith(key):
+                got[key] = int(line.split()[-1])
+    if got != want:
+        fail("%s: VMEM_STATS: expected %s, got %s\n%s" % (mode, want, got, p.stderr))
+
+
 def t_unseen_write(args):
     # A launch whose parameter layout vmem cannot learn (unknown, or not
     # asked because an error of the application is pending) may write
@@ -360,18 +377,8 @@ def t_unseen_write(args):
     # (runtime_unseen_write, "possible unseen writes" in VMEM_STATS), so
     # that no host copy is trusted afterwards; and the pending error must
     # reach the application untouched.
-    p = run(args, [args.prog, "unseen-write"], {"VMEM_STATS": "1"}, check=False)
-    if p.returncode != 0 or p.stdout.strip() != "ok":
-        fail("unseen-write: expected exit 0 and 'ok', got exit %d, stdout %r, stderr:\n%s"
-             % (p.returncode, p.stdout, p.stderr[-2000:]))
-    got = {}
-    for line in p.stderr.splitlines():
-        for key in ("possible unseen writes", "launches with unknown params"):
-            if line.startswith("vmem: " + key):
-                got[key] = int(line.split()[-1])
-    want = {"possible unseen writes": 2, "launches with unknown params": 2}
-    if got != want:
-        fail("VMEM_STATS: expected %s, got %s\n%s" % (want, got, p.stderr))
+    ok_with_stats(args, "unseen-write", {},
+                  {"possible unseen writes": 2, "launches with unknown params": 2})
     print("ok: two launches with unknown parameters counted as possible unseen writes; "
           "the application's pending error survived")
 
@@ -381,19 +388,8 @@ def t_unseen_rest(args):
     # on the host; a launch vmem cannot see into then fills the tensor
     # whole: vmem must bring those bytes back before the launch, or they
     # come back old after the next eviction.
-    p = run(args, [args.prog, "unseen-rest"], {"VMEM_STATS": "1", "VMEM_DEVICE_LIMIT": "4M"},
-            check=False)
-    if p.returncode != 0 or p.stdout.strip() != "ok":
-        fail("unseen-rest: expected exit 0 and 'ok', got exit %d, stdout %r, stderr:\n%s"
-             % (p.returncode, p.stdout, p.stderr[-3000:]))
-    got = {}
-    for line in p.stderr.splitlines():
-        for key in ("copies skipped (rest on host)", "rests brought back"):
-            if line.strip().startswith(key):
-                got[key] = int(line.split()[-1])
-    want = {"copies skipped (rest on host)": 1, "rests brought back": 1}
-    if got != want:
-        fail("VMEM_STATS: expected %s, got %s\n%s" % (want, got, p.stderr))
+    ok_with_stats(args, "unseen-rest", {"VMEM_DEVICE_LIMIT": "4M"},
+                  {"copies skipped (rest on host)": 1, "rests brought back": 1})
     print("ok: the rest kept on the host came back before the unseen launch; every element "
           "as it wrote")
 

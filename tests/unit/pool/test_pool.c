@@ -2845,6 +2845,19 @@ static void expect_bytes(env_t *e, uintptr_t a, const uint8_t *want, uint64_t n,
 	free(got);
 }
 
+/* Two chunks, three one-page tensors a (71), b (73), d (74): a on the host. */
+static void rest_open(env_t *e, uintptr_t *a, uintptr_t *b, uintptr_t *d)
+{
+	env_open(e, 2, 0, 64);
+	*a = must_malloc(e, CH);
+	*b = must_malloc(e, CH);
+	*d = must_malloc(e, CH);
+	put(e, *a, CH, 71);
+	put(e, *b, CH, 73);
+	put(e, *d, CH, 74);
+	assert_int_equal(pool_page_state(e->p, *a), POOL_PAGE_HOST);
+}
+
 /* A page on the host that a call rewrites in one span, its other bytes
  * live, comes back without a copy: the host slot keeps the rest.  Calls
  * inside the span use it as it is; eviction copies out the span only; a
@@ -2865,12 +2878,8 @@ static void test_a_rewritten_span_leaves_the_rest_on_the_host(void **state)
 		static const char *what[] = { "evicted, then read back", "read while resident",
 					      "prefetched while resident", "before an unseen call" };
 		env_t e;
-		env_open(&e, 2, 0, 64);
-		uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH), d = must_malloc(&e, CH);
-		put(&e, a, CH, 71);
-		put(&e, b, CH, 73);
-		put(&e, d, CH, 74);                  /* a to the host */
-		assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_HOST);
+		uintptr_t a, b, d;
+		rest_open(&e, &a, &b, &d);
 		pool_stats_t s0 = stats(&e);
 		put_whole(&e, a + q, 2 * q, 72);     /* a back for its middle half */
 		pool_stats_t s1 = stats(&e);
@@ -2925,11 +2934,8 @@ static void test_a_rewritten_span_leaves_the_rest_on_the_host(void **state)
 	 * the device's), then the rest of the page (the page all the device's
 	 * now) - neither brings the rest back */
 	env_t e;
-	env_open(&e, 2, 0, 64);
-	uintptr_t a = must_malloc(&e, CH), b = must_malloc(&e, CH), d = must_malloc(&e, CH);
-	put(&e, a, CH, 71);
-	put(&e, b, CH, 73);
-	put(&e, d, CH, 74);
+	uintptr_t a, b, d;
+	rest_open(&e, &a, &b, &d);
 	put_whole(&e, a + q, 2 * q, 72);
 	put_whole(&e, a, 2 * q, 75);
 	pattern(want, 2 * q, 75);
