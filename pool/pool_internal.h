@@ -74,7 +74,7 @@ enum {
 	PF_DROP = 256u,      /* on the offloading list to be dropped, not copied */
 	PF_REST = 512u,      /* mapped without its copy for a call that rewrote [rlo, rhi)
 				of it: the host slot holds the other bytes, the device's
-				are garbage until pool_rest_fill (residency.c) */
+				are garbage until rest_fill (residency.c) */
 };
 
 /* Bytes of a page the policy declared dead (dead.c): sorted, disjoint
