@@ -159,8 +159,11 @@ static cudaError_t launch(cudaError_t (*real)(cudaGraphExec_t, cudaStream_t), co
 	if (!hook_begin())
 		return real(x, s);
 	hook_call_init(&c, VMEM_OP_LAUNCH, api, on);
-	if (runtime_active())
+	if (runtime_active()) {
 		runtime_graph_each_ref(x, add_ref, &c);
+		/* a captured call vmem could not see into runs again */
+		c.unseen = runtime_graph_unseen(x);
+	}
 	st = hook_call_prepare(&c);
 	if (st == cudaSuccess)
 		st = real(x, s);

@@ -462,12 +462,13 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 			   "exhausted); the call is refused rather than run on memory that may "
 			   "not be resident", c->api, c->nrefs);
 		st = cudaErrorMemoryAllocation;
-	} else if (runtime_active() && c->nrefs > 0 && capturing(c->stream)) {
+	} else if (runtime_active() && (c->nrefs > 0 || c->unseen) && capturing(c->stream)) {
 		/* DESIGN "CUDA graphs": nothing runs now, and nothing may be
 		 * issued on the capturing stream (an event recorded there would
 		 * join the graph): the ranges are recorded into the capture and
-		 * made resident at each cudaGraphLaunch (runtime.h). */
-		runtime_capture_note((cudaStream_t)c->stream, c->refs, c->nrefs);
+		 * made resident at each cudaGraphLaunch (runtime.h), which is
+		 * an unseen call itself when this one is. */
+		runtime_capture_note((cudaStream_t)c->stream, c->refs, c->nrefs, c->unseen);
 		stats_add(STATS_CAPTURE_PASSTHROUGH, 1);
 	} else if (runtime_active()) {
 		if (!c->policy_seen && runtime_policy_on()) {

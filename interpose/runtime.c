@@ -1166,6 +1166,7 @@ typedef struct {
 	rt_gref_t *refs;
 	int nfree, capfree;
 	void **frees;
+	bool unseen;           /* a captured call vmem could not see into */
 } rt_gset_t;
 
 typedef struct rt_gentry {
@@ -1288,13 +1289,15 @@ static rt_gentry_t *capture_entry(cudaStream_t stream)
 	return e ? e : gentry_new(RT_G_CAPTURE, id, NULL);
 }
 
-void runtime_capture_note(cudaStream_t stream, const vmem_ref_t *refs, int n)
+void runtime_capture_note(cudaStream_t stream, const vmem_ref_t *refs, int n, bool unseen)
 {
 	rt_gentry_t *e;
 	bool lost = false;
 
 	pthread_mutex_lock(&graph_lock);
 	e = capture_entry(stream);
+	if (e && unseen)
+		e->set->unseen = true;
 	for (int i = 0; e && i < n; i++) {
 		rt_gset_t *set = e->set;
 		int k;
@@ -1385,6 +1388,18 @@ void runtime_graph_instantiate(cudaGraph_t graph, cudaGraphExec_t exec)
 		vmem_error("no host memory to track an instantiated graph; its memory will "
 			   "not be made resident when it is launched");
 	pthread_mutex_unlock(&graph_lock);
+}
+
+bool runtime_graph_unseen(cudaGraphExec_t exec)
+{
+	rt_gentry_t *e;
+	bool unseen;
+
+	pthread_mutex_lock(&graph_lock);
+	e = gentry_find(RT_G_EXEC, (uint64_t)(uintptr_t)exec);
+	unseen = e && e->set->unseen;
+	pthread_mutex_unlock(&graph_lock);
+	return unseen;
 }
 
 void runtime_graph_each_ref(cudaGraphExec_t exec,

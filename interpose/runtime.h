@@ -115,11 +115,16 @@ void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream);
 void runtime_capture_begin(cudaStream_t stream);
 /* The capture id of `stream` (0 when it does not capture). */
 uint64_t runtime_capture_id(cudaStream_t stream);
-/* Records a call's refs into the capture of `stream`. */
-void runtime_capture_note(cudaStream_t stream, const vmem_ref_t *refs, int n);
+/* Records a call's refs into the capture of `stream`; `unseen`: the call
+ * may touch vmem memory it does not name (hooks.h), and so may every
+ * launch of the graph. */
+void runtime_capture_note(cudaStream_t stream, const vmem_ref_t *refs, int n, bool unseen);
 /* The capture `id` ended: its ranges go to `graph` (NULL: discarded). */
 void runtime_capture_end(uint64_t id, cudaGraph_t graph);
 void runtime_graph_instantiate(cudaGraph_t graph, cudaGraphExec_t exec);
+/* True when a call captured into the instantiated graph may touch vmem
+ * memory it does not name: each launch is then such a call. */
+bool runtime_graph_unseen(cudaGraphExec_t exec);
 /* Calls fn for each range the instantiated graph touches. */
 void runtime_graph_each_ref(cudaGraphExec_t exec,
 			    void (*fn)(void *ctx, uintptr_t ptr, uint64_t bytes, uint8_t access),

@@ -18,7 +18,14 @@
  *   blocking-free  a capture on a blocking stream while another thread (in
  *                  relaxed mode, as PyTorch's allocator) frees memory: vmem's
  *                  fences stay off the legacy and the capturing streams
+ *   unseen-in-graph  (4 MiB budget) a graph holding a launch vmem cannot see
+ *                  into (its kernel handle taken from libcudart itself),
+ *                  replayed over a tensor whose page vmem mapped for a
+ *                  memset of its middle, its rest kept on the host: the
+ *                  launch may write any byte, so the rest comes back before
+ *                  it and the page goes out whole after it
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -286,13 +293,72 @@ static int two_threads(bool blocking)
 	return done();
 }
 
+/* A kernel handle vmem never saw handed out (from the simulated libcudart
+ * itself): vmem cannot read its launches' parameters. */
+static cudaKernel_t unseen_kernel(const char *name)
+{
+	typedef cudaError_t (*get_fn)(cudaKernel_t *, cudaLibrary_t, const char *);
+	static const char image[] = "// any PTX: the simulator runs host code";
+	void *rt = dlopen("libcudart.so.13", RTLD_NOLOAD | RTLD_LAZY);
+	get_fn get = rt ? (get_fn)dlsym(rt, "cudaLibraryGetKernel") : NULL;
+	cudaLibrary_t lib;
+	cudaKernel_t k;
+
+	if (!get) {
+		fprintf(stderr, "FAIL: cudaLibraryGetKernel not found in libcudart.so.13\n");
+		exit(1);
+	}
+	CK(cudaLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+	CK(get(&k, lib, name));
+	return k;
+}
+
+static int case_unseen_in_graph(void)
+{
+	const size_t n = 2 * MIB;
+	unsigned long long cnt = n / sizeof(float);
+	cudaKernel_t kfill = unseen_kernel("mt_fill");
+	float *d, *h, v = 6.5f;
+	void *big, *args[] = { &d, &v, &cnt };
+	cudaStream_t s;
+	cudaGraph_t g;
+	cudaGraphExec_t x;
+
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CK(cudaMalloc((void **)&d, n));
+	CK(cudaMalloc(&big, 2 * n));
+	CK(cudaMallocHost((void **)&h, n));
+	for (size_t i = 0; i < cnt; i++)
+		h[i] = (float)i;
+	CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+	CK(cudaLaunchKernel((const void *)kfill, d1(), d1(), args, 0, s));
+	CK(cudaStreamEndCapture(s, &g));
+	CK(cudaGraphInstantiate(&x, g, 0));
+	CK(cudaMemset(big, 1, 2 * n));                      /* d out */
+	CK(cudaMemset((char *)d + n / 8, 0, n / 4));        /* d back, its rest on the host */
+	CK(cudaDeviceSynchronize());                        /* s is non-blocking */
+	CK(cudaGraphLaunch(x, s));
+	CK(cudaStreamSynchronize(s));
+	CK(cudaMemset(big, 2, 2 * n));                      /* d out again */
+	CK(cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost));
+	expect_all("a tensor the unseen launch in the graph filled, after an eviction", h, n, v);
+	CK(cudaGraphExecDestroy(x));
+	CK(cudaGraphDestroy(g));
+	return done();
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s evict-replay|free-in-capture|other-thread|blocking-free\n",
+		fprintf(stderr, "usage: %s evict-replay|free-in-capture|other-thread|blocking-free|"
+			"unseen-in-graph\n",
 			argv[0]);
 		return 2;
 	}
+	/* before vmem sees any kernel handle handed out */
+	if (!strcmp(argv[1], "unseen-in-graph"))
+		return case_unseen_in_graph();
 	kernels();
 	if (!strcmp(argv[1], "evict-replay"))
 		return case_evict_replay();
