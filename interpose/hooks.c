@@ -304,6 +304,7 @@ void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const 
 	c->cap = VMEM_INLINE_REFS;
 	c->refs_lost = false;
 	c->unseen = false;
+	c->captured = false;
 	c->policy_seen = false;
 	c->refs = c->refs_inline;
 	c->resolved = c->resolved_inline;
@@ -469,6 +470,7 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 		 * made resident at each cudaGraphLaunch (runtime.h), which is
 		 * an unseen call itself when this one is. */
 		runtime_capture_note((cudaStream_t)c->stream, c->refs, c->nrefs, c->unseen);
+		c->captured = true;
 		stats_add(STATS_CAPTURE_PASSTHROUGH, 1);
 	} else if (runtime_active()) {
 		if (!c->policy_seen && runtime_policy_on()) {
@@ -515,7 +517,7 @@ void hook_call_finish(hook_call_t *c)
 	if (call_prepared)
 		runtime_complete(c->resolved, c->nrefs, (cudaStream_t)c->stream);
 	call_prepared = false;
-	if (c->unseen)
+	if (c->unseen && !c->captured)   /* a captured one: at each graph launch */
 		runtime_unseen_write((cudaStream_t)c->stream);
 	if (c->seq == 0)
 		c->seq = trace_next_seq();

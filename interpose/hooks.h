@@ -52,6 +52,8 @@ typedef struct {
 	bool refs_lost;           /* a ref could not be held: the call is refused */
 	bool unseen;              /* may write vmem memory it does not name
 				     (hook_call_finish tells the pool) */
+	bool captured;            /* recorded into a stream capture: runs at
+				     cudaGraphLaunch, not now */
 	bool policy_seen;         /* the policy saw the call (prepare may run
 				     more than once: the conv hooks retry) */
 	vmem_ref_t *refs;         /* refs_inline, or a heap array past VMEM_INLINE_REFS */
