@@ -73,6 +73,8 @@ static bool g_watching;
 typedef struct {
 	pool_range_t r;
 	bool soon;             /* for the next call: worth a host wait once the call before is queued */
+	bool noroom;           /* found no room (else: brought, to be checked again) */
+	int until_op;          /* the plan's op it is for */
 } retry_t;
 
 /* Per thread: the ranges of the call in flight (resolved before, reused
@@ -681,7 +683,7 @@ static pool_range_t prange(const policy_action_t *a)
 
 /* ---- prefetches that found no room yet ---- */
 
-static void retry_add(const pool_range_t *r, bool soon)
+static void retry_add(const pool_range_t *r, bool soon, bool noroom, int until_op)
 {
 	tl_policy_t *t = tl_pol;
 
@@ -691,7 +693,7 @@ static void retry_add(const pool_range_t *r, bool soon)
 		memmove(t->retry, t->retry + 1, (RETRY_MAX - 1) * sizeof(*t->retry));
 		t->nretry--;
 	}
-	t->retry[t->nretry++] = (retry_t){ *r, soon };
+	t->retry[t->nretry++] = (retry_t){ *r, soon, noroom, until_op };
 }
 
 /* The call about to be issued uses these spans: a prefetch still waiting
@@ -728,13 +730,64 @@ static void retry_used(tl_policy_t *t, const pool_span_t *sp, int n)
  * call to fault the range in. */
 static void retry_run(tl_policy_t *t)
 {
+	bool keep[RETRY_MAX], blocked = false;
 	int w = 0;
 
+	/* Belady: the next call's first, and none for a later call while one
+	 * of those finds no room (as blocked_by_nearer).  Passes 0-2: the next
+	 * call's, again while one came in after another had failed (the
+	 * failed one's wait let the call before finish, and its dead pages
+	 * came free: random:561805009's batch-normalization backward); pass
+	 * 3: the rest. */
 	for (int i = 0; i < t->nretry; i++)
-		if (pool_prefetch(g_rp_pool, &t->retry[i].r,
-				  t->retry[i].soon ? POOL_WAIT_ALL : POOL_WAIT_NONE) == POOL_ENOMEM)
+		keep[i] = true;
+	for (int pass = 0, progress = 1; pass < 4; pass++) {
+		if (pass < 3 && pass > 0 && !(progress && blocked))
+			continue;
+		progress = 0;
+		if (pass < 3)
+			blocked = false;
+		for (int i = 0; i < t->nretry; i++) {
+			retry_t *e = &t->retry[i];
+			bool next = e->soon && policy_op_distance(g_pol, e->until_op) == 0;
+
+			if (next != (pass < 3) || !keep[i])
+				continue;
+			if (blocked && !next)
+				continue;
+			keep[i] = pool_prefetch(g_rp_pool, &e->r,
+						e->soon ? POOL_WAIT_ALL : POOL_WAIT_NONE) == POOL_ENOMEM;
+			e->noroom = keep[i];
+			progress |= !keep[i];
+			if (keep[i] && next)
+				blocked = true;
+		}
+	}
+	for (int i = 0; i < t->nretry; i++)
+		if (keep[i])
 			t->retry[w++] = t->retry[i];
 	t->nretry = w;
+}
+
+/* A prefetch for a later call while one for the next call still waits
+ * for room: Belady's order says the next call's range comes first - a
+ * chunk given to the later one now is one the next call's fault-in then
+ * takes back (random:561805009 in the network style under `dyn`, a
+ * batch-normalization backward whose four slab pages are the whole
+ * budget: the lookahead for the call after it took the chunk its own
+ * last page needed, and was evicted again by that page's fault). */
+static bool blocked_by_nearer(int until_op)
+{
+	tl_policy_t *t = tl_pol;
+	int d = policy_op_distance(g_pol, until_op);
+
+	if (!t || d <= 0)
+		return false;
+	for (int i = 0; i < t->nretry; i++)
+		if (t->retry[i].soon && t->retry[i].noroom && t->retry[i].until_op != until_op &&
+		    policy_op_distance(g_pol, t->retry[i].until_op) < d)
+			return true;
+	return false;
 }
 
 /* Carries out one action.  cudaSuccess, or the error that refuses the
@@ -774,14 +827,19 @@ static void log_prefetch_short(const pool_range_t *r, int until_op, bool next)
  * the h100 model at 1/2: 258 -> 279 ms). */
 static void prefetch(const pool_range_t *r, int until_op, bool soon, bool next)
 {
-	pool_status_t st = pool_prefetch(g_rp_pool, r, soon ? POOL_WAIT_UNDERWAY : POOL_WAIT_NONE);
+	pool_status_t st;
 
+	if (blocked_by_nearer(until_op)) {
+		retry_add(r, soon, true, until_op);
+		return;
+	}
+	st = pool_prefetch(g_rp_pool, r, soon ? POOL_WAIT_UNDERWAY : POOL_WAIT_NONE);
 	if (st == POOL_ENOMEM) {
 		if (vmem_log_enabled(VMEM_LOG_DEBUG))
 			log_prefetch_short(r, until_op, next);
-		retry_add(r, soon);
+		retry_add(r, soon, true, until_op);
 	} else if (st == POOL_OK && soon && next) {
-		retry_add(r, true);
+		retry_add(r, true, false, until_op);
 	}
 }
 

@@ -869,6 +869,27 @@ uint64_t policy_evict_order(policy_t *p, uint64_t alloc_id, uint64_t offset, uin
 	return key;
 }
 
+int policy_op_distance(policy_t *p, int op)
+{
+	int d = -1;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->state == POLICY_PLANNED && op >= 0 && op < p->plan.g.nops) {
+		int now = p->m.last_op, n = p->plan.g.nops;
+
+		/* the op matched last and not yet run is the next (as in
+		 * policy_evict_order) */
+		for (int l = 0; l < p->plan.g.nlanes; l++)
+			if (p->m.pend_op[l] == now) {
+				now--;
+				break;
+			}
+		d = ((op - now - 1) % n + n) % n;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return d;
+}
+
 /* Adds n to *planned in a planned iteration, else to *other. */
 static void count_by_state(policy_t *p, uint64_t *planned, uint64_t *other, uint64_t n)
 {

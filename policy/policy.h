@@ -303,6 +303,10 @@ uint64_t policy_link_bandwidth(policy_t *p, policy_link_t dir);
  * for memory the plan does not know, then distance to the next use,
  * POLICY_KEY_UNUSED for memory the iteration never touches). */
 uint64_t policy_evict_order(policy_t *p, uint64_t alloc_id, uint64_t offset, uint64_t bytes);
+/* How many calls of the plan come before op `op` from now (0: it is the
+ * next call to be issued, or the one being issued), cyclically; -1
+ * without a plan running. */
+int policy_op_distance(policy_t *p, int op);
 /* The runtime faulted `n` ranges in with their bytes copied back: counted
  * as planned misses while planned.  A fault-in that only maps fresh pages
  * (nothing to bring back: a call that overwrites them whole, a first

@@ -123,6 +123,7 @@ static void test_policy_order_follows_the_plan_only_while_planned(void **state)
 	net_train(&n, &d);
 	/* learning: no plan, LRU decides */
 	assert_true(policy_evict_order(d.p, n.w[0], 0, 64) == POLICY_KEY_UNKNOWN);
+	assert_int_equal(policy_op_distance(d.p, 0), -1);
 	for (int i = 0; i < 3; i++)
 		net_train(&n, &d);
 	assert_int_equal(policy_state(d.p), POLICY_PLANNED);
@@ -176,7 +177,22 @@ static void test_a_call_not_yet_issued_is_the_next_use(void **state)
 	if (!(a < b))
 		fail_msg("A's call matched and not issued, B's next: expected key A < B, got A %llu "
 			 "B %llu", (unsigned long long)a, (unsigned long long)b);
+	/* the plan's op distances: A's call 0 (being issued), each other op
+	 * once in 1..4; after A's call every one a call nearer, A's 4 */
+	int dist[5], seen = 0;
+	for (int op = 0; op < 5; op++) {
+		dist[op] = policy_op_distance(d.p, op);
+		if (dist[op] < 0 || dist[op] > 4)
+			fail_msg("op %d: expected a distance in 0..4, got %d", op, dist[op]);
+		seen |= 1 << dist[op];
+	}
+	assert_int_equal(seen, 0x1f);
+	assert_int_equal(policy_op_distance(d.p, 5), -1);
 	policy_after(d.p, &ev, &buf);
+	for (int op = 0; op < 5; op++)
+		if (policy_op_distance(d.p, op) != (dist[op] + 4) % 5)
+			fail_msg("op %d after the call: expected distance %d, got %d", op,
+				 (dist[op] + 4) % 5, policy_op_distance(d.p, op));
 	a = policy_evict_order(d.p, 1, 0, PG);
 	b = policy_evict_order(d.p, 2, 0, PG);
 	if (!(a > b))
