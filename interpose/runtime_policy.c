@@ -719,6 +719,28 @@ static void retry_used(tl_policy_t *t, const pool_span_t *sp, int n)
 	t->nretry = w;
 }
 
+/* Tries the waiting prefetches for the next call (`next`) or the others,
+ * those still kept; *got: one came in.  Whether one for the next call is
+ * still without room. */
+static bool retry_some(tl_policy_t *t, bool *keep, bool next, bool *got)
+{
+	bool noroom = false;
+
+	*got = false;
+	for (int i = 0; i < t->nretry; i++) {
+		retry_t *e = &t->retry[i];
+
+		if (!keep[i] || (e->soon && policy_op_distance(g_pol, e->until_op) == 0) != next)
+			continue;
+		keep[i] = pool_prefetch(g_rp_pool, &e->r,
+					e->soon ? POOL_WAIT_ALL : POOL_WAIT_NONE) == POOL_ENOMEM;
+		e->noroom = keep[i];
+		*got |= !keep[i];
+		noroom |= keep[i] && next;
+	}
+	return noroom;
+}
+
 /* After a call: what a finished copy or use freed may take the waiting
  * prefetches now.  One for the next call (`soon`: the lookahead) waits
  * for the copies out that make its room - those under way, and if they
@@ -730,39 +752,21 @@ static void retry_used(tl_policy_t *t, const pool_span_t *sp, int n)
  * call to fault the range in. */
 static void retry_run(tl_policy_t *t)
 {
-	bool keep[RETRY_MAX], blocked = false;
+	bool keep[RETRY_MAX], got = true, blocked = false;
 	int w = 0;
 
 	/* Belady: the next call's first, and none for a later call while one
-	 * of those finds no room (as blocked_by_nearer).  Passes 0-2: the next
-	 * call's, again while one came in after another had failed (the
-	 * failed one's wait let the call before finish, and its dead pages
-	 * came free: random:561805009's batch-normalization backward); pass
-	 * 3: the rest. */
+	 * of those finds no room (as blocked_by_nearer).  The next call's are
+	 * tried again (three rounds at most) while one came in after another
+	 * had failed: the failed one's wait let the call before finish, and
+	 * its dead pages came free (random:561805009's batch-normalization
+	 * backward). */
 	for (int i = 0; i < t->nretry; i++)
 		keep[i] = true;
-	for (int pass = 0, progress = 1; pass < 4; pass++) {
-		if (pass < 3 && pass > 0 && !(progress && blocked))
-			continue;
-		progress = 0;
-		if (pass < 3)
-			blocked = false;
-		for (int i = 0; i < t->nretry; i++) {
-			retry_t *e = &t->retry[i];
-			bool next = e->soon && policy_op_distance(g_pol, e->until_op) == 0;
-
-			if (next != (pass < 3) || !keep[i])
-				continue;
-			if (blocked && !next)
-				continue;
-			keep[i] = pool_prefetch(g_rp_pool, &e->r,
-						e->soon ? POOL_WAIT_ALL : POOL_WAIT_NONE) == POOL_ENOMEM;
-			e->noroom = keep[i];
-			progress |= !keep[i];
-			if (keep[i] && next)
-				blocked = true;
-		}
-	}
+	for (int round = 0; round < 3 && got && (round == 0 || blocked); round++)
+		blocked = retry_some(t, keep, true, &got);
+	if (!blocked)
+		(void)retry_some(t, keep, false, &got);
 	for (int i = 0; i < t->nretry; i++)
 		if (keep[i])
 			t->retry[w++] = t->retry[i];
@@ -779,14 +783,18 @@ static void retry_run(tl_policy_t *t)
 static bool blocked_by_nearer(int until_op)
 {
 	tl_policy_t *t = tl_pol;
-	int d = policy_op_distance(g_pol, until_op);
+	int d = -2;   /* until_op's distance, asked once a candidate is seen */
 
-	if (!t || d <= 0)
-		return false;
-	for (int i = 0; i < t->nretry; i++)
-		if (t->retry[i].soon && t->retry[i].noroom && t->retry[i].until_op != until_op &&
-		    policy_op_distance(g_pol, t->retry[i].until_op) < d)
+	for (int i = 0; t && i < t->nretry; i++) {
+		const retry_t *e = &t->retry[i];
+
+		if (!e->soon || !e->noroom || e->until_op == until_op)
+			continue;
+		if (d == -2 && (d = policy_op_distance(g_pol, until_op)) <= 0)
+			return false;
+		if (policy_op_distance(g_pol, e->until_op) < d)
 			return true;
+	}
 	return false;
 }
 

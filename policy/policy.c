@@ -846,25 +846,28 @@ uint64_t policy_link_bandwidth(policy_t *p, policy_link_t dir)
 	return bw;
 }
 
+/* (lock held, planned) The op the plan counts from: the one matched last,
+ * or the one before it between policy_before and policy_after of that op
+ * (its before-steps: a prefetch) - it has not run, so its own pages are
+ * needed next, not an iteration from now. */
+static int plan_now(const policy_t *p)
+{
+	int now = p->m.last_op;
+
+	for (int l = 0; l < p->plan.g.nlanes; l++)
+		if (p->m.pend_op[l] == now)
+			return now - 1;
+	return now;
+}
+
 uint64_t policy_evict_order(policy_t *p, uint64_t alloc_id, uint64_t offset, uint64_t bytes)
 {
 	uint64_t key = POLICY_KEY_UNKNOWN;
 
 	pthread_mutex_lock(&p->lock);
-	if (p->state == POLICY_PLANNED) {
-		/* between policy_before and policy_after of the op matched last
-		 * (its before-steps: a prefetch), that op has not run: its own
-		 * pages are needed next, not an iteration from now */
-		int now = p->m.last_op;
-
-		for (int l = 0; l < p->plan.g.nlanes; l++)
-			if (p->m.pend_op[l] == now) {
-				now--;
-				break;
-			}
+	if (p->state == POLICY_PLANNED)
 		key = policy_evict_key(&p->plan.evict, policy_match_translate(&p->m, alloc_id), offset,
-				       bytes, now);
-	}
+				       bytes, plan_now(p));
 	pthread_mutex_unlock(&p->lock);
 	return key;
 }
@@ -875,16 +878,9 @@ int policy_op_distance(policy_t *p, int op)
 
 	pthread_mutex_lock(&p->lock);
 	if (p->state == POLICY_PLANNED && op >= 0 && op < p->plan.g.nops) {
-		int now = p->m.last_op, n = p->plan.g.nops;
+		int n = p->plan.g.nops;
 
-		/* the op matched last and not yet run is the next (as in
-		 * policy_evict_order) */
-		for (int l = 0; l < p->plan.g.nlanes; l++)
-			if (p->m.pend_op[l] == now) {
-				now--;
-				break;
-			}
-		d = ((op - now - 1) % n + n) % n;
+		d = ((op - plan_now(p) - 1) % n + n) % n;
 	}
 	pthread_mutex_unlock(&p->lock);
 	return d;

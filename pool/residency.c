@@ -878,20 +878,20 @@ static pool_status_t rest_fill(pool_t *p, struct page *pg, pool_event_kind_t kin
 	return POOL_OK;
 }
 
-/* rest_fill for the resident pages of rr whose rest the range [lo, hi)
- * of the allocation reaches; *n counts them. */
-static pool_status_t rest_fill_range(pool_t *p, struct alloc *a, uint32_t first, uint32_t last,
-				     uint64_t lo, uint64_t hi, pool_event_kind_t kind, uint32_t *n)
+/* rest_fill for the resident pages of rr whose rest rr reaches (a
+ * prefetch's range); *n counts them. */
+static pool_status_t rest_fill_rref(pool_t *p, const struct rref *rr, pool_event_kind_t kind,
+				    uint32_t *n)
 {
 	pool_status_t st = POOL_OK;
 
-	for (uint32_t k = first; k <= last && !st; k++) {
-		struct page *pg = &a->pages[k];
-		uint64_t ps = (uint64_t)k * chunk_sz(p), pe = ps + chunk_sz(p);
-		uint64_t plo = (lo > ps ? lo : ps) - ps, phi = (hi < pe ? hi : pe) - ps;
+	for (uint32_t k = rr->first; k <= rr->last && !st; k++) {
+		struct page *pg = &rr->a->pages[k];
+		uint64_t lo, hi;
 
+		ref_part(p, rr, k, &lo, &hi);
 		if (pg->state != PG_RESIDENT || !(pg->flags & PF_REST) ||
-		    (plo >= pg->rlo && phi <= pg->rhi))
+		    (lo >= pg->rlo && hi <= pg->rhi))
 			continue;
 		if (!(st = rest_fill(p, pg, kind)))
 			(*n)++;
@@ -1515,8 +1515,7 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 	/* resident pages whose rest the range reaches: that comes back too */
 	uint32_t nfill = 0;
 	if (p->nrest)
-		(void)rest_fill_range(p, a, rr.first, rr.last, rr.lo, rr.hi, POOL_EV_PREFETCH,
-				      &nfill);
+		(void)rest_fill_rref(p, &rr, POOL_EV_PREFETCH, &nfill);
 	/* map what the cache holds (adjacent pages granted in one call),
 	 * then copy back the pages that hold bytes */
 	struct grant_run g = { 0 };
