@@ -499,11 +499,12 @@ static cudnnStatus_t pool_bwd_slice(void *v, const cudnnTensorDescriptor_t *d, v
 static cudnnStatus_t run_per_image(hook_call_t *c, const dnn_split_tensor_t *t, int nt,
 				   dnn_split_fn slice, split_ctx_t *ctx)
 {
-	int b = dnn_split_images(c, t, nt);
 	cudnnStatus_t st = CUDNN_STATUS_ALLOC_FAILED;
+	dnn_split_t s;
 
-	if (b > 0) {
-		st = dnn_split_run(c, b, t, nt, slice, ctx);
+	/* pooling and activation work on each (image, channel) plane alone */
+	if (dnn_split_plan(c, t, nt, true, &s)) {
+		st = dnn_split_run(c, &s, t, nt, slice, ctx);
 		hook_end();
 		return st;
 	}

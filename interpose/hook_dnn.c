@@ -223,6 +223,32 @@ int hook_split_images(const hook_slice_t *t, int nt, int n, uint64_t pages, uint
 	return b < n ? b : 0;
 }
 
+int hook_slice_next(const hook_slice_t *t, int nt, int n, int first, uint64_t budget,
+		    uint64_t chunk)
+{
+	const uint64_t room[3] = { budget / 4, budget - budget / 4, budget };
+
+	if (first < 0 || first >= n || !budget)
+		return 0;
+	for (int i = 0; i < 3; i++) {
+		int lo = 1, hi = n - first;
+
+		if (hook_slice_pages(t, nt, first, 1, chunk) > room[i])
+			continue;
+		/* pages grow with the slice: the largest that fits */
+		while (lo < hi) {
+			int mid = lo + (hi - lo + 1) / 2;
+
+			if (hook_slice_pages(t, nt, first, mid, chunk) <= room[i])
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		return lo;
+	}
+	return 0;
+}
+
 vmem_dtype_t hook_cudnn_dtype(int dt)
 {
 	switch (dt) {

@@ -94,6 +94,16 @@ int hook_slice_images(const hook_slice_t *t, int nt, int n, int k0, uint64_t roo
  * both apply.  Pure. */
 int hook_split_images(const hook_slice_t *t, int nt, int n, uint64_t pages, uint64_t budget,
 		      uint64_t chunk);
+/* The slice of a call's units (images, or (image, channel) planes) that
+ * starts at unit `first` of n: the most units whose pages
+ * (hook_slice_pages) fit a quarter of the budget, else 3/4 of it, else
+ * the whole of it - the first of those levels one unit fits, so that
+ * slices stay about a quarter of the budget when units are small; 0 when
+ * one unit needs more than the budget.  Slices so cut start where the
+ * last ended, and may differ in size.  Pure. */
+int hook_slice_next(const hook_slice_t *t, int nt, int n, int first, uint64_t budget,
+		    uint64_t chunk);
+
 /* cudnnDataType_t / cudaDataType_t as policy/event.h's vmem_dtype_t. */
 vmem_dtype_t hook_cudnn_dtype(int cudnn_dtype);
 vmem_dtype_t hook_cuda_dtype(int cuda_dtype);

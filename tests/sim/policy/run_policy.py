@@ -290,9 +290,15 @@ def t_split(args):
     MiB in 26 -- both out-of-memory before.  Computing for real with the
     race checker and poison on: the unlimited run's weights, under none and
     under dyn (whose plan must match the sliced calls: planned iterations);
-    in the trace every slice is an op of its own."""
+    in the trace every slice is an op of its own.  random:185167115 at half
+    its peak (14 MiB) has an activation backward of four 3.75 MiB tensors
+    whose every slicing of images has a slice straddling a page boundary
+    in all four (8 pages of 7): it runs in slices of (image, channel)
+    planes cut at the boundary -- out-of-memory before."""
     cases = (("random:1626732407", ["--batch", "8", "--image", "64", "--iters", "6"], 2,
               ("none", "dyn"), "slice"),
+             ("random:185167115", ["--batch", "16", "--image", "64", "--iters", "6"], 2,
+              ("none", "dyn"), "planes"),
              ("random:86575498", ["--batch", "32", "--image", "64", "--iters", "5"], 3,
               ("dyn",), "slice_images"))
     for net, extra, frac, policies, arg in cases:

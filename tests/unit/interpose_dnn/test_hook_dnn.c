@@ -536,6 +536,49 @@ static void test_slice_images_count_whole_pages(void **state)
 	assert_int_equal(hook_split_images(p, 4, 16, 8 * C, 10 << 20, C), 0);
 }
 
+/* Slices cut where the pages say (slices of planes, dnn_split.c):
+ * random:185167115's activation backward at 1/2 (14 MiB): y, dy, x and
+ * dx of 3.75 MiB each, page-aligned, 240 planes of 16 KiB.  Every slicing
+ * of its 16 images has a slice whose four tensors all straddle 2 MiB (8
+ * pages of 7); planes stop at the boundary: 128, then 112, 4 pages each. */
+static void check_next(const hook_slice_t *t, int nt, int n, int first, uint64_t budget,
+		       uint64_t chunk, int want, const char *what)
+{
+	int got = hook_slice_next(t, nt, n, first, budget, chunk);
+
+	if (got != want)
+		fail_msg("hook_slice_next(%s, first %d of %d, budget %" PRIu64 " KiB): expected %d "
+			 "units, got %d", what, first, n, budget >> 10, want, got);
+}
+
+static void test_slice_next_stops_at_page_boundaries(void **state)
+{
+	const uint64_t C = 2 << 20, plane = 64 * 64 * 4;
+	hook_slice_t img[4], pl[4];
+
+	(void)state;
+	for (int i = 0; i < 4; i++) {
+		img[i] = (hook_slice_t){ (uint64_t)(2 * i + 1) * C, 15 * plane, 15 * plane };
+		pl[i] = (hook_slice_t){ (uint64_t)(2 * i + 1) * C, plane, plane };
+	}
+	assert_int_equal(hook_split_images(img, 4, 16, 8 * C, 14 << 20, C), 0);
+	/* a plane of each is 4 pages: over a quarter (3.5 MiB), within 3/4 */
+	check_next(pl, 4, 240, 0, 14 << 20, C, 128, "planes from 0");
+	check_next(pl, 4, 240, 128, 14 << 20, C, 112, "planes from 128");
+	check_next(pl, 4, 240, 100, 14 << 20, C, 28, "planes from 100");
+	/* images: the one across the boundary needs 8 pages, over 14 MiB */
+	check_next(img, 4, 16, 8, 14 << 20, C, 0, "image 8");
+	/* in 16 MiB it fits the whole budget, and so do the rest with it */
+	check_next(img, 4, 16, 8, 16 << 20, C, 8, "images from 8 in the whole 16 MiB");
+	/* small units in a large budget: slices of about a quarter of it
+	 * (64 MiB: 8 pages, 2 a tensor - all 240 planes) */
+	check_next(pl, 4, 240, 0, 64 << 20, C, 240, "planes in 64 MiB");
+	check_next(pl, 4, 240, 0, 32 << 20, C, 128, "planes in 32 MiB (a quarter: 4 pages)");
+	/* nothing left, no budget */
+	check_next(pl, 4, 240, 240, 14 << 20, C, 0, "past the end");
+	check_next(pl, 4, 240, 0, 0, C, 0, "no budget");
+}
+
 static void test_dense_strides_and_dtypes(void **state)
 {
 	int64_t d[4] = { 2, 3, 4, 5 };
@@ -874,6 +917,7 @@ int main(void)
 		cmocka_unit_test(test_table_memory_is_bounded),
 		cmocka_unit_test(test_split_slices_only_past_three_quarters),
 		cmocka_unit_test(test_slice_images_count_whole_pages),
+		cmocka_unit_test(test_slice_next_stops_at_page_boundaries),
 		cmocka_unit_test(test_variant_pack_beyond_limit_refuses_the_execution),
 		cmocka_unit_test(test_two_threads_use_the_table_at_once),
 	};
