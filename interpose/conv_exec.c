@@ -1583,16 +1583,26 @@ static cudnnStatus_t run_config(conv_kernel_t *k, const solver_config_t *cfg,
 	return CUDNN_STATUS_SUCCESS;
 }
 
-/* Runs cfg along N like run_config, but each cuDNN call is a call of its
- * own through the runtime, prepared alone with only its slices of x and
- * y (the filter and workspace whole), and no call larger than `most`
- * images: for a convolution whose tensors need more than 3/4 of the
+/* A legacy slice: call_slice with the call's arguments. */
+typedef struct {
+	conv_kernel_t *k;
+	const conv_call_t *a;
+} legacy_slice_t;
+
+static cudnnStatus_t legacy_slice(void *ctx, int algo, int64_t off, int b)
+{
+	const legacy_slice_t *s = ctx;
+
+	return call_slice(s->k, s->a, algo, off, b);
+}
+
+/* Like run_config, but each cuDNN call a call of its own through the
+ * runtime, for a convolution whose tensors need more than 3/4 of the
  * budget (interpose/dnn_split.c's rule), which could not be made resident
- * at once.  The policy and the trace see one op per slice.  `c` is the
- * whole call, never prepared; the caller drops it.  Caller holds
- * conv_lock. */
-static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_config_t *cfg,
-				int most, const conv_call_t *a, int *ncalls)
+ * at once. */
+cudnnStatus_t conv_run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_config_t *cfg,
+			      int most, const void *x, const void *w, const void *y,
+			      conv_slice_fn fn, void *ctx, int *ncalls)
 {
 	uint64_t xib = conv_image_bytes(&k->shape.x), yib = conv_image_bytes(&k->shape.y);
 	conv_dir_t dir = (conv_dir_t)k->shape.dir;
@@ -1612,11 +1622,11 @@ static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_c
 			sc.info = c->info;
 			for (int i = 0; i < c->nrefs; i++) {
 				const vmem_ref_t *ref = &c->refs[i];
-				uint64_t ib = ref->ptr == (uintptr_t)a->x ? xib :
-					      ref->ptr == (uintptr_t)a->y ? yib : 0;
+				uint64_t ib = ref->ptr == (uintptr_t)x ? xib :
+					      ref->ptr == (uintptr_t)y ? yib : 0;
 				uint8_t acc = ref->access;
 
-				if (ref->ptr == (uintptr_t)a->w && dir == CONV_DIR_BWD_FILTER && off > 0)
+				if (ref->ptr == (uintptr_t)w && dir == CONV_DIR_BWD_FILTER && off > 0)
 					acc = VMEM_ACCESS_RW;   /* accumulates onto the slices before */
 				if (vmem_ref_empty(ref->bytes, acc)) {
 					/* a workspace this configuration does not use */
@@ -1639,7 +1649,7 @@ static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_c
 				hook_call_finish(&sc);
 				return CUDNN_STATUS_ALLOC_FAILED;
 			}
-			st = call_slice(k, a, run->algo, off, b);
+			st = fn(ctx, run->algo, off, b);
 			hook_call_finish(&sc);
 			if (st != CUDNN_STATUS_SUCCESS)
 				return st;
@@ -1651,16 +1661,20 @@ static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_c
 	return CUDNN_STATUS_SUCCESS;
 }
 
-/* Images a slice of convolution call `c` may hold by hook_split_images'
- * rule (x and y sliced, the rest whole in every slice); 0 to run it
- * whole. */
-static int slice_images(const conv_kernel_t *k, const hook_call_t *c, const void *x,
-			const void *y, const void *ws, uint64_t wsb, uint64_t tensors,
-			uint64_t budget)
+static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_config_t *cfg,
+				int most, const conv_call_t *a, int *ncalls)
+{
+	return conv_run_sliced(c, k, cfg, most, a->x, a->w, a->y, legacy_slice,
+			       &(legacy_slice_t){ k, a }, ncalls);
+}
+
+int conv_slice_images(const conv_kernel_t *k, const hook_call_t *c, const void *x,
+		      const void *y, const void *ws, uint64_t wsb, uint64_t tensors,
+		      uint64_t budget)
 {
 	uint64_t chunk, xib = conv_image_bytes(&k->shape.x), yib = conv_image_bytes(&k->shape.y);
 	hook_slice_t t[8];
-	int m = 0;
+	int m = 0, b;
 
 	runtime_budget_free(NULL, NULL, &chunk);
 	if (hook_split_slices(tensors, budget, 2) < 2)
@@ -1676,7 +1690,10 @@ static int slice_images(const conv_kernel_t *k, const hook_call_t *c, const void
 	}
 	if (ws && wsb && runtime_owns((uintptr_t)ws))
 		t[m++] = (hook_slice_t){ (uintptr_t)ws, 0, wsb };
-	return hook_split_images(t, m, k->batch, tensors, budget, chunk);
+	b = hook_split_images(t, m, k->batch, tensors, budget, chunk);
+	/* a graph-API slice starts at a multiple of the quantum: its
+	 * tensors declare an alignment (conv_graph.c) */
+	return k->shape.api && k->quantum > 1 ? b / k->quantum * k->quantum : b;
 }
 
 /* The rescue: the fastest algorithm of cuDNN's list whose workspace fits
@@ -1775,7 +1792,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 			bool least;
 			const solver_config_t *lc = conv_run_cfg(k, &least), *cfg = &k->cfg;
 			void *use = conv_cfg_ws(k, cfg, false, ws, wsb);
-			int most = slice_images(k, c, x, y, use, cfg->ws,
+			int most = conv_slice_images(k, c, x, y, use, cfg->ws,
 						tensors + conv_ws_pages(use, cfg->ws), budget);
 
 			/* dyn's "(m)" pass: the least-workspace algorithms in the
@@ -1788,7 +1805,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 			if (!use && cfg->ws) {
 				use = own = conv_alloc(cfg->ws, stream);
 				if (!least)
-					most = slice_images(k, c, x, y, use, cfg->ws,
+					most = conv_slice_images(k, c, x, y, use, cfg->ws,
 							    tensors + conv_ws_pages(use, cfg->ws),
 							    budget);
 			}
@@ -1855,7 +1872,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 		if (!k && legacy_shape(dir, xd, wd, yd, cd, &s))
 			k = conv_kernel_get(&s);
 		if (k) {
-			int most = slice_images(k, c, x, y, ws, wsb, tensors + conv_ws_pages(ws, wsb),
+			int most = conv_slice_images(k, c, x, y, ws, wsb, tensors + conv_ws_pages(ws, wsb),
 						budget);
 			solver_config_t whole = { 0.0, wsb, 1, { { algo, k->batch, 1 } } };
 

@@ -153,6 +153,30 @@ void conv_free(void *p, cudaStream_t s);
  * removed when p is NULL. */
 void conv_set_ws_ref(hook_call_t *c, const void *p, uint64_t bytes);
 
+/* ---- Convolutions larger than the budget, in slices of N (conv_exec.c,
+ * for both APIs). */
+
+/* Issues one slice of a convolution: images [off, off + b) with algorithm
+ * (legacy) or engine (graph API) `algo`.  Caller holds conv_lock. */
+typedef cudnnStatus_t (*conv_slice_fn)(void *ctx, int algo, int64_t off, int b);
+
+/* Images a slice of convolution call `c` (x and y its sliced tensors, the
+ * rest whole, the workspace `ws` of `wsb` bytes beside them) may hold by
+ * hook_split_images' rule (for the graph API rounded down to k's
+ * quantum, its slices' alignment); 0 to run it whole. */
+int conv_slice_images(const conv_kernel_t *k, const hook_call_t *c, const void *x,
+		      const void *y, const void *ws, uint64_t wsb, uint64_t tensors,
+		      uint64_t budget);
+
+/* Runs cfg along N, each slice a call of its own through the runtime,
+ * prepared alone with only its images of x and y (w and the workspace
+ * whole), none larger than `most` images; fn issues each.  The policy and
+ * the trace see one op per slice.  `c` is the whole call, never prepared;
+ * the caller drops it.  Caller holds conv_lock. */
+cudnnStatus_t conv_run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_config_t *cfg,
+			      int most, const void *x, const void *w, const void *y,
+			      conv_slice_fn fn, void *ctx, int *ncalls);
+
 /* "4x60,0x16" style description of a configuration into buf. */
 void conv_cfg_str(const solver_config_t *cfg, char *buf, size_t len);
 /* Says once per process (vmem_info) what a kernel could not do. */

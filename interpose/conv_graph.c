@@ -691,37 +691,100 @@ static void *ref_of(const hook_bdt_exec_t *ex, const char *a, const char *b)
 	return NULL;
 }
 
-/* Runs cfg along N with vmem's plans.  Caller holds conv_lock. */
+/* One slice of a graph-API convolution on vmem's plans (conv_slice_fn). */
+typedef struct {
+	conv_kernel_t *k;
+	const hook_conv_geom_t *gm;
+	void *x, *w, *y, *ws;
+	uint64_t wsb;
+} graph_slice_t;
+
+/* The plan of engine e over b images; beta 1 for a backward-filter slice
+ * after the first (it accumulates onto them).  NULL when cuDNN has none. */
+static const vplan_t *slice_plan(conv_kernel_t *k, const hook_conv_geom_t *gm, int64_t e,
+				 int64_t off, int b)
+{
+	double beta = k->shape.dir == CONV_DIR_BWD_FILTER && off > 0 ? 1.0 : gm->beta;
+	vgraph_t *g = vgraph_get(k, gm, b, beta);
+	vplan_t *p = g ? vplan_get(g, gm, e) : NULL;
+
+	return p && p->plan ? p : NULL;
+}
+
+static cudnnStatus_t graph_slice(void *ctx, int algo, int64_t off, int b)
+{
+	const graph_slice_t *a = ctx;
+	uint64_t xib = conv_image_bytes(&a->k->shape.x), yib = conv_image_bytes(&a->k->shape.y);
+	const vplan_t *p = slice_plan(a->k, a->gm, algo, off, b);
+
+	if (!p || (p->ws && (!a->ws || p->ws > a->wsb)))
+		return CUDNN_STATUS_NOT_SUPPORTED;
+	return vexec((cudnnHandle_t)a->gm->handle, a->gm, p, (char *)a->x + (uint64_t)off * xib,
+		     a->w, (char *)a->y + (uint64_t)off * yib, a->ws);
+}
+
+/* Runs cfg along N with vmem's plans, under the call's one preparation.
+ * Caller holds conv_lock. */
 static cudnnStatus_t graph_run_config(conv_kernel_t *k, const hook_conv_geom_t *gm,
 				      const solver_config_t *cfg, void *x, void *w, void *y,
 				      void *ws, int *ncalls)
 {
-	uint64_t xib = conv_image_bytes(&k->shape.x), yib = conv_image_bytes(&k->shape.y);
-	bool filter = k->shape.dir == CONV_DIR_BWD_FILTER;
+	graph_slice_t a = { k, gm, x, w, y, ws, cfg->ws };
 	int64_t off = 0;
 
 	*ncalls = 0;
-	for (int r = 0; r < cfg->nruns; r++) {
-		const solver_run_t *run = &cfg->runs[r];
+	for (int r = 0; r < cfg->nruns; r++)
+		for (int j = 0; j < cfg->runs[r].count; j++) {
+			cudnnStatus_t st = graph_slice(&a, cfg->runs[r].algo, off, cfg->runs[r].b);
 
-		for (int j = 0; j < run->count; j++) {
-			/* backward-filter accumulates every slice after the first */
-			double beta = filter && off > 0 ? 1.0 : gm->beta;
-			vgraph_t *g = vgraph_get(k, gm, run->b, beta);
-			vplan_t *p = g ? vplan_get(g, gm, run->algo) : NULL;
-			cudnnStatus_t st;
-
-			if (!p || !p->plan)
-				return CUDNN_STATUS_NOT_SUPPORTED;
-			st = vexec((cudnnHandle_t)gm->handle, gm, p, (char *)x + (uint64_t)off * xib, w,
-				   (char *)y + (uint64_t)off * yib, ws);
 			if (st != CUDNN_STATUS_SUCCESS)
 				return st;
 			(*ncalls)++;
-			off += run->b;
+			off += cfg->runs[r].b;
 		}
-	}
 	return CUDNN_STATUS_SUCCESS;
+}
+
+/* A call whose tensors cannot be resident at once, in slices of N with
+ * engine list[i] (conv_run_sliced): the workspace is vmem's, as large as
+ * the largest slice's plan needs, and every slice's plan is built before
+ * the first runs, so that nothing fails half way.  Returns false (nothing
+ * ran, *own freed) when the engine has no plan at those sizes or the
+ * slicing or the workspace cannot be had.  Caller holds conv_lock. */
+static bool graph_sliced(hook_call_t *c, conv_kernel_t *k, const hook_conv_geom_t *gm, int i,
+			 void *x, void *w, void *y, uint64_t budget, uint64_t tensors, void **own,
+			 cudnnStatus_t *st, int *ncalls)
+{
+	cudaStream_t stream = (cudaStream_t)c->stream;
+	int64_t e = k->list[i].algo;
+	uint64_t est = k->list[i].ws, need = 0;
+	int most, rest;
+
+	*own = est ? conv_alloc(est, stream) : NULL;
+	if (est && !*own)
+		return false;
+	most = conv_slice_images(k, c, x, y, *own, est, tensors + conv_ws_pages(*own, est), budget);
+	rest = most > 0 ? k->batch % most : 0;
+	for (int j = 0; most > 0 && j < 3; j++) {
+		/* the first slice, the others of `most`, the last */
+		const vplan_t *p = j == 2 && !rest ? NULL :
+				   slice_plan(k, gm, e, j ? most : 0, j == 2 ? rest : most);
+
+		if (!p && !(j == 2 && !rest))
+			most = 0;
+		else if (p && p->ws > need)
+			need = p->ws;
+	}
+	if (most <= 0 || need > est) {
+		conv_free(*own, stream);
+		*own = NULL;
+		return false;
+	}
+	conv_set_ws_ref(c, *own, est);
+	*st = conv_run_sliced(c, k, &(solver_config_t){ 0.0, est, 1, { { (int)e, k->batch, 1 } } },
+			      most, x, w, y, graph_slice,
+			      &(graph_slice_t){ k, gm, x, w, y, *own, est }, ncalls);
+	return true;
 }
 
 cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
@@ -735,7 +798,7 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 	void *x, *w, *y, *ws, *own = NULL;
 	const char *how = "app";
 	int ncalls = 1, ran = -1;
-	bool have_geom, app_ok = true, done = false;
+	bool have_geom, app_ok = true, done = false, sliced = false;
 	cudnnStatus_t st = CONV_OOM;
 
 	conv_init();
@@ -774,9 +837,22 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 			const solver_config_t *cfg = conv_run_cfg(k, &least);
 			void *use = conv_cfg_ws(k, cfg, least, ws, ex->ws_bytes);
 
+			int most;
+
 			if (!use && cfg->ws)
 				use = own = conv_alloc(cfg->ws, stream);
-			if ((use || !cfg->ws) &&
+			most = conv_slice_images(k, c, x, y, use, cfg->ws,
+						 tensors + conv_ws_pages(use, cfg->ws), budget);
+			if ((use || !cfg->ws) && most > 0) {
+				/* its tensors cannot be resident at once: slice by slice */
+				conv_set_ws_ref(c, use, cfg->ws);
+				done = sliced = true;
+				how = "sliced";
+				ran = cfg->runs[0].algo;
+				st = conv_run_sliced(c, k, cfg, most, x, w, y, graph_slice,
+						     &(graph_slice_t){ k, &gm, x, w, y, use, cfg->ws },
+						     &ncalls);
+			} else if ((use || !cfg->ws) &&
 			    (!budget || tensors + conv_ws_pages(use, cfg->ws) <= budget)) {
 				conv_set_ws_ref(c, use, cfg->ws);
 				if (hook_call_prepare(c) == cudaSuccess) {
@@ -814,7 +890,30 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 	pthread_mutex_unlock(&conv_lock);
 	if (done)
 		goto out;
-	/* 2. the application's plan, when its workspace fits beside the tensors */
+	/* 2. slice by slice when the tensors cannot be resident at once: the
+	 *    application's plan is for all N, so vmem's plans of the fastest
+	 *    engine whose workspace leaves 3/4 of the budget (the legacy
+	 *    hook runs the application's algorithm so, conv_exec.c) */
+	if (budget && k && x && w && y && k->batch > 1 &&
+	    hook_split_slices(tensors + conv_ws_pages(ws, app_ws), budget, 2) > 1) {
+		pthread_mutex_lock(&conv_lock);
+		graph_list(k, &gm);
+		for (int attempt = 0; attempt < 2 && !sliced; attempt++) {
+			int i = conv_pick(k->list, k->nlist, attempt ? CONV_PICK_MEM : CONV_PICK_FIT,
+					  budget / 4);
+
+			if (i >= 0 && graph_sliced(c, k, &gm, i, x, w, y, budget, tensors, &own, &st,
+						   &ncalls)) {
+				sliced = true;
+				how = "sliced";
+				ran = k->list[i].algo;
+			}
+		}
+		pthread_mutex_unlock(&conv_lock);
+		if (sliced)
+			goto out;
+	}
+	/* 3. the application's plan, when its workspace fits beside the tensors */
 	if (app_ok && !(budget && app_ws && tensors + conv_ws_pages(ws, app_ws) > budget)) {
 		if (hook_call_prepare(c) == cudaSuccess) {
 			st = real_cudnnBackendExecute()(h, plan, vpack);
@@ -823,7 +922,7 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 		if (!app_ws)
 			goto out;
 	}
-	/* 3. a plan of the fastest engine whose workspace fits, in vmem's memory */
+	/* 4. a plan of the fastest engine whose workspace fits, in vmem's memory */
 	how = "rescue";
 	if (!k || !x || !w || !y)
 		goto out;
@@ -859,6 +958,14 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 	pthread_mutex_unlock(&conv_lock);
 out:
 	conv_note_room(k);
+	if (sliced) {
+		/* it ran as its slices, each traced and seen as a call */
+		stats_add(STATS_DNN_SPLIT, 1);
+		stats_add(STATS_DNN_SLICES, (uint64_t)ncalls);
+		hook_call_drop(c);
+		conv_free(own, stream);
+		return st;
+	}
 	if (strcmp(how, "app") != 0)
 		hook_call_args(c, "\"ran\":\"%s\",\"ran_engine\":%d,\"calls\":%d", how, ran, ncalls);
 	hook_call_finish(c);

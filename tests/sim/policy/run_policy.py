@@ -294,11 +294,15 @@ def t_split(args):
     its peak (14 MiB) has an activation backward of four 3.75 MiB tensors
     whose every slicing of images has a slice straddling a page boundary
     in all four (8 pages of 7): it runs in slices of (image, channel)
-    planes cut at the boundary -- out-of-memory before."""
+    planes cut at the boundary -- out-of-memory before.  random:1851711389
+    at half its peak (10 MiB) has graph-API convolutions of 12 MiB: they
+    run in slices of N on vmem's own plans, as the legacy API's do."""
     cases = (("random:1626732407", ["--batch", "8", "--image", "64", "--iters", "6"], 2,
               ("none", "dyn"), "slice"),
              ("random:185167115", ["--batch", "16", "--image", "64", "--iters", "6"], 2,
               ("none", "dyn"), "planes"),
+             ("random:1851711389", ["--batch", "16", "--image", "64", "--iters", "6",
+                                    "--conv-api", "graph"], 2, ("conv", "dyn"), "slice_images"),
              ("random:86575498", ["--batch", "32", "--image", "64", "--iters", "5"], 3,
               ("dyn",), "slice_images"))
     for net, extra, frac, policies, arg in cases:
