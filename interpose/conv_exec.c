@@ -1910,18 +1910,26 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 	}
 	st = rescue(c, k, dir, h, alpha, xd, x, wd, w, yd, y, cd, beta, tensors, &own, &ran);
 done:
+	return conv_call_done(c, k, sliced, how, "ran_algo", ran, ncalls, own, st);
+}
+
+cudnnStatus_t conv_call_done(hook_call_t *c, conv_kernel_t *k, bool sliced, const char *how,
+			     const char *ran_key, int ran, int ncalls, void *own, cudnnStatus_t st)
+{
+	cudaStream_t stream = (cudaStream_t)c->stream;
+
 	conv_note_room(k);
 	if (sliced) {
 		/* it ran as its slices, each traced and seen as a call */
 		stats_add(STATS_DNN_SPLIT, 1);
 		stats_add(STATS_DNN_SLICES, (uint64_t)ncalls);
 		hook_call_drop(c);
-		conv_free(own, stream);
-		return st;
+	} else {
+		if (strcmp(how, "app") != 0)
+			hook_call_args(c, "\"ran\":\"%s\",\"%s\":%d,\"calls\":%d", how, ran_key, ran,
+				       ncalls);
+		hook_call_finish(c);
 	}
-	if (strcmp(how, "app") != 0)
-		hook_call_args(c, "\"ran\":\"%s\",\"ran_algo\":%d,\"calls\":%d", how, ran, ncalls);
-	hook_call_finish(c);
 	conv_free(own, stream);
 	return st;
 }

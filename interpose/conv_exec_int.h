@@ -177,6 +177,14 @@ cudnnStatus_t conv_run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_con
 			      int most, const void *x, const void *w, const void *y,
 			      conv_slice_fn fn, void *ctx, int *ncalls);
 
+/* The end of a hooked convolution: the plan's room noted (conv_note_room),
+ * then a call that ran as its slices dropped (their records are its), any
+ * other finished with "ran" and `ran_key` in its args unless the
+ * application's choice ran; vmem's workspace `own` freed after the
+ * call's stream.  Returns st. */
+cudnnStatus_t conv_call_done(hook_call_t *c, conv_kernel_t *k, bool sliced, const char *how,
+			     const char *ran_key, int ran, int ncalls, void *own, cudnnStatus_t st);
+
 /* "4x60,0x16" style description of a configuration into buf. */
 void conv_cfg_str(const solver_config_t *cfg, char *buf, size_t len);
 /* Says once per process (vmem_info) what a kernel could not do. */

@@ -957,18 +957,5 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 	}
 	pthread_mutex_unlock(&conv_lock);
 out:
-	conv_note_room(k);
-	if (sliced) {
-		/* it ran as its slices, each traced and seen as a call */
-		stats_add(STATS_DNN_SPLIT, 1);
-		stats_add(STATS_DNN_SLICES, (uint64_t)ncalls);
-		hook_call_drop(c);
-		conv_free(own, stream);
-		return st;
-	}
-	if (strcmp(how, "app") != 0)
-		hook_call_args(c, "\"ran\":\"%s\",\"ran_engine\":%d,\"calls\":%d", how, ran, ncalls);
-	hook_call_finish(c);
-	conv_free(own, stream);
-	return st;
+	return conv_call_done(c, k, sliced, how, "ran_engine", ran, ncalls, own, st);
 }
