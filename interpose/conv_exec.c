@@ -1596,6 +1596,84 @@ static cudnnStatus_t legacy_slice(void *ctx, int algo, int64_t off, int b)
 	return call_slice(s->k, s->a, algo, off, b);
 }
 
+cudnnStatus_t conv_each_slice(const solver_config_t *cfg, int most, conv_slice_fn fn, void *ctx)
+{
+	int64_t off = 0;
+
+	for (int r = 0; r < cfg->nruns; r++) {
+		const solver_run_t *run = &cfg->runs[r];
+
+		for (int left = run->b * run->count; left > 0;) {
+			int b = left < run->b ? left : run->b;
+			cudnnStatus_t st;
+
+			b = b < most ? b : most;
+			if ((st = fn(ctx, run->algo, off, b)) != CUDNN_STATUS_SUCCESS)
+				return st;
+			off += b;
+			left -= b;
+		}
+	}
+	return CUDNN_STATUS_SUCCESS;
+}
+
+/* conv_run_sliced's state. */
+typedef struct {
+	hook_call_t *c;
+	const conv_kernel_t *k;
+	const void *x, *w, *y;
+	conv_slice_fn fn;
+	void *ctx;
+	int *ncalls;
+} sliced_t;
+
+/* One slice as a call of its own: its refs (its images of x and y, the
+ * rest whole), prepared, issued, finished. */
+static cudnnStatus_t issue_slice(void *v, int algo, int64_t off, int b)
+{
+	const sliced_t *a = v;
+	const hook_call_t *c = a->c;
+	uint64_t xib = conv_image_bytes(&a->k->shape.x), yib = conv_image_bytes(&a->k->shape.y);
+	bool filter = a->k->shape.dir == CONV_DIR_BWD_FILTER;
+	cudnnStatus_t st;
+	hook_call_t sc;
+
+	hook_call_init(&sc, c->kind, c->api, c->stream);
+	sc.info = c->info;
+	for (int i = 0; i < c->nrefs; i++) {
+		const vmem_ref_t *ref = &c->refs[i];
+		uint64_t ib = ref->ptr == (uintptr_t)a->x ? xib : ref->ptr == (uintptr_t)a->y ? yib : 0;
+		uint8_t acc = ref->access;
+
+		if (ref->ptr == (uintptr_t)a->w && filter && off > 0)
+			acc = VMEM_ACCESS_RW;   /* accumulates onto the slices before */
+		if (vmem_ref_empty(ref->bytes, acc)) {
+			/* a workspace this configuration does not use */
+			hook_call_ref_empty(&sc, (const void *)ref->ptr, ref->role);
+			continue;
+		}
+		if (!ib) {
+			hook_call_ref(&sc, (const void *)ref->ptr, ref->bytes, acc, ref->role);
+			continue;
+		}
+		uint64_t at = (uint64_t)off * ib, n = (uint64_t)b * ib;
+
+		if (ref->bytes && at + n > ref->bytes)
+			n = ref->bytes > at ? ref->bytes - at : 0;
+		hook_call_ref(&sc, offset((const void *)ref->ptr, at), n, acc, ref->role);
+	}
+	hook_call_args(&sc, "\"slice_images\":\"%" PRId64 "+%d of %d\"", off, b, a->k->batch);
+	if (hook_call_prepare(&sc) != cudaSuccess) {
+		hook_call_finish(&sc);
+		return CUDNN_STATUS_ALLOC_FAILED;
+	}
+	st = a->fn(a->ctx, algo, off, b);
+	hook_call_finish(&sc);
+	if (st == CUDNN_STATUS_SUCCESS)
+		(*a->ncalls)++;
+	return st;
+}
+
 /* Like run_config, but each cuDNN call a call of its own through the
  * runtime, for a convolution whose tensors need more than 3/4 of the
  * budget (interpose/dnn_split.c's rule), which could not be made resident
@@ -1604,61 +1682,9 @@ cudnnStatus_t conv_run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_con
 			      int most, const void *x, const void *w, const void *y,
 			      conv_slice_fn fn, void *ctx, int *ncalls)
 {
-	uint64_t xib = conv_image_bytes(&k->shape.x), yib = conv_image_bytes(&k->shape.y);
-	conv_dir_t dir = (conv_dir_t)k->shape.dir;
-	int64_t off = 0;
-
 	*ncalls = 0;
-	for (int r = 0; r < cfg->nruns; r++) {
-		const solver_run_t *run = &cfg->runs[r];
-
-		for (int left = run->b * run->count; left > 0;) {
-			int b = left < run->b ? left : run->b;
-			cudnnStatus_t st;
-			hook_call_t sc;
-
-			b = b < most ? b : most;
-			hook_call_init(&sc, c->kind, c->api, c->stream);
-			sc.info = c->info;
-			for (int i = 0; i < c->nrefs; i++) {
-				const vmem_ref_t *ref = &c->refs[i];
-				uint64_t ib = ref->ptr == (uintptr_t)x ? xib :
-					      ref->ptr == (uintptr_t)y ? yib : 0;
-				uint8_t acc = ref->access;
-
-				if (ref->ptr == (uintptr_t)w && dir == CONV_DIR_BWD_FILTER && off > 0)
-					acc = VMEM_ACCESS_RW;   /* accumulates onto the slices before */
-				if (vmem_ref_empty(ref->bytes, acc)) {
-					/* a workspace this configuration does not use */
-					hook_call_ref_empty(&sc, (const void *)ref->ptr, ref->role);
-					continue;
-				}
-				if (!ib) {
-					hook_call_ref(&sc, (const void *)ref->ptr, ref->bytes, acc, ref->role);
-					continue;
-				}
-				uint64_t at = (uint64_t)off * ib, n = (uint64_t)b * ib;
-
-				if (ref->bytes && at + n > ref->bytes)
-					n = ref->bytes > at ? ref->bytes - at : 0;
-				hook_call_ref(&sc, offset((const void *)ref->ptr, at), n, acc, ref->role);
-			}
-			hook_call_args(&sc, "\"slice_images\":\"%" PRId64 "+%d of %d\"", off, b,
-				       k->batch);
-			if (hook_call_prepare(&sc) != cudaSuccess) {
-				hook_call_finish(&sc);
-				return CUDNN_STATUS_ALLOC_FAILED;
-			}
-			st = fn(ctx, run->algo, off, b);
-			hook_call_finish(&sc);
-			if (st != CUDNN_STATUS_SUCCESS)
-				return st;
-			(*ncalls)++;
-			off += b;
-			left -= b;
-		}
-	}
-	return CUDNN_STATUS_SUCCESS;
+	return conv_each_slice(cfg, most, issue_slice,
+			       &(sliced_t){ c, k, x, w, y, fn, ctx, ncalls });
 }
 
 static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_config_t *cfg,

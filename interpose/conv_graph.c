@@ -745,45 +745,45 @@ static cudnnStatus_t graph_run_config(conv_kernel_t *k, const hook_conv_geom_t *
 	return CUDNN_STATUS_SUCCESS;
 }
 
+/* conv_each_slice's check, before a slice runs, that every slice has a
+ * plan whose workspace the call's holds (graph_slice's context). */
+static cudnnStatus_t plan_fits(void *ctx, int algo, int64_t off, int b)
+{
+	const graph_slice_t *a = ctx;
+	const vplan_t *p = slice_plan(a->k, a->gm, algo, off, b);
+
+	return p && (!p->ws || (a->ws && p->ws <= a->wsb)) ? CUDNN_STATUS_SUCCESS
+							    : CUDNN_STATUS_NOT_SUPPORTED;
+}
+
 /* A call whose tensors cannot be resident at once, in slices of N with
- * engine list[i] (conv_run_sliced): the workspace is vmem's, as large as
- * the largest slice's plan needs, and every slice's plan is built before
- * the first runs, so that nothing fails half way.  Returns false (nothing
- * ran, *own freed) when the engine has no plan at those sizes or the
+ * engine list[i] (conv_run_sliced), in vmem's workspace of the size the
+ * engine needs for all N; every slice's plan is checked before the first
+ * runs, so that nothing fails half way.  Returns false (nothing ran,
+ * *own freed) when the engine has no such plan at a slice's size or the
  * slicing or the workspace cannot be had.  Caller holds conv_lock. */
 static bool graph_sliced(hook_call_t *c, conv_kernel_t *k, const hook_conv_geom_t *gm, int i,
 			 void *x, void *w, void *y, uint64_t budget, uint64_t tensors, void **own,
 			 cudnnStatus_t *st, int *ncalls)
 {
 	cudaStream_t stream = (cudaStream_t)c->stream;
-	int64_t e = k->list[i].algo;
-	uint64_t est = k->list[i].ws, need = 0;
-	int most, rest;
+	uint64_t ws = k->list[i].ws;
+	solver_config_t whole = { 0.0, ws, 1, { { k->list[i].algo, k->batch, 1 } } };
+	graph_slice_t a;
+	int most;
 
-	*own = est ? conv_alloc(est, stream) : NULL;
-	if (est && !*own)
+	*own = ws ? conv_alloc(ws, stream) : NULL;
+	if (ws && !*own)
 		return false;
-	most = conv_slice_images(k, c, x, y, *own, est, tensors + conv_ws_pages(*own, est), budget);
-	rest = most > 0 ? k->batch % most : 0;
-	for (int j = 0; most > 0 && j < 3; j++) {
-		/* the first slice, the others of `most`, the last */
-		const vplan_t *p = j == 2 && !rest ? NULL :
-				   slice_plan(k, gm, e, j ? most : 0, j == 2 ? rest : most);
-
-		if (!p && !(j == 2 && !rest))
-			most = 0;
-		else if (p && p->ws > need)
-			need = p->ws;
-	}
-	if (most <= 0 || need > est) {
+	a = (graph_slice_t){ k, gm, x, w, y, *own, ws };
+	most = conv_slice_images(k, c, x, y, *own, ws, tensors + conv_ws_pages(*own, ws), budget);
+	if (most <= 0 || conv_each_slice(&whole, most, plan_fits, &a) != CUDNN_STATUS_SUCCESS) {
 		conv_free(*own, stream);
 		*own = NULL;
 		return false;
 	}
-	conv_set_ws_ref(c, *own, est);
-	*st = conv_run_sliced(c, k, &(solver_config_t){ 0.0, est, 1, { { (int)e, k->batch, 1 } } },
-			      most, x, w, y, graph_slice,
-			      &(graph_slice_t){ k, gm, x, w, y, *own, est }, ncalls);
+	conv_set_ws_ref(c, *own, ws);
+	*st = conv_run_sliced(c, k, &whole, most, x, w, y, graph_slice, &a, ncalls);
 	return true;
 }
 
@@ -837,21 +837,22 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 			const solver_config_t *cfg = conv_run_cfg(k, &least);
 			void *use = conv_cfg_ws(k, cfg, least, ws, ex->ws_bytes);
 
+			graph_slice_t a;
 			int most;
 
 			if (!use && cfg->ws)
 				use = own = conv_alloc(cfg->ws, stream);
+			a = (graph_slice_t){ k, &gm, x, w, y, use, cfg->ws };
 			most = conv_slice_images(k, c, x, y, use, cfg->ws,
 						 tensors + conv_ws_pages(use, cfg->ws), budget);
-			if ((use || !cfg->ws) && most > 0) {
+			if ((use || !cfg->ws) && most > 0 &&
+			    conv_each_slice(cfg, most, plan_fits, &a) == CUDNN_STATUS_SUCCESS) {
 				/* its tensors cannot be resident at once: slice by slice */
 				conv_set_ws_ref(c, use, cfg->ws);
 				done = sliced = true;
 				how = "sliced";
 				ran = cfg->runs[0].algo;
-				st = conv_run_sliced(c, k, cfg, most, x, w, y, graph_slice,
-						     &(graph_slice_t){ k, &gm, x, w, y, use, cfg->ws },
-						     &ncalls);
+				st = conv_run_sliced(c, k, cfg, most, x, w, y, graph_slice, &a, &ncalls);
 			} else if ((use || !cfg->ws) &&
 			    (!budget || tensors + conv_ws_pages(use, cfg->ws) <= budget)) {
 				conv_set_ws_ref(c, use, cfg->ws);
