@@ -959,7 +959,14 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 	if (!tl_reserve(t, c->nrefs))
 		return cudaSuccess;   /* unseen by the policy: it suspends its plan */
 	for (int i = 0; i < c->nrefs; i++) {
-		t->refs[i] = pool_ref_of(c->refs[i].ptr, c->refs[i].bytes, c->refs[i].access);
+		/* a workspace the call does not use touches nothing: as for
+		 * the pool (runtime_prepare), no allocation - taken as the rest
+		 * of its allocation written whole, it declared dead the
+		 * tensors a caching allocator keeps after it in the segment */
+		bool empty = vmem_ref_empty(c->refs[i].bytes, c->refs[i].access);
+
+		t->refs[i] = pool_ref_of(empty ? 0 : c->refs[i].ptr, c->refs[i].bytes,
+					 c->refs[i].access);
 	}
 	if (c->nrefs)
 		pool_resolve(g_rp_pool, t->refs, c->nrefs, t->spans);

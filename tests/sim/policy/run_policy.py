@@ -713,13 +713,18 @@ def t_eval_batch_change_random(args):
     evaluation pass every 4 iterations and its batch halved at iteration 7
     (the unlimited run doing the same), under all, conv and dyn: each run
     leaves its plan and comes back or learns anew, and ends with the
-    unlimited run's weights."""
-    fuzz_no_misses(args, ["1826307923", "--iters", "12", "--eval-every", "4", "--batch-change",
-                          "7:8", "--styles", "caching", "--apis", "legacy"], 3,
-                   "random:1826307923 caching, eval and batch change, x 3 policies", 400,
-                   misses=False)
-    print("ok: random:1826307923 (caching) at half its peak with eval passes and a batch change "
-          "under all, conv and dyn: planned iterations, the unlimited run's weights")
+    unlimited run's weights.  random:131440739 under dyn ended in a refused
+    call ("reads bytes vmem dropped as dead"): a workspace vmem's
+    configuration does not use was taken by the policy as the rest of
+    its caching segment written whole, and the tensors after it in the
+    segment were declared dead."""
+    fuzz_no_misses(args, ["1826307923", "131440739", "--iters", "12", "--eval-every", "4",
+                          "--batch-change", "7:8", "--styles", "caching", "--apis", "legacy"], 6,
+                   "random:1826307923 and 131440739 caching, eval and batch change, x 3 policies",
+                   400, misses=False)
+    print("ok: random:1826307923 and 131440739 (caching) at half their peak with eval passes and "
+          "a batch change under all, conv and dyn: planned iterations, the unlimited run's "
+          "weights")
 
 
 def t_foreach(args):
