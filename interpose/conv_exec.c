@@ -375,12 +375,18 @@ void conv_set_ws_ref(hook_call_t *c, const void *p, uint64_t bytes)
 				c->nrefs--;
 				return;
 			}
+			if (!bytes && c->refs[i].ptr == (uintptr_t)p) {
+				/* the configuration needs none of the application's
+				 * workspace: the range stays in the call as the
+				 * application declared it (its signature, and scratch
+				 * for the policy) and nothing makes it resident */
+				c->refs[i].access = VMEM_ACCESS_W | VMEM_ACCESS_WHOLE | VMEM_ACCESS_UNUSED;
+				return;
+			}
 			c->refs[i].ptr = (uintptr_t)p;
 			c->refs[i].bytes = bytes;
-			/* bytes 0: the configuration needs none of the application's
-			 * workspace; the range (a whole overwrite) stays in the call,
-			 * for its signature, as an empty scratch that nothing makes
-			 * resident (vmem_ref_empty) */
+			c->refs[i].access = bytes ? VMEM_ACCESS_W | VMEM_ACCESS_WHOLE
+						  : VMEM_ACCESS_W | VMEM_ACCESS_WHOLE | VMEM_ACCESS_UNUSED;
 			return;
 		}
 	/* scratch: nothing reads what an earlier call left in it, so it is a
@@ -388,7 +394,7 @@ void conv_set_ws_ref(hook_call_t *c, const void *p, uint64_t bytes)
 	if (p && bytes)
 		hook_call_ref(c, p, bytes, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "ws");
 	else if (p)
-		hook_call_ref_empty(c, p, "ws");
+		hook_call_ref_empty(c, p, 0, "ws");
 }
 
 void conv_cfg_str(const solver_config_t *cfg, char *buf, size_t len)
@@ -1647,9 +1653,9 @@ static cudnnStatus_t issue_slice(void *v, int algo, int64_t off, int b)
 
 		if (ref->ptr == (uintptr_t)a->w && filter && off > 0)
 			acc = VMEM_ACCESS_RW;   /* accumulates onto the slices before */
-		if (vmem_ref_empty(ref->bytes, acc)) {
+		if (vmem_ref_empty(acc)) {
 			/* a workspace this configuration does not use */
-			hook_call_ref_empty(&sc, (const void *)ref->ptr, ref->role);
+			hook_call_ref_empty(&sc, (const void *)ref->ptr, ref->bytes, ref->role);
 			continue;
 		}
 		if (!ib) {

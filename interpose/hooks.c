@@ -373,9 +373,9 @@ void hook_call_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access
 		 access : (uint8_t)(access & ~VMEM_ACCESS_WHOLE), role);
 }
 
-void hook_call_ref_empty(hook_call_t *c, const void *ptr, const char *role)
+void hook_call_ref_empty(hook_call_t *c, const void *ptr, size_t bytes, const char *role)
 {
-	push_ref(c, ptr, 0, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, role);
+	push_ref(c, ptr, bytes, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE | VMEM_ACCESS_UNUSED, role);
 }
 
 void hook_call_drop(hook_call_t *c)

@@ -76,11 +76,11 @@ void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const 
  * that allocation fails the call is marked and hook_call_prepare refuses
  * it, since running it would touch a range vmem did not make resident. */
 void hook_call_ref(hook_call_t *c, const void *ptr, size_t bytes, uint8_t access, const char *role);
-/* Appends a scratch range handed to the call that it does not use: 0
- * bytes, a whole overwrite (vmem_ref_empty, interpose/pool_ref.h).  The
- * policy sees it as the allocation's rest written whole; nothing of it is
- * made resident. */
-void hook_call_ref_empty(hook_call_t *c, const void *ptr, const char *role);
+/* Appends a scratch range of `bytes` (0: size unknown) handed to the call
+ * that it does not use (vmem_ref_empty, interpose/pool_ref.h): nothing of
+ * it is made resident; the policy sees `bytes` written whole (with 0, no
+ * range at all). */
+void hook_call_ref_empty(hook_call_t *c, const void *ptr, size_t bytes, const char *role);
 /* Appends `"key":value` pairs (printf-style body) to the args object. */
 void hook_call_args(hook_call_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* cudaSuccess, or cudaErrorMemoryAllocation when the call's refs cannot be

@@ -14,16 +14,21 @@
 #include "policy/event.h"
 #include "pool/pool.h"
 
-/* A scratch range the call was handed and does not use: bytes 0 with a
- * whole overwrite (conv_set_ws_ref, for a workspace vmem's configuration
- * does not need; hook_call_ref never makes one, an unknown extent is
- * never a whole overwrite).  The policy resolves it as the rest of its
- * allocation, written whole, like the workspace the plan learnt; the
- * runtime makes none of it resident and reports it untouched (alloc_id
- * 0): nothing was written there. */
-static inline bool vmem_ref_empty(uint64_t bytes, uint8_t access)
+/* A scratch range the call was handed and does not use (conv_set_ws_ref:
+ * a workspace vmem's configuration does not need): VMEM_ACCESS_UNUSED
+ * with a whole overwrite, `bytes` the application's workspace size (0
+ * when vmem added the range and knows none).  The runtime makes none of
+ * it resident and reports it untouched (alloc_id 0) to the trace.  The
+ * policy sees what the application declared: its `bytes` written whole
+ * (scratch: what it held before is dead, as when the call used it, and
+ * the plan sees the call it learnt) - or, with 0 bytes, nothing at all:
+ * taken as an unknown extent it would be the rest of its allocation
+ * written whole, in a caching segment tensors the allocator keeps after
+ * the workspace, which the plan would then drop as dead. */
+static inline bool vmem_ref_empty(uint8_t access)
 {
-	return bytes == 0 && (access & VMEM_ACCESS_W) && (access & VMEM_ACCESS_WHOLE);
+	return (access & VMEM_ACCESS_UNUSED) && (access & VMEM_ACCESS_W) &&
+	       (access & VMEM_ACCESS_WHOLE);
 }
 
 static inline pool_ref_t pool_ref_of(uintptr_t ptr, uint64_t bytes, uint8_t access)

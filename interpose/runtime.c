@@ -1062,7 +1062,7 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 	pr = b.pr;
 	sp = b.sp;
 	for (int i = 0; i < n; i++) {
-		bool empty = vmem_ref_empty(refs[i].bytes, refs[i].access);
+		bool empty = vmem_ref_empty(refs[i].access);
 
 		pr[i] = pool_ref_of(empty ? 0 : refs[i].ptr, refs[i].bytes, refs[i].access);
 	}

@@ -959,13 +959,13 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 	if (!tl_reserve(t, c->nrefs))
 		return cudaSuccess;   /* unseen by the policy: it suspends its plan */
 	for (int i = 0; i < c->nrefs; i++) {
-		/* a workspace the call does not use touches nothing: as for
-		 * the pool (runtime_prepare), no allocation - taken as the rest
-		 * of its allocation written whole, it declared dead the
-		 * tensors a caching allocator keeps after it in the segment */
-		bool empty = vmem_ref_empty(c->refs[i].bytes, c->refs[i].access);
+		/* a workspace the call does not use: the bytes the application
+		 * declared, written whole; of no declared size, nothing - as
+		 * an unknown extent it would be the rest of its caching segment
+		 * written whole, tensors after it declared dead */
+		bool none = vmem_ref_empty(c->refs[i].access) && !c->refs[i].bytes;
 
-		t->refs[i] = pool_ref_of(empty ? 0 : c->refs[i].ptr, c->refs[i].bytes,
+		t->refs[i] = pool_ref_of(none ? 0 : c->refs[i].ptr, c->refs[i].bytes,
 					 c->refs[i].access);
 	}
 	if (c->nrefs)
@@ -979,7 +979,7 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 		r->offset = t->spans[i].offset;
 		r->bytes = r->alloc_id ? t->spans[i].bytes : c->refs[i].bytes;
 		r->ptr = c->refs[i].ptr;
-		r->access = c->refs[i].access;
+		r->access = c->refs[i].access & (uint8_t)~VMEM_ACCESS_UNUSED;
 		r->role = c->refs[i].role;
 	}
 	t->n = c->nrefs;

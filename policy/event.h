@@ -95,6 +95,11 @@ enum {
 				     call may touch only part of it (a scanned kernel
 				     argument its family's parameters bound,
 				     interpose/kernel_bounds.h) */
+	VMEM_ACCESS_UNUSED = 16u, /* with W and WHOLE: scratch the application handed
+				     the call (its workspace) that the call as vmem
+				     runs it does not use: the pool maps none of it;
+				     the policy sees the range without this bit, a
+				     whole overwrite (interpose/pool_ref.h) */
 };
 
 /* One device range a call touches, as a hook names it.  `ptr` is the
