@@ -1047,7 +1047,8 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 	for (int i = 0; i < n; i++) {
 		out[i].alloc_id = 0;
 		out[i].offset = 0;
-		out[i].bytes = refs[i].bytes;
+		/* an unused workspace: untouched, no bytes (vmem_ref_empty) */
+		out[i].bytes = vmem_ref_empty(refs[i].access) ? 0 : refs[i].bytes;
 		out[i].ptr = refs[i].ptr;
 		out[i].access = refs[i].access;
 		out[i].role = refs[i].role;
