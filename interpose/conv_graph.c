@@ -845,7 +845,11 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 			a = (graph_slice_t){ k, &gm, x, w, y, use, cfg->ws };
 			most = conv_slice_images(k, c, x, y, use, cfg->ws,
 						 tensors + conv_ws_pages(use, cfg->ws), budget);
+			/* on this API only a call that cannot run whole: the
+			 * graph API's slices are vmem's own plans (measured:
+			 * slicing calls that fit made dyn runs slower) */
 			if ((use || !cfg->ws) && most > 0 &&
+			    tensors + conv_ws_pages(use, cfg->ws) > budget &&
 			    conv_each_slice(cfg, most, plan_fits, &a) == CUDNN_STATUS_SUCCESS) {
 				/* its tensors cannot be resident at once: slice by slice */
 				conv_set_ws_ref(c, use, cfg->ws);
@@ -891,11 +895,12 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 	pthread_mutex_unlock(&conv_lock);
 	if (done)
 		goto out;
-	/* 2. slice by slice when the tensors cannot be resident at once: the
+	/* 2. slice by slice when the tensors alone fill the budget: the
 	 *    application's plan is for all N, so vmem's plans of the fastest
 	 *    engine whose workspace leaves 3/4 of the budget (the legacy
-	 *    hook runs the application's algorithm so, conv_exec.c) */
-	if (budget && k && x && w && y && k->batch > 1 &&
+	 *    hook runs the application's algorithm so, conv_exec.c, from
+	 *    3/4 of the budget on; here a call that fits runs whole) */
+	if (budget && k && x && w && y && k->batch > 1 && tensors >= budget &&
 	    hook_split_slices(tensors + conv_ws_pages(ws, app_ws), budget, 2) > 1) {
 		pthread_mutex_lock(&conv_lock);
 		graph_list(k, &gm);
