@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,18 +376,16 @@ void conv_set_ws_ref(hook_call_t *c, const void *p, uint64_t bytes)
 				c->nrefs--;
 				return;
 			}
-			if (!bytes && c->refs[i].ptr == (uintptr_t)p) {
-				/* the configuration needs none of the application's
-				 * workspace: the range stays in the call as the
-				 * application declared it (its signature, and scratch
-				 * for the policy) and nothing makes it resident */
-				c->refs[i].access = VMEM_ACCESS_W | VMEM_ACCESS_WHOLE | VMEM_ACCESS_UNUSED;
-				return;
+			/* bytes 0: the configuration needs none of the
+			 * application's workspace; the range stays in the call
+			 * as the application declared it (its signature, and
+			 * scratch for the policy) and nothing makes it resident */
+			if (bytes || c->refs[i].ptr != (uintptr_t)p) {
+				c->refs[i].ptr = (uintptr_t)p;
+				c->refs[i].bytes = bytes;
 			}
-			c->refs[i].ptr = (uintptr_t)p;
-			c->refs[i].bytes = bytes;
-			c->refs[i].access = bytes ? VMEM_ACCESS_W | VMEM_ACCESS_WHOLE
-						  : VMEM_ACCESS_W | VMEM_ACCESS_WHOLE | VMEM_ACCESS_UNUSED;
+			c->refs[i].access = VMEM_ACCESS_W | VMEM_ACCESS_WHOLE |
+					    (bytes ? 0 : VMEM_ACCESS_UNUSED);
 			return;
 		}
 	/* scratch: nothing reads what an earlier call left in it, so it is a
@@ -1571,24 +1570,6 @@ static cudnnStatus_t call_slice(conv_kernel_t *k, const conv_call_t *a, int algo
 }
 
 /* Runs cfg along N.  Caller holds conv_lock (descriptors, the WD segment). */
-static cudnnStatus_t run_config(conv_kernel_t *k, const solver_config_t *cfg,
-				const conv_call_t *a, int *ncalls)
-{
-	int64_t off = 0;
-
-	*ncalls = 0;
-	for (int r = 0; r < cfg->nruns; r++)
-		for (int j = 0; j < cfg->runs[r].count; j++) {
-			cudnnStatus_t st = call_slice(k, a, cfg->runs[r].algo, off, cfg->runs[r].b);
-
-			if (st != CUDNN_STATUS_SUCCESS)
-				return st;
-			(*ncalls)++;
-			off += cfg->runs[r].b;
-		}
-	return CUDNN_STATUS_SUCCESS;
-}
-
 /* A legacy slice: call_slice with the call's arguments. */
 typedef struct {
 	conv_kernel_t *k;
@@ -1602,10 +1583,19 @@ static cudnnStatus_t legacy_slice(void *ctx, int algo, int64_t off, int b)
 	return call_slice(s->k, s->a, algo, off, b);
 }
 
-cudnnStatus_t conv_each_slice(const solver_config_t *cfg, int most, conv_slice_fn fn, void *ctx)
+static cudnnStatus_t run_config(conv_kernel_t *k, const solver_config_t *cfg,
+				const conv_call_t *a, int *ncalls)
+{
+	return conv_each_slice(cfg, INT_MAX, legacy_slice, &(legacy_slice_t){ k, a }, ncalls);
+}
+
+cudnnStatus_t conv_each_slice(const solver_config_t *cfg, int most, conv_slice_fn fn, void *ctx,
+			      int *ran)
 {
 	int64_t off = 0;
 
+	if (ran)
+		*ran = 0;
 	for (int r = 0; r < cfg->nruns; r++) {
 		const solver_run_t *run = &cfg->runs[r];
 
@@ -1616,6 +1606,8 @@ cudnnStatus_t conv_each_slice(const solver_config_t *cfg, int most, conv_slice_f
 			b = b < most ? b : most;
 			if ((st = fn(ctx, run->algo, off, b)) != CUDNN_STATUS_SUCCESS)
 				return st;
+			if (ran)
+				(*ran)++;
 			off += b;
 			left -= b;
 		}
@@ -1630,7 +1622,6 @@ typedef struct {
 	const void *x, *w, *y;
 	conv_slice_fn fn;
 	void *ctx;
-	int *ncalls;
 } sliced_t;
 
 /* One slice as a call of its own: its refs (its images of x and y, the
@@ -1675,8 +1666,6 @@ static cudnnStatus_t issue_slice(void *v, int algo, int64_t off, int b)
 	}
 	st = a->fn(a->ctx, algo, off, b);
 	hook_call_finish(&sc);
-	if (st == CUDNN_STATUS_SUCCESS)
-		(*a->ncalls)++;
 	return st;
 }
 
@@ -1688,9 +1677,8 @@ cudnnStatus_t conv_run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_con
 			      int most, const void *x, const void *w, const void *y,
 			      conv_slice_fn fn, void *ctx, int *ncalls)
 {
-	*ncalls = 0;
-	return conv_each_slice(cfg, most, issue_slice,
-			       &(sliced_t){ c, k, x, w, y, fn, ctx, ncalls });
+	return conv_each_slice(cfg, most, issue_slice, &(sliced_t){ c, k, x, w, y, fn, ctx },
+			       ncalls);
 }
 
 static cudnnStatus_t run_sliced(hook_call_t *c, conv_kernel_t *k, const solver_config_t *cfg,

@@ -169,9 +169,11 @@ int conv_slice_images(const conv_kernel_t *k, const hook_call_t *c, const void *
 		      uint64_t budget);
 
 /* Calls fn for each slice of cfg along N - its runs' micro-batches, none
- * larger than `most` images - in order, until one does not succeed;
- * returns that status, or success. */
-cudnnStatus_t conv_each_slice(const solver_config_t *cfg, int most, conv_slice_fn fn, void *ctx);
+ * larger than `most` images (INT_MAX: the runs as they are) - in order,
+ * until one does not succeed; returns that status, or success.  *ran
+ * (NULL: not counted) is the number that succeeded. */
+cudnnStatus_t conv_each_slice(const solver_config_t *cfg, int most, conv_slice_fn fn, void *ctx,
+			      int *ran);
 
 /* Runs cfg along N, each slice a call of its own through the runtime,
  * prepared alone with only its images of x and y (w and the workspace

@@ -27,6 +27,7 @@
 #include "interpose/conv_exec_int.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -729,20 +730,8 @@ static cudnnStatus_t graph_run_config(conv_kernel_t *k, const hook_conv_geom_t *
 				      const solver_config_t *cfg, void *x, void *w, void *y,
 				      void *ws, int *ncalls)
 {
-	graph_slice_t a = { k, gm, x, w, y, ws, cfg->ws };
-	int64_t off = 0;
-
-	*ncalls = 0;
-	for (int r = 0; r < cfg->nruns; r++)
-		for (int j = 0; j < cfg->runs[r].count; j++) {
-			cudnnStatus_t st = graph_slice(&a, cfg->runs[r].algo, off, cfg->runs[r].b);
-
-			if (st != CUDNN_STATUS_SUCCESS)
-				return st;
-			(*ncalls)++;
-			off += cfg->runs[r].b;
-		}
-	return CUDNN_STATUS_SUCCESS;
+	return conv_each_slice(cfg, INT_MAX, graph_slice,
+			       &(graph_slice_t){ k, gm, x, w, y, ws, cfg->ws }, ncalls);
 }
 
 /* conv_each_slice's check, before a slice runs, that every slice has a
@@ -777,7 +766,7 @@ static bool graph_sliced(hook_call_t *c, conv_kernel_t *k, const hook_conv_geom_
 		return false;
 	a = (graph_slice_t){ k, gm, x, w, y, *own, ws };
 	most = conv_slice_images(k, c, x, y, *own, ws, tensors + conv_ws_pages(*own, ws), budget);
-	if (most <= 0 || conv_each_slice(&whole, most, plan_fits, &a) != CUDNN_STATUS_SUCCESS) {
+	if (most <= 0 || conv_each_slice(&whole, most, plan_fits, &a, NULL) != CUDNN_STATUS_SUCCESS) {
 		conv_free(*own, stream);
 		*own = NULL;
 		return false;
@@ -836,7 +825,6 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 			bool least;
 			const solver_config_t *cfg = conv_run_cfg(k, &least);
 			void *use = conv_cfg_ws(k, cfg, least, ws, ex->ws_bytes);
-
 			graph_slice_t a;
 			int most;
 
@@ -850,7 +838,7 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 			 * slicing calls that fit made dyn runs slower) */
 			if ((use || !cfg->ws) && most > 0 &&
 			    tensors + conv_ws_pages(use, cfg->ws) > budget &&
-			    conv_each_slice(cfg, most, plan_fits, &a) == CUDNN_STATUS_SUCCESS) {
+			    conv_each_slice(cfg, most, plan_fits, &a, NULL) == CUDNN_STATUS_SUCCESS) {
 				/* its tensors cannot be resident at once: slice by slice */
 				conv_set_ws_ref(c, use, cfg->ws);
 				done = sliced = true;
