@@ -227,6 +227,19 @@ struct fence *pool_mark_fence(pool_t *p, struct mark m, pool_status_t *st)
 	return f;
 }
 
+struct fence *pool_mark_fenced(pool_t *p, struct mark m)
+{
+	struct tl *tl = m.tl;
+
+	if (mark_known_done(m))
+		return NULL;
+	ring_prune(p, tl);
+	for (uint32_t i = 0; i < tl->nring; i++)
+		if (tl->ring[i]->seq >= m.seq)
+			return tl->ring[i]->seq < tl->seq ? tl->ring[i] : NULL;
+	return NULL;
+}
+
 bool pool_mark_done(pool_t *p, struct mark m)
 {
 	pool_status_t st;

@@ -456,6 +456,10 @@ static inline bool mark_known_done(struct mark m)
 struct fence *pool_mark_fence(pool_t *p, struct mark m, pool_status_t *st);
 /* Host wait for m. */
 pool_status_t pool_mark_wait(pool_t *p, struct mark m);
+/* A fence already recorded that covers m and not everything queued on
+ * m's stream since (work after it keeps the device busy while the host
+ * waits for it); NULL when m is done or there is none.  Records nothing. */
+struct fence *pool_mark_fenced(pool_t *p, struct mark m);
 /* Makes `stream` (timeline me, as pool_tl answered for it) wait for m
  * unless stream order or an earlier wait already implies it. */
 pool_status_t pool_stream_after(pool_t *p, struct tl *me, void *stream, struct mark m);

@@ -1447,6 +1447,77 @@ static uint32_t take_held_later(pool_t *p, uint32_t need, uint64_t floor)
 	return done;
 }
 
+/* Clean (or dead) pages the plan needs later than `floor`, whose last use
+ * is queued still but covered by a fence recorded before the last call
+ * was queued (the one pool_mark_done recorded when the prefetch first
+ * looked at them, finding them busy): the host waits for that fence -
+ * the work queued after it keeps the device busy - and drops them
+ * without a copy.  For a prefetch for the next call, once the call before it is
+ * queued (POOL_WAIT_ALL): the call's own fault would wait for the same
+ * pages after everything queued, with the device idle until its copy in
+ * lands (random:2051145321's backward-data convolution, whose dx tail
+ * page had to wait for the x the backward-filter call before it read;
+ * calls in slices in 5-page budgets, the page one slice frees the next
+ * slice's).  Pages used by the last call queued have no such fence and
+ * are left to the fault.  Returns the chunks freed. */
+static uint32_t take_clean_fenced(pool_t *p, uint32_t need, uint64_t floor)
+{
+	struct page *cand[EVICT_BATCH], *vict[EVICT_BATCH];
+	bool dead[EVICT_BATCH], planned[EVICT_BATCH];
+	uint32_t nplanned, ncand, ndead = 0, n = 0, done = 0;
+
+	ncand = evict_candidates(p, cand, EVICT_BATCH, &nplanned, floor, false);
+	while (ndead < ncand && pool_page_all_dead(p, cand[ndead]))
+		ndead++;
+	for (uint32_t c = 0; c < ncand && n < need; c++) {
+		struct page *pg = cand[c];
+
+		if (pg->locks || (c >= ndead && !page_clean(p, pg)) ||
+		    !pool_mark_fenced(p, pg->busy))
+			continue;
+		dead[n] = c < ndead;
+		planned[n] = c >= ndead && c < ndead + nplanned;
+		page_unlist(p, pg);
+		pg->state = PG_EVICTING;
+		pg->a->pins++;
+		vict[n++] = pg;
+	}
+	if (!n)
+		return 0;
+	/* each wait releases the lock: a fence is looked up again after it
+	 * (the ring may have let it go), and a page whose last use is known
+	 * done needs none */
+	for (uint32_t i = 0; i < n; i++) {
+		struct fence *f = vict[i]->state == PG_EVICTING ? pool_mark_fenced(p, vict[i]->busy)
+								: NULL;
+
+		if (f && !pool_fence_done(p, f)) {
+			(void)pool_fence_wait(p, f);   /* failed: the mark stays pending */
+			p->st.prefetch_waits++;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct page *pg = vict[i];
+
+		pg->a->pins--;
+		if (pg->state != PG_EVICTING)
+			continue;   /* taken back by a use or a free while we waited */
+		if (!mark_known_done(pg->busy) && !pool_mark_done(p, pg->busy)) {
+			pg->state = PG_RESIDENT;   /* still in use: stays */
+			list_push_back(&p->lru, pg);
+			continue;
+		}
+		p->st.evictions_clean++;
+		if (planned[i])
+			p->st.evictions_planned++;
+		page_left(p, pg, dead[i] && pool_page_all_dead(p, pg));
+		pool_emit(p, POOL_EV_EVICT, pg->a, (uint64_t)pg->idx * chunk_sz(p),
+			  page_bytes(p, pg->a, pg->idx), 0, p->ops.d2h_stream);
+		done++;
+	}
+	return done;
+}
+
 /* Chunks for a prefetch of `need` pages of allocation a (its range at
  * off/bytes): first what needs neither a wait nor a copy; then, with
  * `wait`, the host waits for the frees and offloads already under way -
@@ -1474,6 +1545,9 @@ static void prefetch_fill(pool_t *p, struct alloc *a, uint64_t off, uint64_t byt
 		fill_nowait(p, need, true, floor);
 	if (wait && p->ncache < need)
 		take_held_later(p, need - p->ncache, floor);
+	if (wait == POOL_WAIT_ALL && p->ncache < need && floor != POOL_ORDER_UNKNOWN &&
+	    take_clean_fenced(p, need - p->ncache, floor))
+		fill_nowait(p, need, false, 0);
 	if (wait && p->ncache < need && floor != POOL_ORDER_UNKNOWN &&
 	    offload_later(p, need - p->ncache, floor)) {
 		while (fill_nowait(p, need, false, 0) < need && wait == POOL_WAIT_ALL &&

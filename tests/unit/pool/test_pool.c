@@ -2378,6 +2378,83 @@ static void test_prefetch_evicts_only_pages_needed_later(void **state)
 	env_close(&e);
 }
 
+/* A call on `stream` that reads [a, a+n): acquired, its kernel queued,
+ * released (the order the hooks keep). */
+static void call_reads(env_t *e, void *stream, uintptr_t a, uint64_t n, uint8_t *into)
+{
+	pool_ref_t r = { .ptr = a, .bytes = n };
+	pool_span_t sp;
+	pool_status_t st = pool_acquire(e->p, &r, 1, stream, &sp);
+
+	if (st != POOL_OK)
+		fail_msg("acquire of 0x%lx for a read on a stream: expected success, got %s",
+			 (unsigned long)a, pool_strerror(st));
+	fake_kernel_read(&e->f, stream, a, into, n);
+	pool_release(e->p, &r, &sp, 1, stream);
+}
+
+/* The lookahead for the call after next finds the device full: the only
+ * page it may take (l, clean, needed later) is read by a call still
+ * queued.  It records a fence after that call; tried again once the next
+ * call is queued, it waits for that fence - not for the next call, which
+ * keeps the device busy meanwhile - and drops l without a copy.  Without
+ * that fence (l read by the last call queued) it takes nothing and does
+ * not wait: the call's own fault would wait for the same.  (Calls in
+ * slices in 5-page budgets missed in every planned iteration: the page
+ * a slice frees was the next slice's, random:1851711389.) */
+static void test_prefetch_waits_for_a_use_two_calls_back(void **state)
+{
+	static int s1;
+	static uint8_t buf[2][CH];
+	(void)state;
+
+	for (int fenced = 1; fenced >= 0; fenced--) {
+		env_t e;
+		uintptr_t z, s, l, c;
+		order_t o;
+		pool_status_t st;
+
+		full_but_z(&e, &z, &s, &l, &c, &o);
+		pool_set_order(e.p, order_fn, &o, 0);
+		pool_range_t rz = range_of(&e, z, CH);
+		e.f.hold = true;
+		call_reads(&e, &s1, l, CH, buf[0]);
+		uint64_t fences = e.f.fences, waits = e.f.waits;
+		if (fenced) {
+			st = pool_prefetch(e.p, &rz, POOL_WAIT_UNDERWAY);
+			if (st != POOL_ENOMEM || e.f.waits != waits || e.f.fences != fences + 1 ||
+			    pool_page_state(e.p, l) != POOL_PAGE_RESIDENT)
+				fail_msg("lookahead with l's read queued: expected POOL_ENOMEM, no wait, "
+					 "one fence, l resident; got %s, %lu waits, %lu fences, l state %d",
+					 pool_strerror(st), (unsigned long)(e.f.waits - waits),
+					 (unsigned long)(e.f.fences - fences), pool_page_state(e.p, l));
+		}
+		call_reads(&e, &s1, s, CH, buf[1]);   /* the next call, queued */
+		waits = e.f.waits;
+		st = pool_prefetch(e.p, &rz, POOL_WAIT_ALL);
+		bool took = pool_page_state(e.p, l) == POOL_PAGE_HOST;
+		if (fenced ? st != POOL_OK || !took || e.f.waits != waits + 1 ||
+			     pool_page_state(e.p, z) != POOL_PAGE_RESIDENT || fake_queued(&e.f) == 0
+			   : st != POOL_ENOMEM || took || e.f.waits != waits)
+			fail_msg("tried again %s a fence after l's read: expected %s; got %s, l state "
+				 "%d, z state %d, %lu waits, %d operations still queued",
+				 fenced ? "with" : "without",
+				 fenced ? "POOL_OK, l dropped after one wait, z resident, the next call "
+					  "still queued" : "POOL_ENOMEM, l kept, no wait",
+				 pool_strerror(st), pool_page_state(e.p, l), pool_page_state(e.p, z),
+				 (unsigned long)(e.f.waits - waits), fake_queued(&e.f));
+		e.f.hold = false;
+		fake_drain(&e.f);
+		pool_set_order(e.p, NULL, NULL, 0);
+		assert_true(check(&e, z, CH, 60));
+		assert_true(check(&e, s, CH, 61));
+		assert_true(check(&e, l, CH, 62));
+		assert_true(check(&e, c, CH, 63));
+		check_clean(&e);
+		env_close(&e);
+	}
+}
+
 /* A slab (small allocations' shared page) is never offloaded by a plan,
  * so a dirty one needed later than a prefetch's range would hold its
  * chunk until a call faults it out: a prefetch for the next call sends it
@@ -3792,6 +3869,7 @@ int main(void)
 		cmocka_unit_test(test_prefetch_waits_for_copies_out_under_way),
 		cmocka_unit_test(test_prefetch_for_the_next_call_takes_a_page_held_for_later),
 		cmocka_unit_test(test_prefetch_evicts_only_pages_needed_later),
+		cmocka_unit_test(test_prefetch_waits_for_a_use_two_calls_back),
 		cmocka_unit_test(test_census_classes_pages_by_the_ranges_next_use),
 		cmocka_unit_test(test_range_of_a_freed_allocation_is_left_alone),
 		cmocka_unit_test(test_fixed_mappings_grow_shrink_and_move_under_the_budget),
