@@ -863,13 +863,21 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 							  "%d); running the application's plans from now on",
 							  k->name, (int)st);
 						k->have_cfg = false;
-						done = false;
-						/* prepared with vmem's workspace: the application's
-						 * plan runs below only when that is big enough */
-						if (app_ws <= cfg->ws) {
+						/* prepared (with vmem's workspace, not the
+						 * application's): the application's plan runs
+						 * only when it needs no workspace, and the call
+						 * is not prepared again below */
+						done = true;
+						if (!app_ws) {
 							st = real_cudnnBackendExecute()(h, plan, vpack);
-							done = true;
 							how = "app";
+						} else {
+							how = "failed";
+							vmem_error("conv %s: the micro-batch plan failed (cuDNN "
+								   "status %d) and the application's plan needs "
+								   "its workspace, which this call did not make "
+								   "resident; the call fails - later calls run "
+								   "the application's plans", k->name, (int)st);
 						}
 					}
 				}

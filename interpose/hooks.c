@@ -479,11 +479,17 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 			c->policy_seen = true;
 			st = runtime_policy_before(&rc);
 		}
-		if (st == cudaSuccess && c->unseen)
-			st = runtime_unseen_before((cudaStream_t)c->stream);
 		if (st == cudaSuccess) {
 			st = runtime_prepare(c->refs, c->nrefs, (cudaStream_t)c->stream, c->resolved);
 			call_prepared = st == cudaSuccess;
+		}
+		/* after the call's own fault-ins: a graph launch's whole writes
+		 * may have left a page's rest on the host, which the kernel vmem
+		 * cannot see into may read */
+		if (call_prepared && c->unseen &&
+		    (st = runtime_unseen_before((cudaStream_t)c->stream)) != cudaSuccess) {
+			runtime_complete(c->resolved, c->nrefs, (cudaStream_t)c->stream);
+			call_prepared = false;
 		}
 		if (call_prepared && c->policy_seen) {
 			runtime_call_t rc = policy_call(c);

@@ -31,13 +31,31 @@ static inline bool vmem_ref_empty(uint8_t access)
 	       (access & VMEM_ACCESS_WHOLE);
 }
 
+/* The access of one range that two calls make when their order is lost
+ * (the calls a graph captured, made resident as one at its launch): a
+ * write is whole only when nothing reads - the read may have come first,
+ * and it needs the old bytes - and the workspace is unused only when both
+ * calls leave it so. */
+static inline uint8_t vmem_access_merge(uint8_t a, uint8_t b)
+{
+	uint8_t m = a | b;
+
+	if (m & VMEM_ACCESS_R)
+		m &= (uint8_t)~VMEM_ACCESS_WHOLE;
+	if (!(a & b & VMEM_ACCESS_UNUSED) || !(m & VMEM_ACCESS_WHOLE))
+		m &= (uint8_t)~VMEM_ACCESS_UNUSED;
+	return m;
+}
+
 static inline pool_ref_t pool_ref_of(uintptr_t ptr, uint64_t bytes, uint8_t access)
 {
 	bool write = access & VMEM_ACCESS_W;
 
+	/* WHOLE is only ever with W and without R (policy/event.h) */
 	return (pool_ref_t){
 		.ptr = ptr, .bytes = bytes, .write = write,
-		.whole = write && (access & VMEM_ACCESS_WHOLE), .maybe = bytes == 0 || (access & VMEM_ACCESS_UPTO),
+		.whole = write && (access & VMEM_ACCESS_WHOLE) && !(access & VMEM_ACCESS_R),
+		.maybe = bytes == 0 || (access & VMEM_ACCESS_UPTO),
 	};
 }
 

@@ -1309,7 +1309,8 @@ void runtime_capture_note(cudaStream_t stream, const vmem_ref_t *refs, int n, bo
 			if (set->refs[k].ptr == refs[i].ptr && set->refs[k].bytes == refs[i].bytes)
 				break;
 		if (k < set->n) {
-			set->refs[k].access |= refs[i].access;
+			set->refs[k].access = vmem_access_merge(set->refs[k].access,
+								refs[i].access);
 			continue;
 		}
 		if (set->n == set->cap) {

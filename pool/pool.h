@@ -266,10 +266,12 @@ void pool_stream_destroyed(pool_t *p, void *stream);
  * mapped at the time are not affected (a write there would have faulted).
  * The price: every eviction after it copies. */
 void pool_note_unseen_write(pool_t *p, void *stream);
-/* Before such a call is issued on `stream`: every mapped page that keeps
- * its rest on the host (a call rewrote one span of it, residency.c) gets
- * the rest back, and `stream` waits for those copies - the call may read
- * any byte.  Nothing to do, and no cost, when no page keeps one. */
+/* Before such a call is issued on `stream` (after its own refs were
+ * acquired): every mapped page that keeps its rest on the host (a call
+ * rewrote one span of it, residency.c) gets the rest back, and `stream`
+ * waits for those copies and for any copy in still under way (a
+ * prefetched page's) - the call may read any byte.  No cost when no page
+ * keeps a rest and no copy in is pending. */
 pool_status_t pool_fill_rests(pool_t *p, void *stream);
 
 /* True when `a` is inside the reserved range (no lock: the range is fixed). */

@@ -1766,8 +1766,12 @@ pool_status_t pool_fill_rests(pool_t *p, void *stream)
 				n++;
 		}
 	}
-	if (n && !st)
-		st = pool_stream_after(p, pool_tl(p, stream), stream, pool_mark_now(p, p->tl_h2d));
+	/* the launch also waits for the copies in still under way (a
+	 * prefetch's, whose page it may read) */
+	if (!st && (n || !mark_known_done((struct mark){ p->tl_h2d, p->tl_h2d->seq })))
+		st = pool_stream_after(p, pool_tl(p, stream), stream,
+				       n ? pool_mark_now(p, p->tl_h2d) :
+					   (struct mark){ p->tl_h2d, p->tl_h2d->seq });
 	p->st.misses += n;
 	pthread_mutex_unlock(&p->lock);
 	return st;

@@ -18,6 +18,10 @@
  *   blocking-free  a capture on a blocking stream while another thread (in
  *                  relaxed mode, as PyTorch's allocator) frees memory: vmem's
  *                  fences stay off the legacy and the capturing streams
+ *   read-then-zero  a graph that copies a tensor out and then zeroes it
+ *                  (one range read, then rewritten whole: a gradient read
+ *                  and then cleared): launched with the tensor evicted, it
+ *                  comes back with its bytes - the read is first
  *   unseen-in-graph  (4 MiB budget) a graph holding a launch vmem cannot see
  *                  into (its kernel handle taken from libcudart itself),
  *                  replayed over a tensor whose page vmem mapped for a
@@ -181,6 +185,38 @@ static int case_free_in_capture(void)
 	CK(cudaGraphExecDestroy(x));
 	CK(cudaFree(other));
 	CK(cudaFree(b));
+	return done();
+}
+
+static int case_read_then_zero(void)
+{
+	const size_t n = 4 * MIB;
+	float *a, *big, *h;
+	cudaStream_t s;
+	cudaGraph_t g;
+	cudaGraphExec_t x;
+
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CK(cudaMalloc((void **)&a, n));
+	CK(cudaMalloc((void **)&big, 12 * MIB));
+	CK(cudaMallocHost((void **)&h, n));
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+	CK(cudaMemcpyAsync(h, a, n, cudaMemcpyDeviceToHost, s));
+	CK(cudaMemsetAsync(a, 0, n, s));
+	CK(cudaStreamEndCapture(s, &g));
+	CK(cudaGraphInstantiate(&x, g, 0));
+	for (int it = 0; it < 3; it++) {
+		fill(a, 5.0f + (float)it, n, s);
+		crowd(big, 12 * MIB, s);        /* a leaves the device */
+		memset(h, 0, n);
+		CK(cudaGraphLaunch(x, s));
+		CK(cudaStreamSynchronize(s));
+		expect_all("bytes a graph copied out before zeroing them", h, n, 5.0f + (float)it);
+	}
+	CK(cudaMemcpy(h, a, n, cudaMemcpyDeviceToHost));
+	expect_all("the tensor the graph zeroed", h, n, 0.0f);
+	CK(cudaGraphExecDestroy(x));
+	CK(cudaGraphDestroy(g));
 	return done();
 }
 
@@ -351,7 +387,7 @@ static int case_unseen_in_graph(void)
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
-		fprintf(stderr, "usage: %s evict-replay|free-in-capture|other-thread|blocking-free|"
+		fprintf(stderr, "usage: %s evict-replay|read-then-zero|free-in-capture|other-thread|blocking-free|"
 			"unseen-in-graph\n",
 			argv[0]);
 		return 2;
@@ -362,6 +398,8 @@ int main(int argc, char **argv)
 	kernels();
 	if (!strcmp(argv[1], "evict-replay"))
 		return case_evict_replay();
+	if (!strcmp(argv[1], "read-then-zero"))
+		return case_read_then_zero();
 	if (!strcmp(argv[1], "free-in-capture"))
 		return case_free_in_capture();
 	if (!strcmp(argv[1], "other-thread"))

@@ -667,6 +667,34 @@ static void test_foreach_bounds_by_chunks_once_the_launches_confirm_them(void **
 	assert_int_equal(chunked, 0);
 }
 
+/* The calls a graph captured are made resident as one at its launch,
+ * their order lost: a range one reads and another rewrites whole (a
+ * gradient read by the optimizer, then zeroed) must come back with its
+ * bytes - the read may be first.  A whole write stays whole only when no
+ * read is merged in; an unused workspace only when both leave it so. */
+static void test_merged_accesses_keep_a_read(void **state)
+{
+	const uint8_t R = VMEM_ACCESS_R, W = VMEM_ACCESS_W, WH = VMEM_ACCESS_W | VMEM_ACCESS_WHOLE,
+		      UN = VMEM_ACCESS_W | VMEM_ACCESS_WHOLE | VMEM_ACCESS_UNUSED;
+	const struct { uint8_t a, b, want; } cases[] = {
+		{ R, WH, VMEM_ACCESS_RW }, { WH, R, VMEM_ACCESS_RW }, { WH, W, WH },
+		{ WH, WH, WH }, { UN, UN, UN }, { UN, WH, WH }, { R, UN, VMEM_ACCESS_RW },
+		{ R | VMEM_ACCESS_UPTO, WH, VMEM_ACCESS_RW | VMEM_ACCESS_UPTO },
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint8_t got = vmem_access_merge(cases[i].a, cases[i].b);
+
+		if (got != cases[i].want)
+			fail_msg("vmem_access_merge(%#x, %#x): expected %#x, got %#x", cases[i].a,
+				 cases[i].b, cases[i].want, got);
+	}
+	/* the pool never reads a whole write into a range that is read */
+	assert_false(pool_ref_of(0x1000, 4096, R | WH).whole);
+	assert_true(pool_ref_of(0x1000, 4096, WH).whole);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -687,6 +715,7 @@ int main(void)
 		cmocka_unit_test(test_foreach_bounds_each_listed_tensor_by_its_count),
 		cmocka_unit_test(test_foreach_pointer_in_several_slots_gets_the_largest_count),
 		cmocka_unit_test(test_foreach_bounds_by_chunks_once_the_launches_confirm_them),
+		cmocka_unit_test(test_merged_accesses_keep_a_read),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2935,6 +2935,45 @@ static void rest_open(env_t *e, uintptr_t *a, uintptr_t *b, uintptr_t *d)
 	assert_int_equal(pool_page_state(e->p, *a), POOL_PAGE_HOST);
 }
 
+/* A launch vmem cannot see into may read any byte, a page a prefetch is
+ * still copying in among them: its stream waits for the copies in under
+ * way (a real GPU would otherwise run it beside the copy; the fake runs
+ * the newest work first, the kernel before the copy). */
+static void test_an_unseen_call_waits_for_copies_in_under_way(void **state)
+{
+	static int s1;
+	uint8_t *got = malloc(CH), *want = malloc(CH);
+	env_t e;
+	(void)state;
+
+	env_open(&e, 4, 0, 64);
+	uintptr_t a = must_malloc(&e, CH);
+	put(&e, a, CH, 81);
+	offload_done(&e, a, CH);
+	e.f.hold = true;
+	e.f.newest_first = true;
+	assert_int_equal(prefetch(&e, a, CH), POOL_OK);   /* its copy in queued */
+	uint64_t waits = e.f.stream_waits;
+	assert_int_equal(pool_fill_rests(e.p, &s1), POOL_OK);
+	fake_kernel_read(&e.f, &s1, a, got, CH);          /* the unseen kernel */
+	fake_drain(&e.f);
+	e.f.hold = false;
+	pattern(want, CH, 81);
+	if (e.f.stream_waits != waits + 1 || memcmp(got, want, CH) != 0)
+		fail_msg("an unseen call after a prefetch whose copy is queued: expected its stream "
+			 "to wait once and the kernel to read the page's bytes; got %lu waits, bytes "
+			 "%s", (unsigned long)(e.f.stream_waits - waits),
+			 memcmp(got, want, CH) ? "different" : "the same");
+	/* nothing under way: no wait */
+	waits = e.f.stream_waits;
+	assert_int_equal(pool_fill_rests(e.p, &s1), POOL_OK);
+	assert_int_equal(e.f.stream_waits, waits);
+	free(got);
+	free(want);
+	check_clean(&e);
+	env_close(&e);
+}
+
 /* A page on the host that a call rewrites in one span, its other bytes
  * live, comes back without a copy: the host slot keeps the rest.  Calls
  * inside the span use it as it is; eviction copies out the span only; a
@@ -3870,6 +3909,7 @@ int main(void)
 		cmocka_unit_test(test_prefetch_for_the_next_call_takes_a_page_held_for_later),
 		cmocka_unit_test(test_prefetch_evicts_only_pages_needed_later),
 		cmocka_unit_test(test_prefetch_waits_for_a_use_two_calls_back),
+		cmocka_unit_test(test_an_unseen_call_waits_for_copies_in_under_way),
 		cmocka_unit_test(test_census_classes_pages_by_the_ranges_next_use),
 		cmocka_unit_test(test_range_of_a_freed_allocation_is_left_alone),
 		cmocka_unit_test(test_fixed_mappings_grow_shrink_and_move_under_the_budget),
