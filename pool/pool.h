@@ -210,6 +210,7 @@ typedef struct {
 	uint64_t fences;              /* fences (events) the pool recorded */
 	uint64_t unseen_writes;       /* pool_note_unseen_write calls */
 	uint64_t stale_copies;        /* pages copied out because an unseen write may have changed them */
+	uint64_t offloads_kept;       /* offloads taken back: an unseen write came after their copy */
 } pool_stats_t;
 
 typedef struct pool pool_t;

@@ -96,4 +96,5 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line1(out, ctx, "fences recorded", s->fences, NULL);
 	line1(out, ctx, "unseen writes", s->unseen_writes, NULL);
 	line1(out, ctx, "  copies they forced", s->stale_copies, NULL);
+	line1(out, ctx, "  offloads they took back", s->offloads_kept, NULL);
 }

@@ -93,6 +93,20 @@ bool pool_offl_reap(pool_t *p, bool wait_oldest)
 			list_push_front(&p->lru, pg);
 			continue;
 		}
+		if (!(pg->flags & PF_DROP) && pg->epoch != p->epoch) {
+			/* a call vmem could not see into came after its copy
+			 * was queued (copy_out set the epoch): it may have
+			 * written the page after the copy read it, and may
+			 * still run - the offload is taken back, the page
+			 * stays, its host copy no longer trusted */
+			(void)pool_page_join_out(p, pg);
+			list_del(&p->offl, pg);
+			pg->flags &= ~PF_HOST_VALID;
+			pg->state = PG_RESIDENT;
+			list_push_front(&p->lru, pg);
+			p->st.offloads_kept++;
+			continue;
+		}
 		struct mark cm = pg->out.tl ? pg->out : pg->busy;   /* the copy's, in order */
 		if (pending.tl && cm.tl == pending.tl && cm.seq >= pending.seq)
 			continue;

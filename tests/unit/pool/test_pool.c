@@ -1682,6 +1682,47 @@ static void test_unseen_write_makes_a_valid_host_copy_stale(void **state)
 	env_close(&e);
 }
 
+/* An offload whose copy is queued when a call vmem could not see into
+ * comes (it may write the page after the copy read it, and may still be
+ * running when the copy completes): the offload is taken back, the page
+ * stays resident, and what the unseen call wrote is what is read - not
+ * the copy's older bytes, and no unmap under the call. */
+static void test_unseen_write_takes_an_offload_under_way_back(void **state)
+{
+	static int s1;
+	uint8_t *buf = malloc(CH);
+	env_t e;
+	(void)state;
+
+	env_open(&e, 4, 0, 64);
+	uintptr_t a = must_malloc(&e, CH);
+	put(&e, a, CH, 54);
+	e.f.hold = true;
+	assert_int_equal(offload(&e, a, CH), POOL_OK);    /* its copy out queued */
+	pattern(buf, CH, 55);
+	fake_kernel_write(&e.f, &s1, a, buf, CH);        /* a kernel vmem could not see into */
+	pool_note_unseen_write(e.p, &s1);
+	fake_drain(&e.f);
+	e.f.hold = false;
+	pool_poll(e.p);
+	if (pool_page_state(e.p, a) != POOL_PAGE_RESIDENT || stats(&e).offloads_kept != 1)
+		fail_msg("an offload under way, then an unseen write: expected the page kept resident "
+			 "(1 offload taken back); got state %d, %llu taken back",
+			 pool_page_state(e.p, a), (unsigned long long)stats(&e).offloads_kept);
+	free(buf);
+	check_clean(&e);
+	if (!check(&e, a, CH, 55))
+		fail_msg("the page an unseen call wrote during its offload: expected that call's bytes "
+			 "(seed 55), got others (above)");
+	/* evicted now, the new bytes go out (a stale copy) and come back */
+	uintptr_t b = must_malloc(&e, 4 * CH);
+	put(&e, b, 4 * CH, 56);
+	if (!check(&e, a, CH, 55))
+		fail_msg("evicted after the unseen write: expected its bytes (seed 55) back");
+	check_clean(&e);
+	env_close(&e);
+}
+
 /* A page never written is dropped without a copy, unless a write vmem did
  * not see may have reached it. */
 static void test_unseen_write_makes_a_never_written_page_copied(void **state)
@@ -3910,6 +3951,7 @@ int main(void)
 		cmocka_unit_test(test_prefetch_evicts_only_pages_needed_later),
 		cmocka_unit_test(test_prefetch_waits_for_a_use_two_calls_back),
 		cmocka_unit_test(test_an_unseen_call_waits_for_copies_in_under_way),
+		cmocka_unit_test(test_unseen_write_takes_an_offload_under_way_back),
 		cmocka_unit_test(test_census_classes_pages_by_the_ranges_next_use),
 		cmocka_unit_test(test_range_of_a_freed_allocation_is_left_alone),
 		cmocka_unit_test(test_fixed_mappings_grow_shrink_and_move_under_the_budget),
