@@ -197,22 +197,32 @@ struct mark pool_mark_now(pool_t *p, struct tl *tl)
 	return (struct mark){ tl, ++tl->seq };
 }
 
-struct fence *pool_mark_fence(pool_t *p, struct mark m, pool_status_t *st)
+/* The oldest fence of m's ring that covers m (pending m), or NULL. */
+static struct fence *ring_cover(pool_t *p, struct mark m)
 {
 	struct tl *tl = m.tl;
-	*st = POOL_OK;
-	if (mark_known_done(m))
-		return NULL;
 	ring_prune(p, tl);
 	for (uint32_t i = 0; i < tl->nring; i++)
 		if (tl->ring[i]->seq >= m.seq)
 			return tl->ring[i];
+	return NULL;
+}
+
+struct fence *pool_mark_fence(pool_t *p, struct mark m, pool_status_t *st)
+{
+	struct tl *tl = m.tl;
+	struct fence *f;
+	*st = POOL_OK;
+	if (mark_known_done(m))
+		return NULL;
+	if ((f = ring_cover(p, m)))
+		return f;
 	if (tl->dead) {
 		/* destroyed, and its last fence could not be recorded */
 		*st = POOL_EDEVICE;
 		return NULL;
 	}
-	struct fence *f = pool_fence_new(p, tl->stream, tl->all, st);
+	f = pool_fence_new(p, tl->stream, tl->all, st);
 	if (!f)
 		return NULL;
 	f->tl = tl;
@@ -229,15 +239,9 @@ struct fence *pool_mark_fence(pool_t *p, struct mark m, pool_status_t *st)
 
 struct fence *pool_mark_fenced(pool_t *p, struct mark m)
 {
-	struct tl *tl = m.tl;
+	struct fence *f = mark_known_done(m) ? NULL : ring_cover(p, m);
 
-	if (mark_known_done(m))
-		return NULL;
-	ring_prune(p, tl);
-	for (uint32_t i = 0; i < tl->nring; i++)
-		if (tl->ring[i]->seq >= m.seq)
-			return tl->ring[i]->seq < tl->seq ? tl->ring[i] : NULL;
-	return NULL;
+	return f && f->seq < m.tl->seq ? f : NULL;
 }
 
 bool pool_mark_done(pool_t *p, struct mark m)

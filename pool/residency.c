@@ -310,6 +310,17 @@ static void page_left(pool_t *p, struct page *pg, bool dead)
 	p->st.evictions++;
 }
 
+/* A page chosen to leave, taken off its list while the host waits with
+ * the lock released: PG_EVICTING (a use or a free meanwhile takes it
+ * back), its allocation pinned until the caller looks at it again. */
+static struct page *victim_take(pool_t *p, struct page *pg)
+{
+	page_unlist(p, pg);
+	pg->state = PG_EVICTING;
+	pg->a->pins++;
+	return pg;
+}
+
 /* SuperNeurons Alg. 2, LRU.out: evicts unlocked pages in the order of
  * evict_candidates until `need` chunks were returned to the cache (at most
  * EVICT_BATCH per call).  Dirty pages are copied to host on the D2H
@@ -361,10 +372,7 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 		}
 		if (pg->flags & PF_HELD)
 			p->st.held_evicted++;
-		page_unlist(p, pg);
-		pg->state = PG_EVICTING;
-		pg->a->pins++;
-		vict[n++] = pg;
+		vict[n++] = victim_take(p, pg);
 	}
 	if (!n)
 		return 0;
@@ -1491,10 +1499,7 @@ static uint32_t take_clean_fenced(pool_t *p, uint32_t need, uint64_t floor)
 			continue;
 		dead[n] = c < ndead;
 		planned[n] = c >= ndead && c < ndead + nplanned;
-		page_unlist(p, pg);
-		pg->state = PG_EVICTING;
-		pg->a->pins++;
-		vict[n++] = pg;
+		vict[n++] = victim_take(p, pg);
 	}
 	if (!n)
 		return 0;
