@@ -733,7 +733,8 @@ static bool retry_some(tl_policy_t *t, bool *keep, bool next, bool *got)
 		if (!keep[i] || (e->soon && policy_op_distance(g_pol, e->until_op) == 0) != next)
 			continue;
 		keep[i] = pool_prefetch(g_rp_pool, &e->r,
-					e->soon ? POOL_WAIT_ALL : POOL_WAIT_NONE) == POOL_ENOMEM;
+					!e->soon ? POOL_WAIT_NONE :
+					next ? POOL_WAIT_USE : POOL_WAIT_ALL) == POOL_ENOMEM;
 		e->noroom = keep[i];
 		*got |= !keep[i];
 		noroom |= keep[i] && next;

@@ -369,7 +369,7 @@ pool_status_t pool_undead(pool_t *p, const pool_range_t *r);
  * pages needed later than the range are sent to the host as offloads are
  * (prefetch_room):
  * with POOL_WAIT_UNDERWAY without a wait (the prefetch tried again waits
- * for those copies), with POOL_WAIT_ALL the host waits for them at once
+ * for those copies), with POOL_WAIT_ALL (or POOL_WAIT_USE) the host waits for them at once
  * (the runtime asks so once the call before the range's is queued and
  * keeps the device busy meanwhile; before that, a second prefetch for
  * the same call took the pages sent for the first, and the call faulted).
@@ -379,6 +379,9 @@ typedef enum {
 	POOL_WAIT_NONE = 0,   /* for a later call: no host wait */
 	POOL_WAIT_UNDERWAY,   /* for the next call: waits for copies under way */
 	POOL_WAIT_ALL,        /* and for the room copies it starts itself */
+	POOL_WAIT_USE,        /* and, for the call right after the one just queued,
+				 for the last use of clean pages needed later, when a
+				 fence before that call covers it */
 } pool_wait_t;
 
 pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, pool_wait_t wait);

@@ -1475,7 +1475,7 @@ static uint32_t take_held_later(pool_t *p, uint32_t need, uint64_t floor)
  * looked at them, finding them busy): the host waits for that fence -
  * the work queued after it keeps the device busy - and drops them
  * without a copy.  For a prefetch for the next call, once the call before it is
- * queued (POOL_WAIT_ALL): the call's own fault would wait for the same
+ * queued (POOL_WAIT_USE): the call's own fault would wait for the same
  * pages after everything queued, with the device idle until its copy in
  * lands (random:2051145321's backward-data convolution, whose dx tail
  * page had to wait for the x the backward-filter call before it read;
@@ -1564,12 +1564,12 @@ static void prefetch_fill(pool_t *p, struct alloc *a, uint64_t off, uint64_t byt
 		fill_nowait(p, need, true, floor);
 	if (wait && p->ncache < need)
 		take_held_later(p, need - p->ncache, floor);
-	if (wait == POOL_WAIT_ALL && p->ncache < need && floor != POOL_ORDER_UNKNOWN &&
+	if (wait == POOL_WAIT_USE && p->ncache < need && floor != POOL_ORDER_UNKNOWN &&
 	    take_clean_fenced(p, need - p->ncache, floor))
 		fill_nowait(p, need, false, 0);
 	if (wait && p->ncache < need && floor != POOL_ORDER_UNKNOWN &&
 	    offload_later(p, need - p->ncache, floor)) {
-		while (fill_nowait(p, need, false, 0) < need && wait == POOL_WAIT_ALL &&
+		while (fill_nowait(p, need, false, 0) < need && wait >= POOL_WAIT_ALL &&
 		       pool_offl_reap(p, true))
 			p->st.prefetch_waits++;
 	}
@@ -1650,8 +1650,17 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 			  (pg->flags & PF_HOST_VALID) ? nb : 0, p->ops.h2d_stream);
 	}
 	/* the first call that uses a copied page waits for this mark on the
-	 * device; the host never does */
+	 * device; the host never does.  Its fence is recorded now: recorded
+	 * when that call comes, it would also cover the copies of the
+	 * prefetches for later calls issued meanwhile, and the call would
+	 * wait for them (VGG-16 (256) caching `all(p)` on the h100 model at
+	 * 1/2: a pooling backward waited 110 ms for a later call's 3 GB) */
 	struct mark m = ncopy ? pool_mark_now(p, p->tl_h2d) : (struct mark){ 0 };
+	if (ncopy) {
+		pool_status_t fst;
+
+		(void)pool_mark_fence(p, m, &fst);   /* none: a later wait records one */
+	}
 	for (uint32_t k = rr.first; k <= rr.last; k++) {
 		struct page *pg = &a->pages[k];
 		if (pg->flags & PF_COPY) {

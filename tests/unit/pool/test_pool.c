@@ -2438,7 +2438,8 @@ static void call_reads(env_t *e, void *stream, uintptr_t a, uint64_t n, uint8_t 
  * page it may take (l, clean, needed later) is read by a call still
  * queued.  It records a fence after that call; tried again once the next
  * call is queued, it waits for that fence - not for the next call, which
- * keeps the device busy meanwhile - and drops l without a copy.  Without
+ * keeps the device busy meanwhile - and drops l without a copy (for the
+ * call right after the one queued only: POOL_WAIT_USE).  Without
  * that fence (l read by the last call queued) it takes nothing and does
  * not wait: the call's own fault would wait for the same.  (Calls in
  * slices in 5-page budgets missed in every planned iteration: the page
@@ -2472,7 +2473,15 @@ static void test_prefetch_waits_for_a_use_two_calls_back(void **state)
 		}
 		call_reads(&e, &s1, s, CH, buf[1]);   /* the next call, queued */
 		waits = e.f.waits;
+		/* for a call further ahead (POOL_WAIT_ALL) a use is not waited
+		 * for: its copy in would queue before the next call's own */
 		st = pool_prefetch(e.p, &rz, POOL_WAIT_ALL);
+		if (st != POOL_ENOMEM || e.f.waits != waits ||
+		    pool_page_state(e.p, l) != POOL_PAGE_RESIDENT)
+			fail_msg("tried again for a call further ahead: expected POOL_ENOMEM, no wait, l "
+				 "kept; got %s, %lu waits, l state %d", pool_strerror(st),
+				 (unsigned long)(e.f.waits - waits), pool_page_state(e.p, l));
+		st = pool_prefetch(e.p, &rz, POOL_WAIT_USE);
 		bool took = pool_page_state(e.p, l) == POOL_PAGE_HOST;
 		if (fenced ? st != POOL_OK || !took || e.f.waits != waits + 1 ||
 			     pool_page_state(e.p, z) != POOL_PAGE_RESIDENT || fake_queued(&e.f) == 0
