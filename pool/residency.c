@@ -64,6 +64,14 @@ static bool offl_done(pool_t *p, struct page *pg)
 	return pool_mark_done(p, pg->out) && pool_mark_done(p, pg->busy);
 }
 
+/* An offload taken back: the page stays resident. */
+static void offl_keep(pool_t *p, struct page *pg)
+{
+	list_del(&p->offl, pg);
+	pg->state = PG_RESIDENT;
+	list_push_front(&p->lru, pg);
+}
+
 bool pool_offl_reap(pool_t *p, bool wait_oldest)
 {
 	bool any = false;
@@ -88,9 +96,7 @@ bool pool_offl_reap(pool_t *p, bool wait_oldest)
 			/* a drop whose bytes may be live again (an unseen write
 			 * since): nothing was copied, so the page stays */
 			pg->flags &= ~PF_DROP;
-			list_del(&p->offl, pg);
-			pg->state = PG_RESIDENT;
-			list_push_front(&p->lru, pg);
+			offl_keep(p, pg);
 			continue;
 		}
 		if (!(pg->flags & PF_DROP) && pg->epoch != p->epoch) {
@@ -100,10 +106,8 @@ bool pool_offl_reap(pool_t *p, bool wait_oldest)
 			 * still run - the offload is taken back, the page
 			 * stays, its host copy no longer trusted */
 			(void)pool_page_join_out(p, pg);
-			list_del(&p->offl, pg);
 			pg->flags &= ~PF_HOST_VALID;
-			pg->state = PG_RESIDENT;
-			list_push_front(&p->lru, pg);
+			offl_keep(p, pg);
 			p->st.offloads_kept++;
 			continue;
 		}
@@ -424,10 +428,12 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 
 /* Unmaps a dead page, or a clean one whose last use completed, without a
  * copy or a wait; `from`: the list it is taken off (the resident pages',
- * or the held ones' for a page prefetched for a later call). */
+ * or the held ones' for a page prefetched for a later call; NULL: none,
+ * a victim already taken off). */
 static void drop_nowait(pool_t *p, struct page *pg, struct list *from, bool dead, bool planned)
 {
-	list_del(from, pg);
+	if (from)
+		list_del(from, pg);
 	page_left(p, pg, dead);
 	p->st.evictions_clean++;
 	if (planned)
@@ -1521,17 +1527,12 @@ static uint32_t take_clean_fenced(pool_t *p, uint32_t need, uint64_t floor)
 		pg->a->pins--;
 		if (pg->state != PG_EVICTING)
 			continue;   /* taken back by a use or a free while we waited */
-		if (!mark_known_done(pg->busy) && !pool_mark_done(p, pg->busy)) {
+		if (!pool_mark_done(p, pg->busy)) {
 			pg->state = PG_RESIDENT;   /* still in use: stays */
 			list_push_back(&p->lru, pg);
 			continue;
 		}
-		p->st.evictions_clean++;
-		if (planned[i])
-			p->st.evictions_planned++;
-		page_left(p, pg, dead[i] && pool_page_all_dead(p, pg));
-		pool_emit(p, POOL_EV_EVICT, pg->a, (uint64_t)pg->idx * chunk_sz(p),
-			  page_bytes(p, pg->a, pg->idx), 0, p->ops.d2h_stream);
+		drop_nowait(p, pg, NULL, dead[i] && pool_page_all_dead(p, pg), planned[i]);
 		done++;
 	}
 	return done;
