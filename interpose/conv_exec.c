@@ -329,6 +329,29 @@ uint64_t conv_ws_pages(const void *p, uint64_t ws)
 	return p ? conv_pages_bytes((uintptr_t)p, ws, chunk) : est_pages(ws, chunk);
 }
 
+static bool g_ws_lowered;             /* some kernel's ws_lowered is set */
+
+uint64_t conv_ws_fitted(conv_kernel_t *k, uint64_t asked)
+{
+	uint64_t budget;
+	int i;
+
+	runtime_budget_free(&budget, NULL, NULL);
+	if (!budget || !k->have_list || k->tensor_bytes + conv_ws_pages(NULL, asked) <= budget)
+		return asked;
+	i = conv_pick(k->list, k->nlist, CONV_PICK_FIT, conv_room(k->tensor_bytes));
+	if (i < 0 || k->list[i].ws >= asked)
+		return asked;
+	if (!k->ws_lowered)
+		vmem_debug("conv %s: the workspace asked about (%" PRIu64 " bytes) cannot sit beside "
+			   "its tensors in the budget; answered %" PRIu64 " bytes, the algorithm "
+			   "its calls will run instead (%d)", k->name, asked, k->list[i].ws,
+			   k->list[i].algo);
+	k->ws_lowered = true;
+	__atomic_store_n(&g_ws_lowered, true, __ATOMIC_RELAXED);
+	return k->list[i].ws;
+}
+
 uint64_t conv_kernel_limit(const conv_kernel_t *k)
 {
 	uint64_t lim = conv_mode.limit, room = conv_room(k->tensor_bytes);
@@ -1490,18 +1513,44 @@ void conv_exec_ws_answer(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 {
 	conv_kernel_t *k;
 
+	uint64_t fitted;
+
 	conv_init();
-	if (st != CUDNN_STATUS_SUCCESS || !size || !conv_mode.ws_on)
+	if (st != CUDNN_STATUS_SUCCESS || !size)
 		return;
+	if (!conv_mode.ws_on) {
+		uint64_t budget;
+
+		runtime_budget_free(&budget, NULL, NULL);
+		if (!budget)
+			return;   /* every workspace fits: cuDNN's answer stands */
+	}
 	pthread_mutex_lock(&conv_lock);
 	k = legacy_kernel(dir, h, xd, wd, yd, cd, handle_stream(h));
-	if (k && k->have_cfg) {
+	if (k && conv_mode.ws_on && k->have_cfg) {
 		/* whatever algorithm is asked about: vmem runs its configuration */
 		*size = k->cfg_wd || k->cfg_first ? 0 : k->cfg.ws;
 		stats_add(STATS_CONV_ANSWERED, 1);
 		hook_call_args(c, "\"vmem_ws\":%zu", *size);
+	} else if (k && (fitted = conv_ws_fitted(k, *size)) != *size) {
+		*size = fitted;
+		stats_add(STATS_CONV_ANSWERED, 1);
+		hook_call_args(c, "\"vmem_ws\":%zu", *size);
 	}
 	pthread_mutex_unlock(&conv_lock);
+}
+
+/* True when the call's workspace is smaller than its algorithm needs
+ * because vmem answered the size query with less (conv_ws_fitted): the
+ * application's algorithm cannot run in it. */
+static bool app_ws_short(conv_kernel_t *k, int algo, size_t wsb)
+{
+	if (!k || !k->ws_lowered)
+		return false;
+	for (int i = 0; i < k->nlist; i++)
+		if (k->list[i].algo == algo)
+			return k->list[i].ws > wsb;
+	return false;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1719,14 +1768,20 @@ int conv_slice_images(const conv_kernel_t *k, const hook_call_t *c, const void *
 /* The rescue: the fastest algorithm of cuDNN's list whose workspace fits
  * beside the call's tensors; *ws is vmem's (allocated here), NULL when
  * the algorithm needs none.  -1 when nothing fits. */
-static int rescue_pick(conv_kernel_t *k, uint64_t tensor_pages, bool zero_only, void **ws,
-		       uint64_t *wsb, cudaStream_t stream)
+static int rescue_pick(conv_kernel_t *k, uint64_t tensor_pages, bool zero_only, void *app_ws,
+		       size_t app_wsb, void **ws, uint64_t *wsb, bool *own, cudaStream_t stream)
 {
 	uint64_t room = conv_room(tensor_pages);
 	int i;
 
+	/* the application sized its workspace from what vmem answered: the
+	 * rescue stays within it (the room at the call differs from the
+	 * estimate the answer came from by the pages' rounding) */
+	if (k->ws_lowered && app_wsb < room)
+		room = app_wsb;
 	*ws = NULL;
 	*wsb = 0;
+	*own = false;
 	for (;;) {
 		i = conv_pick(k->list, k->nlist, zero_only ? CONV_PICK_MEM : CONV_PICK_FIT, room);
 		if (i < 0)
@@ -1735,44 +1790,62 @@ static int rescue_pick(conv_kernel_t *k, uint64_t tensor_pages, bool zero_only, 
 			return k->list[i].algo;
 		if (zero_only && k->list[i].ws)
 			return -1;
+		if (app_ws && app_wsb >= k->list[i].ws) {
+			/* the application's serves (it was told this size:
+			 * conv_ws_fitted) */
+			*ws = app_ws;
+			*wsb = k->list[i].ws;
+			return k->list[i].algo;
+		}
+		*own = true;
 		*ws = conv_alloc(k->list[i].ws, stream);
 		if (*ws) {
 			*wsb = k->list[i].ws;
 			return k->list[i].algo;
 		}
 		/* the pool could not give it: only what needs nothing is left */
+		*own = false;
 		zero_only = true;
 	}
 }
 
 /* Runs the call with the fastest algorithm whose workspace fits beside
- * its tensors, in vmem's memory (or none).  The call is not prepared yet. */
+ * its tensors, in the application's workspace when it is large enough,
+ * else in vmem's (*own, freed by the caller), or none.  The call is not
+ * prepared yet. */
 static cudnnStatus_t rescue(hook_call_t *c, conv_kernel_t *k, conv_dir_t dir, cudnnHandle_t h,
 			    const void *alpha, cudnnTensorDescriptor_t xd, const void *x,
 			    cudnnFilterDescriptor_t wd, const void *w, cudnnTensorDescriptor_t yd,
 			    const void *y, cudnnConvolutionDescriptor_t cd, const void *beta,
-			    uint64_t tensors, void **own, int *ran)
+			    void *app_ws, size_t app_wsb, uint64_t tensors, void **own, int *ran)
 {
 	cudaStream_t stream = (cudaStream_t)c->stream;
-	uint64_t own_b = 0;
+	uint64_t use_b = 0;
+	void *use = NULL;
+	bool mine = false;
 
 	*ran = -1;
 	if (!k || !k->have_list)
 		return CONV_OOM;
 	for (int attempt = 0; attempt < 2; attempt++) {
-		int a = rescue_pick(k, tensors, attempt > 0, own, &own_b, stream);
+		int a = rescue_pick(k, tensors, attempt > 0, app_ws, app_wsb, &use, &use_b, &mine,
+				    stream);
 
 		if (a < 0)
 			break;
-		conv_set_ws_ref(c, *own, own_b);
+		if (mine)
+			*own = use;
+		conv_set_ws_ref(c, use, use_b);
 		if (hook_call_prepare(c) == cudaSuccess) {
 			*ran = a;
 			stats_add(STATS_CONV_RESCUED, 1);
-			return legacy_call(dir, h, alpha, xd, x, wd, w, yd, y, cd, a, *own, own_b, beta);
+			return legacy_call(dir, h, alpha, xd, x, wd, w, yd, y, cd, a, use, use_b, beta);
 		}
-		conv_free(*own, stream);
-		*own = NULL;
-		if (!own_b)
+		if (mine) {
+			conv_free(*own, stream);
+			*own = NULL;
+		}
+		if (!use_b)
 			break;   /* not even without a workspace */
 	}
 	return CONV_OOM;
@@ -1882,6 +1955,19 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 		if (micro)
 			goto done;
 	}
+	/* the application's algorithm cannot run in a workspace vmem told it
+	 * to size for the rescue (conv_ws_fitted): 2 and 3 are not for it */
+	if (app_ok && budget && __atomic_load_n(&g_ws_lowered, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&conv_lock);
+		if (!k) {
+			conv_shape_t s;
+
+			if (legacy_shape(dir, xd, wd, yd, cd, &s))
+				k = conv_kernel_get(&s);
+		}
+		app_ok = !app_ws_short(k, algo, wsb);
+		pthread_mutex_unlock(&conv_lock);
+	}
 	/* 2. the application's choice, slice by slice when its tensors cannot
 	 *    be resident at once (its workspace serves every slice) */
 	if (app_ok && budget && conv_ws_pages(ws, wsb) <= budget / 4 &&
@@ -1928,7 +2014,8 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 			legacy_list(k, h, xd, wd, yd, cd);
 		pthread_mutex_unlock(&conv_lock);
 	}
-	st = rescue(c, k, dir, h, alpha, xd, x, wd, w, yd, y, cd, beta, tensors, &own, &ran);
+	st = rescue(c, k, dir, h, alpha, xd, x, wd, w, yd, y, cd, beta, ws, wsb, tensors, &own,
+		    &ran);
 done:
 	return conv_call_done(c, k, sliced, how, "ran_algo", ran, ncalls, own, st);
 }

@@ -65,7 +65,10 @@ void conv_exec_answer(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 		      cudnnStatus_t st, int req, int *ret, void *perf);
 
 /* After a real cudnnGet*WorkspaceSize: under VMEM_WORKSPACE=wr the
- * configuration's workspace, under wd 0, otherwise cuDNN's answer. */
+ * configuration's workspace, under wd 0, otherwise cuDNN's answer - or,
+ * under a budget where the algorithm asked about cannot have its
+ * workspace beside the layer's tensors, the workspace of the algorithm
+ * the call will be rescued with (conv_ws_fitted). */
 void conv_exec_ws_answer(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 			 cudnnTensorDescriptor_t xd, cudnnFilterDescriptor_t wd,
 			 cudnnTensorDescriptor_t yd, cudnnConvolutionDescriptor_t cd,

@@ -64,6 +64,11 @@ typedef struct conv_kernel {
 	bool have_plan_room;
 	uint64_t plan_room;
 	bool redecide;            /* the room fell below its configuration's workspace */
+	/* a workspace-size query about the application's algorithm was
+	 * answered with less (conv_ws_fitted): its workspace cannot sit
+	 * beside the tensors, and the call will be rescued in what the
+	 * application allocated */
+	bool ws_lowered;
 	uint64_t weight;          /* executions per iteration (WD objective), 0 = unknown */
 
 	/* micro-batch descriptors of the legacy API, by size */
@@ -102,6 +107,14 @@ conv_kernel_t *conv_kernel_get(const conv_shape_t *s);
 uint64_t conv_room(uint64_t tensor_bytes);
 /* Device bytes of the call's refs other than "ws", in whole chunks. */
 uint64_t conv_call_tensor_pages(const hook_call_t *c);
+/* What a workspace-size query about an algorithm vmem did not choose is
+ * answered (caller holds conv_lock, k's list known): `asked`, cuDNN's
+ * size for it, while that fits beside k's tensors in the budget; past
+ * that the call will be rescued (the fastest algorithm that fits runs
+ * instead), so the application is told the rescue's workspace - an
+ * allocation it cannot use, or one larger than the whole budget, would
+ * fail before the call came - and k->ws_lowered is set. */
+uint64_t conv_ws_fitted(conv_kernel_t *k, uint64_t asked);
 /* Bytes `ws` occupies in whole chunks at pointer p (estimate when p == NULL). */
 uint64_t conv_ws_pages(const void *p, uint64_t ws);
 

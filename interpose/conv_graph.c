@@ -622,19 +622,35 @@ void conv_exec_graph_get(hook_bdt_t *t, cudnnBackendDescriptor_t desc, int attr,
 {
 	hook_conv_geom_t gm;
 	conv_kernel_t *k;
+	uint64_t budget;
 
 	conv_init();
 	if (n < 1 || !elems)
 		return;
+	runtime_budget_free(&budget, NULL, NULL);
 	if (attr == CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE && type == CUDNN_TYPE_INT64 &&
-	    conv_mode.ws_on && hook_bdt_conv_geom(t, (uintptr_t)desc, &gm)) {
-		/* the application allocates what the configuration needs of it:
-		 * WR its largest part's workspace, WD none (vmem's buffer) */
+	    *(int64_t *)elems >= 0 && (conv_mode.ws_on || budget) &&
+	    hook_bdt_conv_geom(t, (uintptr_t)desc, &gm)) {
+		uint64_t asked = (uint64_t)*(int64_t *)elems, fitted;
+
 		pthread_mutex_lock(&conv_lock);
 		k = graph_kernel(&gm);
-		if (k && k->have_cfg) {
+		if (k && conv_mode.ws_on && k->have_cfg) {
+			/* the application allocates what the configuration needs
+			 * of it: WR its largest part's workspace, WD none (vmem's
+			 * buffer) */
 			*(int64_t *)elems = k->cfg_wd || k->cfg_first ? 0 : (int64_t)k->cfg.ws;
 			stats_add(STATS_CONV_ANSWERED, 1);
+		} else if (k) {
+			/* the plan's workspace cannot sit beside its tensors: the
+			 * rescue's plan will run, in what the application makes
+			 * of this answer (conv_ws_fitted) */
+			if (budget && k->tensor_bytes + conv_ws_pages(NULL, asked) > budget)
+				graph_list(k, &gm);
+			if ((fitted = conv_ws_fitted(k, asked)) != asked) {
+				*(int64_t *)elems = (int64_t)fitted;
+				stats_add(STATS_CONV_ANSWERED, 1);
+			}
 		}
 		pthread_mutex_unlock(&conv_lock);
 		return;
@@ -888,6 +904,10 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 			}
 		}
 	}
+	/* vmem told the application a smaller workspace than its plan needs
+	 * (conv_ws_fitted): the plan cannot run in what it allocated */
+	if (k && k->ws_lowered && ex->ws_bytes < app_ws)
+		app_ok = false;
 	pthread_mutex_unlock(&conv_lock);
 	if (done)
 		goto out;
@@ -931,10 +951,16 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 	pthread_mutex_lock(&conv_lock);
 	graph_list(k, &gm);
 	for (int attempt = 0; attempt < 2; attempt++) {
-		int i = conv_pick(k->list, k->nlist, attempt ? CONV_PICK_MEM : CONV_PICK_FIT,
-				  conv_room(tensors));
+		uint64_t room = conv_room(tensors);
+		int i;
 		vgraph_t *g;
 		vplan_t *p;
+		void *use;
+
+		/* within what the application was told (conv_ws_fitted) */
+		if (k->ws_lowered && ex->ws_bytes < room)
+			room = ex->ws_bytes;
+		i = conv_pick(k->list, k->nlist, attempt ? CONV_PICK_MEM : CONV_PICK_FIT, room);
 
 		if (i < 0 || (attempt && k->list[i].ws))
 			break;
@@ -942,13 +968,16 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 		p = g ? vplan_get(g, &gm, k->list[i].algo) : NULL;
 		if (!p || !p->plan)
 			break;
-		own = p->ws ? conv_alloc(p->ws, stream) : NULL;
-		if (p->ws && !own)
+		if (p->ws && ws && ex->ws_bytes >= p->ws)
+			use = ws;   /* the application's: it was told this size (conv_ws_fitted) */
+		else
+			use = own = p->ws ? conv_alloc(p->ws, stream) : NULL;
+		if (p->ws && !use)
 			continue;
-		conv_set_ws_ref(c, own, p->ws);
+		conv_set_ws_ref(c, use, p->ws);
 		if (hook_call_prepare(c) == cudaSuccess) {
 			ran = (int)p->engine;
-			st = vexec(h, &gm, p, x, w, y, own);
+			st = vexec(h, &gm, p, x, w, y, use);
 			stats_add(STATS_CONV_RESCUED, 1);
 			break;
 		}

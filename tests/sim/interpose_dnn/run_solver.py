@@ -424,6 +424,29 @@ def check_rescue(args, tmp):
           "exit %d, %s, %d rescued (%s)" % (
               p.returncode, CHECKSUM.findall(p.stdout), len(resc),
               sorted(set((o["args"]["algo"], o["args"]["ran_algo"]) for o in resc))))
+    # per-tensor: the application allocates the workspace of its algorithm
+    # (cudnnGet*WorkspaceSize, the plan's workspace size), 27 MB for the
+    # FFT-class ones - more than the whole 21 MiB budget, so that cudaMalloc
+    # failed before the call could be rescued.  vmem answers the rescue's
+    # size, and the rescue runs in what the application allocated.
+    mt = [args.minitrain, "--net", "random:39", "--image", "32", "--batch", "8", "--iters", "3",
+          "--alloc", "per-tensor"]
+    base = checksum_of(run(mt, {}))
+    for api in ("legacy", "graph"):
+        p = run(mt + ["--conv-api", api],
+                {"LD_PRELOAD": args.vmem, "VMEM_DEVICE_LIMIT": "21M", "VMEM_CONV_ALGO": "app",
+                 "VMEM_STATS": "1", "VMEM_TRACE": trace}, expect_rc=None)
+        recs = read_trace(trace)
+        resc = [o for o in convs(recs) if o["args"].get("ran") == "rescue"]
+        own = [r for r in recs if r.get("type") == "alloc" and r.get("api") == "vmem:conv"]
+        answered = stat(p, "conv queries answered by vmem")
+        check("per-tensor-" + api,
+              p.returncode == 0 and checksum_of(p) == base and resc and answered > 0 and not own,
+              "%s at 21 MiB, workspace sizes answered with the rescue's, the rescued calls "
+              "in the application's workspace (no allocation of vmem's own)" % base,
+              "exit %d, %s, %d answered, %d rescued, %d workspaces of vmem's; %s" % (
+                  p.returncode, CHECKSUM.findall(p.stdout), answered, len(resc), len(own),
+                  (p.stdout + p.stderr).strip().splitlines()[-1:]))
 
 
 def check_conv_algo(args, tmp):
