@@ -999,9 +999,35 @@ static void redecide_all(void)
 			}
 }
 
+/* The convolutions' least device time since conv_floor_take, in ns, with
+ * the configurations that run [0] and their least-workspace counterparts
+ * [1] (µ-cuDNN's measured times; kernels without one are left out, so
+ * each stays a lower bound).  Atomics: mark() takes them while a conv
+ * hook may hold conv_lock. */
+static uint64_t g_floor_ns[2];
+
+void conv_floor_take(uint64_t ns[2])
+{
+	ns[0] = __atomic_exchange_n(&g_floor_ns[0], 0, __ATOMIC_RELAXED);
+	ns[1] = __atomic_exchange_n(&g_floor_ns[1], 0, __ATOMIC_RELAXED);
+}
+
+static void floor_add(const conv_kernel_t *k)
+{
+	solver_kernel_t t = { k->batch, k->quantum, k->nmeas, k->meas };
+	solver_config_t l;
+
+	if (!k->have_cfg || k->meas_state != 1)
+		return;
+	__atomic_fetch_add(&g_floor_ns[0], (uint64_t)(k->cfg.time * 1e6), __ATOMIC_RELAXED);
+	if (solver_least_like(&t, &k->cfg, &l) == SOLVER_OK)
+		__atomic_fetch_add(&g_floor_ns[1], (uint64_t)(l.time * 1e6), __ATOMIC_RELAXED);
+}
+
 void conv_note_call(conv_kernel_t *k)
 {
 	k->calls++;
+	floor_add(k);
 	if (g_first_kernel < 0) {
 		g_first_kernel = k->id;
 		return;

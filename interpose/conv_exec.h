@@ -74,6 +74,13 @@ void conv_exec_ws_answer(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 			 cudnnTensorDescriptor_t yd, cudnnConvolutionDescriptor_t cd,
 			 cudnnStatus_t st, size_t *size);
 
+/* The least device time, in ns, that the convolutions hooked since the
+ * last take need with the µ-cuDNN configurations they run (ns[0]) and
+ * with their least-workspace counterparts (ns[1]), by the benchmark's
+ * measured times; resets both.  0 when none was measured.  Safe from any
+ * thread, with or without conv_lock held. */
+void conv_floor_take(uint64_t ns[2]);
+
 /* ---- Graph API (interpose/conv_graph.c) ---- */
 
 /* cudnnBackendExecute of `plan` with `vpack` (ex: what the side table

@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "interpose/config.h"
+#include "interpose/conv_exec.h"
 #include "interpose/hooks.h"
 #include "interpose/log.h"
 #include "interpose/pool_ref.h"
@@ -372,6 +373,15 @@ static void mark(const policy_action_t *a, const vmem_event_t *ev)
 {
 	cudaEvent_t close = NULL, open;
 
+	uint64_t floor_ns[2];
+
+	/* the convolutions of the iteration that ends here, at their least
+	 * (dyn's passes rule out candidates that cannot win) */
+	conv_floor_take(floor_ns);
+	if (a->prev_whole) {
+		policy_pass_floor(g_pol, false, floor_ns[0]);
+		policy_pass_floor(g_pol, true, floor_ns[1]);
+	}
 	if (!g_timing)
 		return;
 	if (a->prev_whole && g_mark.open)

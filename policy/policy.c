@@ -825,6 +825,14 @@ void policy_iteration_time(policy_t *p, uint32_t plan_id, uint64_t iter, uint64_
 	pthread_mutex_unlock(&p->lock);
 }
 
+void policy_pass_floor(policy_t *p, bool least, uint64_t ns)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->have_plan && p->trial.n > 1 && p->trial.state == POLICY_TRIAL_RUNNING)
+		policy_trial_floor(&p->trial, least, ns);
+	pthread_mutex_unlock(&p->lock);
+}
+
 void policy_link_sample(policy_t *p, policy_link_t dir, uint64_t bytes, uint64_t ns)
 {
 	if ((unsigned)dir > POLICY_LINK_D2H || !bytes || !ns)

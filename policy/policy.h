@@ -286,6 +286,13 @@ void policy_duration(policy_t *p, uint64_t seq, uint64_t dur_ns);
  * iteration, arriving late, is only counted). */
 void policy_iteration_time(policy_t *p, uint32_t plan_id, uint64_t iter, uint64_t ns);
 
+/* One planned iteration's convolutions need at least `ns` on the device
+ * with the least-workspace configurations (least) or the plan's (not
+ * least), by µ-cuDNN's measured times: DYN's passes do not run a
+ * candidate that cannot beat a pass already measured
+ * (policy_trial_floor).  0: unknown. */
+void policy_pass_floor(policy_t *p, bool least, uint64_t ns);
+
 typedef enum { POLICY_LINK_H2D = 0, POLICY_LINK_D2H = 1 } policy_link_t;
 /* Copies over the link measured below this many bytes are not trusted:
  * plans assume POLICY_LINK_DEFAULT until then. */

@@ -769,6 +769,12 @@ typedef struct {
 	uint64_t ns[POLICY_TRIAL_MAX];      /* fastest measured iteration; 0 not yet */
 	uint8_t runs[POLICY_TRIAL_MAX];     /* iterations measured */
 	uint64_t misses[POLICY_TRIAL_MAX];  /* pages missed in the iteration of ns[] */
+	uint8_t out[POLICY_TRIAL_MAX];      /* 1: ruled out unrun, its floor no faster than
+					       a pass measured */
+	uint64_t floor_ns[2];               /* the least time an iteration's convolutions
+					       take with the plan's configurations [0] and
+					       the least-workspace ones [1]; 0 unknown
+					       (policy_trial_floor) */
 	uint8_t want;                       /* iterations to measure each */
 	uint8_t state;                      /* policy_trial_state_t */
 	int8_t kept;                        /* the candidate kept (state != RUNNING) */
@@ -787,6 +793,19 @@ typedef struct {
  * (NULL: none least), each measured over `want` iterations (>= 1). */
 void policy_trial_init(policy_trial_t *t, const uint8_t *modes, const uint8_t *least, int n,
 		       int want);
+/* The convolutions of one planned iteration need at least `ns` on the
+ * device with the least-workspace configurations (least) or the plan's
+ * (not least): µ-cuDNN's measured times, summed over the calls the
+ * runtime saw in the iteration before.  A candidate not yet run whose
+ * floor is within POLICY_TRIAL_FLOOR_PERMILLE of a pass already measured
+ * cannot win and is not run (on a real GPU the memory-optimal
+ * algorithms can take five times the fastest: an "(m)" pass would cost a
+ * second per iteration to learn nothing).  ns 0: unknown. */
+void policy_trial_floor(policy_trial_t *t, bool least, uint64_t ns);
+/* A floor rules a candidate out when floor x (1000 - this) / 1000 is at
+ * least the fastest measured pass (the benchmark's times are taken in
+ * isolation; this leaves them room to be off). */
+#define POLICY_TRIAL_FLOOR_PERMILLE 100
 /* A pass's name: "conv", or "conv(m)" when least. */
 const char *policy_pass_name(policy_offload_mode_t mode, bool least);
 /* Candidate c's: policy_pass_name of its mode and least. */
