@@ -333,13 +333,14 @@ static bool g_ws_lowered;             /* some kernel's ws_lowered is set */
 
 uint64_t conv_ws_fitted(conv_kernel_t *k, uint64_t asked)
 {
-	uint64_t budget;
+	/* the measure of VMEM_CONV_ALGO=fit's answers (conv_pick's room), so
+	 * that what fit chose is never answered with less */
+	uint64_t room = conv_room(k->tensor_bytes);
 	int i;
 
-	runtime_budget_free(&budget, NULL, NULL);
-	if (!budget || !k->have_list || k->tensor_bytes + conv_ws_pages(NULL, asked) <= budget)
+	if (asked <= room || !k->have_list)
 		return asked;
-	i = conv_pick(k->list, k->nlist, CONV_PICK_FIT, conv_room(k->tensor_bytes));
+	i = conv_pick(k->list, k->nlist, CONV_PICK_FIT, room);
 	if (i < 0 || k->list[i].ws >= asked)
 		return asked;
 	if (!k->ws_lowered)

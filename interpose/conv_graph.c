@@ -645,7 +645,7 @@ void conv_exec_graph_get(hook_bdt_t *t, cudnnBackendDescriptor_t desc, int attr,
 			/* the plan's workspace cannot sit beside its tensors: the
 			 * rescue's plan will run, in what the application makes
 			 * of this answer (conv_ws_fitted) */
-			if (budget && k->tensor_bytes + conv_ws_pages(NULL, asked) > budget)
+			if (asked > conv_room(k->tensor_bytes))
 				graph_list(k, &gm);
 			if ((fitted = conv_ws_fitted(k, asked)) != asked) {
 				*(int64_t *)elems = (int64_t)fitted;
