@@ -1111,8 +1111,10 @@ simgpu_status_t simgpu_vmm_set_access(void *p, size_t size, int prot)
 	}
 	/* the pages in one call, not one fault per 4 KiB page at first touch
 	 * (page faults were a third of a run's time in a virtual machine);
-	 * an older kernel without it faults them in as before */
-	if (mp != PROT_NONE)
+	 * only where poison has already filled them: without it (dry-run)
+	 * this would materialise pages nothing touches.  An older kernel
+	 * without the advice faults them in as before */
+	if (mp != PROT_NONE && sg_poison)
 		madvise(p, size, mp & PROT_WRITE ? SG_MADV_POPULATE_WRITE : SG_MADV_POPULATE_READ);
 	for (k = first; k < sg_regions.n && sa_head(&sg_regions, k)->base < end; k++)
 		((struct region *)sa_at(&sg_regions, k))->prot = prot;
