@@ -217,11 +217,18 @@ def t_minitrain_styles(args):
     planned iterations faster than the reactive layer alone, with the
     same weights as the unlimited run."""
     common = ["--batch", "4", "--image", "32", "--iters", "6"]
+    # the styles give the same weights (minitrain-checksum-styles-*): one
+    # computing run is every style's reference; each style's peak comes
+    # from a dry run (the same allocations, nothing computed)
+    base = mt(args, "vgg16", common + ["--alloc", "per-tensor"], {"SIMGPU_MEM": "4G"},
+              preload=False)
+    must_pass(base, "vgg16 per-tensor without vmem")
+    checksum = mt_json(base, "vgg16 per-tensor")["checksum"]
     for style in ("per-tensor", "network", "caching"):
         extra = common + ["--alloc", style]
-        base = mt(args, "vgg16", extra, {"SIMGPU_MEM": "4G"}, preload=False)
-        must_pass(base, "vgg16 %s without vmem" % style)
-        b = mt_json(base, "vgg16 %s" % style)
+        dry = mt(args, "vgg16", extra, {"SIMGPU_MEM": "4G", "SIMGPU_DRYRUN": "1"}, preload=False)
+        must_pass(dry, "vgg16 %s without vmem, dry-run" % style)
+        b = {"checksum": checksum, "peak_bytes": mt_json(dry, "vgg16 %s" % style)["peak_bytes"]}
         limit = half(b["peak_bytes"])
         env = {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1"}
         with tempfile.TemporaryDirectory() as d:
@@ -660,18 +667,17 @@ def t_no_misses(args):
     base = mt(args, "vgg16", extra, {"SIMGPU_MEM": "4G"}, preload=False)
     must_pass(base, "vgg16 without vmem")
     limit = half(mt_json(base, "vgg16")["peak_bytes"])
+    # one run for both: VMEM_LOG=debug prints each new plan whole (one
+    # line per step, not cut by the log's cap on repeated lines)
     off = mt(args, "vgg16", extra, {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1",
-                                    "VMEM_POLICY": "all", "VMEM_LOOKAHEAD": "0"})
-    must_pass(off, "vgg16 under all, VMEM_LOOKAHEAD=0")
+                                    "VMEM_POLICY": "all", "VMEM_LOOKAHEAD": "0",
+                                    "VMEM_LOG": "debug"})
+    must_pass(off, "vgg16 under all, VMEM_LOOKAHEAD=0, VMEM_LOG=debug")
     m = policy_line(off.stderr, "misses in planned iterations")
     if not m:
         fail("vgg16 under all at %d MiB with VMEM_LOOKAHEAD=0: expected misses in planned "
              "iterations (what the lookahead covers), got %s\n%s" % (limit // MiB, m, show(off)))
-    # VMEM_LOG=debug prints each new plan whole: one line per step, not
-    # cut by the log's cap on repeated lines
-    dbg = mt(args, "vgg16", extra, {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_POLICY": "all",
-                                    "VMEM_LOG": "debug"})
-    must_pass(dbg, "vgg16 under all, VMEM_LOG=debug")
+    dbg = off
     hdr = re.search(r"policy: plan 1: .*?, (\d+) steps \(", dbg.stderr)
     nstep = len(re.findall(r"^vmem: debug: policy: step ", dbg.stderr, re.M))
     if not hdr or int(hdr.group(1)) != nstep or nstep < 20:
