@@ -1818,8 +1818,8 @@ static int rescue_pick(conv_kernel_t *k, uint64_t tensor_pages, bool zero_only, 
 		if (zero_only && k->list[i].ws)
 			return -1;
 		if (app_ws && app_wsb >= k->list[i].ws) {
-			/* the application's serves (it was told this size:
-			 * conv_ws_fitted) */
+			/* the application's holds it (sized for it where
+			 * vmem answered the size query: conv_ws_fitted) */
 			*ws = app_ws;
 			*wsb = k->list[i].ws;
 			return k->list[i].algo;

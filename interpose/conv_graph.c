@@ -969,7 +969,8 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 		if (!p || !p->plan)
 			break;
 		if (p->ws && ws && ex->ws_bytes >= p->ws)
-			use = ws;   /* the application's: it was told this size (conv_ws_fitted) */
+			use = ws;   /* the application's holds it (sized for it where vmem
+				       answered the size query: conv_ws_fitted) */
 		else
 			use = own = p->ws ? conv_alloc(p->ws, stream) : NULL;
 		if (p->ws && !use)

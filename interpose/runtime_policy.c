@@ -531,10 +531,21 @@ static void note(const policy_action_t *a)
 				 a->link_h2d, a->link_d2h);
 		if (a->note == POLICY_NOTE_TRIAL || a->note == POLICY_NOTE_KEPT) {
 			size_t k = strlen(extra);
+			int any = 0;
 
 			k += (size_t)snprintf(extra + k, sizeof(extra) - k, ",\"iter\":%" PRIu64, a->iter);
 			k = trial_obj(extra, sizeof(extra), k, "trial", &a->trial, a->trial.ns);
-			trial_obj(extra, sizeof(extra), k, "misses", &a->trial, a->trial.misses);
+			k = trial_obj(extra, sizeof(extra), k, "misses", &a->trial, a->trial.misses);
+			/* the passes ruled out unrun, each with the floor that did it */
+			for (int i = 0; i < a->trial.n && k < sizeof(extra); i++)
+				if (a->trial.out[i])
+					k += (size_t)snprintf(extra + k, sizeof(extra) - k,
+							      "%s\"%s\":%" PRIu64,
+							      any++ ? "," : ",\"not_run\":{",
+							      policy_trial_name(&a->trial, i),
+							      a->trial.floor_ns[a->trial.least[i] ? 1 : 0]);
+			if (any && k < sizeof(extra))
+				snprintf(extra + k, sizeof(extra) - k, "}");
 		}
 		if (a->gaps.tried && (a->note == POLICY_NOTE_MADE || a->note == POLICY_NOTE_TRIAL ||
 				      a->note == POLICY_NOTE_KEPT))

@@ -175,6 +175,20 @@ class SummaryTest(TraceCase):
 		self.assertIn('dyn passes (plan 1): conv 3.000 ms, conv(m) 2.990 ms (5 pages missed); '
 			      'kept conv', out)
 
+	def test_summary_names_the_passes_ruled_out_with_their_floor(self):
+		def build(tb):
+			a = tb.alloc(1 << 20)
+			tb.op('conv_fwd', 'cudnnConvolutionForward', [(a, 'w', 'y')])
+			tb.plan('made', offload='conv', **{'pass': 'conv'})
+			tb.plan('kept', offload='conv', iter=3, trial={'conv': 3000000, 'conv(m)': 0},
+				misses={'conv': 0, 'conv(m)': 0}, not_run={'conv(m)': 15000000},
+				**{'pass': 'conv'})
+		p = self.small_trace('ruled-out.jsonl', build)
+		self.assertEqual(self.summary(p)['plans']['passes']['not_run'], {'conv(m)': 15000000})
+		out, _ = self.ok('summary', p)
+		self.assertIn('dyn passes (plan 1): conv 3.000 ms, conv(m) not run (its convolutions '
+			      'alone 15.000 ms); kept conv', out)
+
 	def test_summary_allocation_lifetime_is_first_to_last_use(self):
 		def build(tb):
 			a = tb.alloc(4096)                                        # seq 1
