@@ -338,10 +338,13 @@ uint64_t conv_ws_fitted(conv_kernel_t *k, uint64_t asked)
 	uint64_t room = conv_room(k->tensor_bytes);
 	int i;
 
-	if (asked <= room || !k->have_list)
+	/* only where the rescue can run the call whole: when the tensors
+	 * alone fill the budget the call runs in slices, the application's
+	 * algorithm in its own workspace (conv_exec_legacy's step 2) */
+	if (asked <= room || !room || !k->have_list)
 		return asked;
 	i = conv_pick(k->list, k->nlist, CONV_PICK_FIT, room);
-	if (i < 0 || k->list[i].ws >= asked)
+	if (i < 0 || k->list[i].ws >= asked || k->list[i].ws > room)
 		return asked;
 	if (!k->ws_lowered)
 		vmem_debug("conv %s: the workspace asked about (%" PRIu64 " bytes) cannot sit beside "

@@ -113,7 +113,10 @@ uint64_t conv_call_tensor_pages(const hook_call_t *c);
  * that the call will be rescued (the fastest algorithm that fits runs
  * instead), so the application is told the rescue's workspace - an
  * allocation it cannot use, or one larger than the whole budget, would
- * fail before the call came - and k->ws_lowered is set. */
+ * fail before the call came - and k->ws_lowered is set.  Not where the
+ * rescue could not run the call whole (the tensors alone fill the
+ * budget, or no algorithm fits beside them): those calls run in slices
+ * with the application's algorithm, as before. */
 uint64_t conv_ws_fitted(conv_kernel_t *k, uint64_t asked);
 /* Bytes `ws` occupies in whole chunks at pointer p (estimate when p == NULL). */
 uint64_t conv_ws_pages(const void *p, uint64_t ws);
