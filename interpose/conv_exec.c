@@ -1430,14 +1430,27 @@ static void measure_legacy(conv_kernel_t *k, cudnnHandle_t h, cudnnTensorDescrip
 
 /* Under conv_lock: the kernel of a legacy call with its benchmark and
  * decision made when VMEM_WORKSPACE asks for them. */
+/* k when the caller has it, else the kernel of the call's shape (created
+ * on first sight; NULL when the shape is not one vmem handles).  Caller
+ * holds conv_lock. */
+static conv_kernel_t *legacy_find(conv_kernel_t *k, conv_dir_t dir, cudnnTensorDescriptor_t xd,
+				  cudnnFilterDescriptor_t wd, cudnnTensorDescriptor_t yd,
+				  cudnnConvolutionDescriptor_t cd)
+{
+	conv_shape_t s;
+
+	if (k || !legacy_shape(dir, xd, wd, yd, cd, &s))
+		return k;
+	return conv_kernel_get(&s);
+}
+
 static conv_kernel_t *legacy_kernel(conv_dir_t dir, cudnnHandle_t h, cudnnTensorDescriptor_t xd,
 				    cudnnFilterDescriptor_t wd, cudnnTensorDescriptor_t yd,
 				    cudnnConvolutionDescriptor_t cd, cudaStream_t stream)
 {
-	conv_shape_t s;
-	conv_kernel_t *k;
+	conv_kernel_t *k = legacy_find(NULL, dir, xd, wd, yd, cd);
 
-	if (!legacy_shape(dir, xd, wd, yd, cd, &s) || !(k = conv_kernel_get(&s)))
+	if (!k)
 		return NULL;
 	legacy_list(k, h, xd, wd, yd, cd);
 	if (!conv_mode.ws_on)
@@ -1989,12 +2002,7 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 	 * to size for the rescue (conv_ws_fitted): 2 and 3 are not for it */
 	if (app_ok && budget && __atomic_load_n(&g_ws_lowered, __ATOMIC_RELAXED)) {
 		pthread_mutex_lock(&conv_lock);
-		if (!k) {
-			conv_shape_t s;
-
-			if (legacy_shape(dir, xd, wd, yd, cd, &s))
-				k = conv_kernel_get(&s);
-		}
+		k = legacy_find(k, dir, xd, wd, yd, cd);
 		app_ok = !app_ws_short(k, algo, wsb);
 		pthread_mutex_unlock(&conv_lock);
 	}
@@ -2002,11 +2010,8 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 	 *    be resident at once (its workspace serves every slice) */
 	if (app_ok && budget && conv_ws_pages(ws, wsb) <= budget / 4 &&
 	    hook_split_slices(tensors + conv_ws_pages(ws, wsb), budget, 2) > 1) {
-		conv_shape_t s;
-
 		pthread_mutex_lock(&conv_lock);
-		if (!k && legacy_shape(dir, xd, wd, yd, cd, &s))
-			k = conv_kernel_get(&s);
+		k = legacy_find(k, dir, xd, wd, yd, cd);
 		if (k) {
 			int most = conv_slice_images(k, c, x, y, ws, wsb, tensors + conv_ws_pages(ws, wsb),
 						budget);
@@ -2037,10 +2042,8 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 	/* 4. the fastest algorithm whose workspace fits, in vmem's memory */
 	how = "rescue";
 	if (!k) {
-		conv_shape_t s;
-
 		pthread_mutex_lock(&conv_lock);
-		if (legacy_shape(dir, xd, wd, yd, cd, &s) && (k = conv_kernel_get(&s)))
+		if ((k = legacy_find(NULL, dir, xd, wd, yd, cd)))
 			legacy_list(k, h, xd, wd, yd, cd);
 		pthread_mutex_unlock(&conv_lock);
 	}

@@ -81,16 +81,24 @@ static int pending(const policy_trial_t *t, int c)
 	return k;
 }
 
-/* The candidate to keep, or -1: of those measured within the slack of
- * the fastest, the one that missed fewest pages (the fastest such). */
-static int best(const policy_trial_t *t)
+/* The fastest candidate measured, or -1 when none is yet. */
+static int fastest(const policy_trial_t *t)
 {
-	int f = -1, b = -1;
-	uint64_t most;
+	int f = -1;
 
 	for (int c = 0; c < t->n; c++)
 		if (t->runs[c] && (f < 0 || t->ns[c] < t->ns[f]))
 			f = c;
+	return f;
+}
+
+/* The candidate to keep, or -1: of those measured within the slack of
+ * the fastest, the one that missed fewest pages (the fastest such). */
+static int best(const policy_trial_t *t)
+{
+	int f = fastest(t), b = -1;
+	uint64_t most;
+
 	if (f < 0)
 		return -1;
 	most = t->ns[f] + t->ns[f] / 1000 * POLICY_TRIAL_SLACK_PERMILLE;
@@ -143,11 +151,8 @@ void policy_trial_floor(policy_trial_t *t, bool least, uint64_t ns)
  * the fastest pass measured. */
 static void rule_out(policy_trial_t *t)
 {
-	int f = -1;
+	int f = fastest(t);
 
-	for (int c = 0; c < t->n; c++)
-		if (t->runs[c] && (f < 0 || t->ns[c] < t->ns[f]))
-			f = c;
 	if (f < 0)
 		return;
 	for (int c = 0; c < t->n; c++) {
