@@ -185,10 +185,14 @@ int conv_pick(const conv_cand_t *c, int n, conv_pick_t mode, uint64_t room)
 	for (int i = 0; i < n; i++)
 		any_det |= c[i].ok && c[i].deterministic;
 #define USABLE(i) (c[i].ok && (c[i].deterministic || !any_det))
-	if (mode == CONV_PICK_FIT)
+	if (mode == CONV_PICK_FIT) {
 		for (int i = 0; i < n; i++)
 			if (USABLE(i) && c[i].ws <= room)
 				return i;
+		for (int i = 0; i < n; i++)
+			if (c[i].ok && c[i].ws <= room)
+				return i;
+	}
 	if (mode == CONV_PICK_PERF) {
 		for (int i = 0; i < n; i++)
 			if (USABLE(i))

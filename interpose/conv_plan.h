@@ -112,8 +112,11 @@ typedef struct {
 
 /* Index into c[0..n) of the choice, or -1 when none is ok.  Only
  * deterministic candidates are considered when there is one (vmem never
- * swaps the application's reproducibility for speed); ties go to the
- * earlier (cuDNN's order). */
+ * swaps the application's reproducibility for speed), except by FIT when
+ * no deterministic one fits the room and a nondeterministic one does: an
+ * algorithm that runs beats one that cannot (on the H100 a random net's
+ * backward convolution had only FFT-class deterministic algorithms, each
+ * larger than the budget).  Ties go to the earlier (cuDNN's order). */
 int conv_pick(const conv_cand_t *c, int n, conv_pick_t mode, uint64_t room);
 
 /* ---- Device bytes ---- */

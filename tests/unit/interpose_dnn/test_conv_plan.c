@@ -158,7 +158,14 @@ static void test_pick_follows_vmem_conv_algo(void **state)
 	/* a nondeterministic algorithm is never chosen over a deterministic one */
 	c[0].deterministic = false;
 	assert_int_equal(c[conv_pick(c, 5, CONV_PICK_PERF, 0)].algo, 7);
-	/* ... unless there is no deterministic one */
+	assert_int_equal(c[conv_pick(c, 5, CONV_PICK_FIT, 8)].algo, 1);
+	assert_int_equal(c[conv_pick(c, 5, CONV_PICK_FIT, 7)].algo, 1);   /* least */
+	/* ... unless no deterministic one fits the room and it does */
+	c[0].ws = 0;
+	assert_int_equal(c[conv_pick(c, 5, CONV_PICK_FIT, 7)].algo, 4);
+	assert_int_equal(c[conv_pick(c, 5, CONV_PICK_FIT, 8)].algo, 1);
+	assert_int_equal(c[conv_pick(c, 5, CONV_PICK_MEM, 0)].algo, 1);
+	/* ... or there is no deterministic one */
 	for (int i = 0; i < 5; i++)
 		c[i].deterministic = false;
 	assert_int_equal(c[conv_pick(c, 5, CONV_PICK_PERF, 0)].algo, 4);
