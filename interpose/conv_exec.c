@@ -338,14 +338,33 @@ uint64_t conv_ws_fitted(conv_kernel_t *k, uint64_t asked)
 	uint64_t room = conv_room(k->tensor_bytes);
 	int i;
 
-	/* only where the rescue can run the call whole: when the tensors
-	 * alone fill the budget the call runs in slices, the application's
-	 * algorithm in its own workspace (conv_exec_legacy's step 2) */
-	if (asked <= room || !room || !k->have_list)
+	/* tensors that fill the budget run in slices, each beside a quarter
+	 * of it: the application's algorithm when its workspace fits there
+	 * (conv_exec_legacy's step 2), else the rescue's (rescue_sliced, the
+	 * graph API's step 2) */
+	if (!room && k->batch > 1) {
+		uint64_t budget;
+
+		runtime_budget_free(&budget, NULL, NULL);
+		room = budget / 4;
+	}
+	if (asked <= room || !room || !k->have_list) {
+		if (asked > room)
+			vmem_debug("conv %s: the workspace asked about (%" PRIu64 " bytes) is "
+				   "answered as cuDNN's: %s", k->name, asked,
+				   room ? "no algorithm list" : "its tensors fill the budget "
+				   "and it cannot run in slices");
 		return asked;
+	}
 	i = conv_pick(k->list, k->nlist, CONV_PICK_FIT, room);
-	if (i < 0 || k->list[i].ws >= asked || k->list[i].ws > room)
+	if (i < 0 || k->list[i].ws >= asked || k->list[i].ws > room) {
+		vmem_debug("conv %s: the workspace asked about (%" PRIu64 " bytes) is answered "
+			   "as cuDNN's: room %" PRIu64 " beside %" PRIu64 " bytes of tensors, "
+			   "%d algorithms listed, the fitting one %d (%" PRIu64 " bytes)", k->name,
+			   asked, room, k->tensor_bytes, k->nlist, i < 0 ? -1 : k->list[i].algo,
+			   i < 0 ? 0 : k->list[i].ws);
 		return asked;
+	}
 	if (!k->ws_lowered)
 		vmem_debug("conv %s: the workspace asked about (%" PRIu64 " bytes) cannot sit beside "
 			   "its tensors in the budget; answered %" PRIu64 " bytes, the algorithm "
@@ -1894,6 +1913,52 @@ static cudnnStatus_t rescue(hook_call_t *c, conv_kernel_t *k, conv_dir_t dir, cu
 	return CONV_OOM;
 }
 
+/* The rescue of a call whose tensors cannot be resident at once: slices
+ * of N with the fastest algorithm whose workspace leaves 3/4 of the
+ * budget to a slice (then the least-workspace one), in the application's
+ * workspace when it is large enough, else in vmem's (*own, freed by the
+ * caller).  The graph API's step 2 does the same with its plans
+ * (conv_graph.c).  False when nothing ran.  Caller holds conv_lock. */
+static bool rescue_sliced(hook_call_t *c, conv_kernel_t *k, const conv_call_t *call,
+			  uint64_t budget, uint64_t tensors, void **own, int *ran, int *ncalls,
+			  cudnnStatus_t *st)
+{
+	cudaStream_t stream = (cudaStream_t)c->stream;
+
+	if (!k || !k->have_list || k->batch < 2 || hook_split_slices(tensors, budget, 2) < 2)
+		return false;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		int i = conv_pick(k->list, k->nlist, attempt ? CONV_PICK_MEM : CONV_PICK_FIT,
+				  budget / 4);
+		conv_call_t a = *call;
+		int most;
+
+		if (i < 0)
+			return false;
+		a.wsb = k->list[i].ws;
+		if (!a.wsb)
+			a.ws = NULL;
+		else if (!a.ws || call->wsb < a.wsb)
+			a.ws = *own = conv_alloc(a.wsb, stream);
+		if (a.wsb && !a.ws)
+			continue;
+		most = conv_slice_images(k, c, a.x, a.y, a.ws, a.wsb,
+					 tensors + conv_ws_pages(a.ws, a.wsb), budget);
+		if (most <= 0) {
+			conv_free(*own, stream);
+			*own = NULL;
+			continue;
+		}
+		conv_set_ws_ref(c, a.ws, a.wsb);
+		*ran = k->list[i].algo;
+		*st = run_sliced(c, k, &(solver_config_t){ 0.0, a.wsb, 1, { { *ran, k->batch, 1 } } },
+				 most, &a, ncalls);
+		stats_add(STATS_CONV_RESCUED, 1);
+		return true;
+	}
+	return false;
+}
+
 cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 			       const void *alpha, cudnnTensorDescriptor_t xd, const void *x,
 			       cudnnFilterDescriptor_t wd, const void *w,
@@ -2047,8 +2112,22 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 			legacy_list(k, h, xd, wd, yd, cd);
 		pthread_mutex_unlock(&conv_lock);
 	}
-	st = rescue(c, k, dir, h, alpha, xd, x, wd, w, yd, y, cd, beta, ws, wsb, tensors, &own,
-		    &ran);
+	/* tensors that fill the budget cannot be resident whole with any
+	 * algorithm: straight to the slices */
+	ran = -1;
+	if (!budget || tensors < budget)
+		st = rescue(c, k, dir, h, alpha, xd, x, wd, w, yd, y, cd, beta, ws, wsb, tensors,
+			    &own, &ran);
+	if (ran < 0 && budget) {
+		pthread_mutex_lock(&conv_lock);
+		sliced = rescue_sliced(c, k,
+				       &(conv_call_t){ h, alpha, beta, xd, yd, x, w, y, wd, cd, ws,
+						       wsb },
+				       budget, tensors, &own, &ran, &ncalls, &st);
+		pthread_mutex_unlock(&conv_lock);
+		if (sliced)
+			how = "sliced";
+	}
 done:
 	return conv_call_done(c, k, sliced, how, "ran_algo", ran, ncalls, own, st);
 }

@@ -447,6 +447,28 @@ def check_rescue(args, tmp):
               "exit %d, %s, %d answered, %d rescued, %d workspaces of vmem's; %s" % (
                   p.returncode, CHECKSUM.findall(p.stdout), answered, len(resc), len(own),
                   (p.stdout + p.stderr).strip().splitlines()[-1:]))
+    # per-tensor where a layer's tensors alone fill the budget: random:55555
+    # at 15 MiB (about 1/3 of its peak) asks about a 19.6 MB workspace for
+    # convolutions whose tensors take the whole budget.  vmem answers with
+    # the workspace of the algorithm its slices will run beside a quarter
+    # of the budget, and runs them so (the legacy API's rescue in slices;
+    # on the H100 the whole rescue found no room: out of memory).  Before,
+    # cuDNN's answer stood and the application's cudaMalloc of it failed.
+    mt = [args.minitrain, "--net", "random:55555", "--image", "64", "--batch", "16",
+          "--iters", "2", "--alloc", "per-tensor"]
+    base = checksum_of(run(mt, {}))
+    for api in ("legacy", "graph"):
+        p = run(mt + ["--conv-api", api],
+                {"LD_PRELOAD": args.vmem, "VMEM_DEVICE_LIMIT": "15M", "VMEM_CONV_ALGO": "app",
+                 "VMEM_STATS": "1", "VMEM_TRACE": trace}, expect_rc=None)
+        sl = [o for o in convs(read_trace(trace)) if "slice_images" in o["args"]]
+        answered = stat(p, "conv queries answered by vmem")
+        check("full-" + api,
+              p.returncode == 0 and checksum_of(p) == base and sl and answered > 0,
+              "%s at 15 MiB, workspace sizes answered, convolutions run in slices" % base,
+              "exit %d, %s, %d answered, %d slices; %s" % (
+                  p.returncode, CHECKSUM.findall(p.stdout), answered, len(sl),
+                  (p.stdout + p.stderr).strip().splitlines()[-1:]))
 
 
 def check_conv_algo(args, tmp):
