@@ -102,7 +102,7 @@ static const cfg_var_t cfg_vars[] = {
 	  "1: adjacent chunks mapped together (an allocation, a fault-in, a prefetch) get their "
 	  "access in one cuMemSetAccess; 0: one call per chunk" },
 	{ "VMEM_CHUNK_SIZE", CFG_SIZE, "0", NULL, 2 * MiB, 1 * GiB, 2 * MiB, true, false, F(chunk_size), "bytes",
-	  "physical chunk size, a multiple of 2 MiB; 0: chosen from the budget (budget / 256 "
+	  "physical chunk size, a multiple of 2 MiB; 0: chosen from the budget (budget / 128 "
 	  "rounded down to a power of two, 2 MiB to 16 MiB)" },
 	{ "VMEM_SMALL_THRESHOLD", CFG_SIZE, "1M", NULL, 0, 1 * GiB, 0, true, false, F(small_threshold), "bytes",
 	  "allocations below this share chunks and are never offloaded" },

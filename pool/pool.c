@@ -537,7 +537,7 @@ uint64_t pool_chunk_auto(uint64_t budget, uint64_t granularity)
 
 	if (!granularity)
 		return 0;
-	while (c * 2 <= most && c * 2 <= budget / 256)
+	while (c * 2 <= most && c * 2 <= budget / 128)
 		c *= 2;
 	return c;
 }

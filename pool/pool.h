@@ -216,7 +216,7 @@ typedef struct {
 typedef struct pool pool_t;
 
 /* The chunk size for a budget when none is asked for: the largest
- * power-of-two multiple of `granularity` not above budget / 256, within
+ * power-of-two multiple of `granularity` not above budget / 128, within
  * [granularity, 16 MiB] (never below the granularity).  The driver
  * charges a map, grant or unmap per mapping, whatever its size (an
  * H100: ~60 us to unmap and map back a chunk), so larger chunks move the

@@ -525,13 +525,14 @@ static void test_chunk_auto_follows_the_budget(void **state)
 	const struct { uint64_t budget, gran, want; } cases[] = {
 		{ 0, 2 * M, 2 * M },             /* never below the granularity */
 		{ 226492416, 2 * M, 2 * M },     /* a small test budget: as before */
-		{ 1 * G - 1, 2 * M, 2 * M },
-		{ 1 * G, 2 * M, 4 * M },         /* 1 GiB / 256 = 4 MiB */
-		{ 3575653990ull, 2 * M, 8 * M }, /* 13.3 MiB: rounded down */
-		{ 4 * G, 2 * M, 16 * M },
+		{ 512 * M - 1, 2 * M, 2 * M },
+		{ 512 * M, 2 * M, 4 * M },       /* 512 MiB / 128 = 4 MiB */
+		{ 1 * G, 2 * M, 8 * M },
+		{ 1787433216ull, 2 * M, 8 * M }, /* 13.3 MiB: rounded down */
+		{ 2 * G, 2 * M, 16 * M },
 		{ 12 * G, 2 * M, 16 * M },       /* capped */
 		{ 80 * G, 2 * M, 16 * M },
-		{ 1 * G, 4 * M, 4 * M },         /* a coarser device granularity */
+		{ 512 * M, 4 * M, 4 * M },       /* a coarser device granularity */
 		{ 80 * G, 64 * M, 64 * M },      /* above the cap: the granularity */
 		{ 80 * G, 0, 0 },
 	};
