@@ -403,8 +403,11 @@ def t_link_measured(args):
         want = page / (lat + page / bw) / 1e9
         tdir = tempfile.mkdtemp(prefix="vmem-link-")
         trace = os.path.join(tdir, "t.jsonl")
+        # the chunk pinned to the 2 MiB the rate is computed for (the
+        # budget alone would choose 8 MiB)
         env = {"SIMGPU_DRYRUN": "1", "SIMGPU_MODEL": model, "SIMGPU_MEM": "1536M",
-               "VMEM_POLICY": "dyn", "VMEM_STATS": "1", "VMEM_TRACE": trace}
+               "VMEM_POLICY": "dyn", "VMEM_STATS": "1", "VMEM_TRACE": trace,
+               "VMEM_CHUNK_SIZE": "2M"}
         p = mt(args, "vgg16", ["--batch", "32", "--image", "128", "--iters", "5"], env)
         must_pass(p, "vgg16 (32, 128x128) under dyn at 1.5 GiB on %s" % model)
         got = {}
@@ -417,17 +420,22 @@ def t_link_measured(args):
             if abs(got[d] - want) > 0.05 * want or int(m.group(2)) < 16:
                 fail("%s: expected %s measured at %.2f GB/s (+-5%%) over >= 16 copies, got %s"
                      % (model, d, want, m.group(0)))
+        # the plan takes the rate measured when it is made: the last of
+        # the 256 measured copies may come after it (0.04% apart with
+        # dyn's workspaces capped, 2026-11-28); a plan that kept the
+        # model's default would be far off
+        near = lambda a, b: abs(a - b) <= 0.002 * b
         m = re.search(r"^policy: link the plan assumed\s+h2d\s+([0-9.]+) GB/s\s+d2h\s+([0-9.]+)",
                       p.stderr, re.M)
-        if not m or abs(float(m.group(1)) - got["h2d"]) > 0.01 or \
-                abs(float(m.group(2)) - got["d2h"]) > 0.01:
-            fail("%s: expected the plan to assume the measured %.2f / %.2f GB/s, got %s"
+        if not m or not near(float(m.group(1)), got["h2d"]) or \
+                not near(float(m.group(2)), got["d2h"]):
+            fail("%s: expected the plan to assume the measured %.2f / %.2f GB/s (within 0.2%%), got %s"
                  % (model, got["h2d"], got["d2h"], m.group(0) if m else "no such line"))
         made = [r for r in plan_records(trace) if r.get("event") == "made"]
         shutil.rmtree(tdir, ignore_errors=True)
         link = made[-1].get("link") if made else None
-        if not link or abs(link.get("h2d", 0) / 1e9 - got["h2d"]) > 0.01 or \
-                abs(link.get("d2h", 0) / 1e9 - got["d2h"]) > 0.01:
+        if not link or not near(link.get("h2d", 0) / 1e9, got["h2d"]) or \
+                not near(link.get("d2h", 0) / 1e9, got["d2h"]):
             fail("%s: expected the trace's last 'made' plan record to carry the link the plan "
                  "assumed, %.2f / %.2f GB/s, got %s" % (model, got["h2d"], got["d2h"],
                                                         made[-1] if made else "no such record"))
