@@ -113,8 +113,9 @@ static const cfg_var_t cfg_vars[] = {
 	{ "VMEM_WORKSPACE", CFG_ENUM, "default", ws_names, 0, 0, 0, false, false, F(workspace), "",
 	  "conv workspace optimisation: off, wr (per-layer DP), wd (network-wide ILP); "
 	  "default: wr under dyn, off otherwise" },
-	{ "VMEM_WORKSPACE_LIMIT", CFG_SIZE, "0", NULL, 1, 1ull << 50, 0, true, false, F(workspace_limit), "bytes",
-	  "workspace limit per layer (wr) or in total (wd); 0: none" },
+	{ "VMEM_WORKSPACE_LIMIT", CFG_SIZE, "auto", NULL, 1, 1ull << 50, 0, true, true, F(workspace_limit), "bytes",
+	  "workspace limit per layer (wr) or in total (wd); 0: none; auto: 1/8 of the budget "
+	  "per layer under wr, none under wd or without a budget" },
 	{ "VMEM_MICROBATCH", CFG_ENUM, "pow2", mb_names, 0, 0, 0, false, false, F(microbatch), "",
 	  "micro-batch sizes tried: all, pow2 (powers of two), undivided (whole batch only)" },
 	{ "VMEM_WR_SLACK", CFG_SIZE, "1", NULL, 1, 100, 0, true, false, F(wr_slack), "percent",
@@ -377,6 +378,13 @@ uint64_t vmem_default_reserve(uint64_t total)
 	if (r > VMEM_RESERVE_CAP)
 		r = VMEM_RESERVE_CAP;
 	return r;
+}
+
+uint64_t vmem_wr_limit(const vmem_config_t *cfg, uint64_t budget)
+{
+	if (cfg->workspace_limit != VMEM_SIZE_AUTO)
+		return cfg->workspace_limit;
+	return budget / VMEM_WR_LIMIT_SHARE;
 }
 
 uint64_t vmem_device_reserve(const vmem_config_t *cfg, uint64_t total)

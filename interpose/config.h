@@ -56,7 +56,8 @@ typedef struct {
 	uint64_t va_size;          /* VMEM_VA_SIZE: virtual range reserved at start-up */
 	vmem_conv_algo_t conv_algo;      /* VMEM_CONV_ALGO */
 	vmem_ws_mode_t workspace;        /* VMEM_WORKSPACE */
-	uint64_t workspace_limit;        /* VMEM_WORKSPACE_LIMIT bytes; 0 = none */
+	uint64_t workspace_limit;        /* VMEM_WORKSPACE_LIMIT bytes; 0 = none;
+					    VMEM_SIZE_AUTO = vmem_wr_limit */
 	vmem_microbatch_t microbatch;    /* VMEM_MICROBATCH */
 	uint64_t wr_slack;               /* VMEM_WR_SLACK: percent of time WR gives for less workspace */
 	uint64_t remap_cost;             /* VMEM_REMAP_COST: us per 2 MiB, WR's price of workspace */
@@ -66,7 +67,7 @@ typedef struct {
 	bool stats;                      /* VMEM_STATS */
 } vmem_config_t;
 
-/* A size variable set to "auto" (only VMEM_DEVICE_RESERVE accepts it). */
+/* A size variable set to "auto" (VMEM_DEVICE_RESERVE, VMEM_WORKSPACE_LIMIT). */
 #define VMEM_SIZE_AUTO UINT64_MAX
 
 /* The default device reserve: what the CUDA context, cuDNN and cuBLAS
@@ -82,6 +83,18 @@ uint64_t vmem_default_reserve(uint64_t total);
 /* The reserve in effect for a device of `total` bytes: the configured
  * one, or vmem_default_reserve(total) when VMEM_DEVICE_RESERVE is auto. */
 uint64_t vmem_device_reserve(const vmem_config_t *cfg, uint64_t total);
+
+/* µ-cuDNN's per-layer workspace limit (WR) under a budget of `budget`
+ * bytes (0: none): the configured VMEM_WORKSPACE_LIMIT, or when it is
+ * auto 1/VMEM_WR_LIMIT_SHARE of the budget (0 without one: no limit).
+ * The room beside a layer's tensors alone let WR give one layer most of
+ * the budget (1.47 GB of a 2.9 GB budget on PyTorch's VGG-16, H100), so
+ * that everything else had to leave around it every iteration; on the
+ * h100 model 1/8 ran VGG-16 (64) under dyn at 1/2 in 0.69 of the time and
+ * left the Titan X headline as it was (1/16 cost it 9%: docs/benchmarks.md,
+ * 2026-11-28).  Pure. */
+#define VMEM_WR_LIMIT_SHARE 8
+uint64_t vmem_wr_limit(const vmem_config_t *cfg, uint64_t budget);
 
 /* Returns the value of a variable or NULL when unset (getenv in production). */
 typedef const char *(*vmem_getenv_fn)(const char *name, void *ctx);

@@ -224,7 +224,9 @@ static void conv_init_once(void)
 	case VMEM_MB_UNDIVIDED: conv_mode.mb = SOLVER_MB_UNDIVIDED, conv_mode.mb_name = "undivided"; break;
 	default: conv_mode.mb = SOLVER_MB_ALL, conv_mode.mb_name = "all"; break;
 	}
-	conv_mode.limit = vmem_cfg.workspace_limit ? vmem_cfg.workspace_limit : SOLVER_NO_LIMIT;
+	/* WD's limit is for all kernels together: auto is none there */
+	conv_mode.limit = vmem_cfg.workspace_limit && vmem_cfg.workspace_limit != VMEM_SIZE_AUTO ?
+			  vmem_cfg.workspace_limit : SOLVER_NO_LIMIT;
 	g_cache = solver_cache_new();
 	if (conv_mode.ws_on)
 		cache_load();
@@ -375,9 +377,25 @@ uint64_t conv_ws_fitted(conv_kernel_t *k, uint64_t asked)
 	return k->list[i].ws;
 }
 
+/* The per-kernel limit VMEM_WORKSPACE_LIMIT sets: the configured one, or
+ * under WR with auto a share of the budget (vmem_wr_limit); under WD
+ * auto is no limit (conv_mode.limit is for all kernels there). */
+static uint64_t wr_limit(void)
+{
+	uint64_t budget, lim;
+
+	if (vmem_cfg.workspace_limit != VMEM_SIZE_AUTO)
+		return conv_mode.limit;
+	if (conv_mode.wd)
+		return SOLVER_NO_LIMIT;
+	runtime_budget_free(&budget, NULL, NULL);
+	lim = vmem_wr_limit(&vmem_cfg, budget);
+	return lim ? lim : SOLVER_NO_LIMIT;
+}
+
 uint64_t conv_kernel_limit(const conv_kernel_t *k)
 {
-	uint64_t lim = conv_mode.limit, room = conv_room(k->tensor_bytes);
+	uint64_t lim = wr_limit(), room = conv_room(k->tensor_bytes);
 
 	if (room < lim)
 		lim = room;
@@ -388,7 +406,7 @@ uint64_t conv_kernel_limit(const conv_kernel_t *k)
 
 uint64_t conv_measure_cap(const conv_kernel_t *k, uint64_t greediest)
 {
-	uint64_t cap = conv_mode.limit, room = conv_room(k->tensor_bytes);
+	uint64_t cap = wr_limit(), room = conv_room(k->tensor_bytes);
 
 	if (room < cap)
 		cap = room;
@@ -735,10 +753,13 @@ static void decide_wr(conv_kernel_t *k)
 			if (k->have_plan_room)
 				snprintf(plan, sizeof(plan), ", %" PRIu64 " MiB beside what the plan "
 					 "holds then", k->plan_room / MiB);
-			vmem_warn("VMEM_WORKSPACE_LIMIT=%" PRIu64 " bytes: no configuration of conv %s "
+			uint64_t lim = wr_limit();
+
+			vmem_warn("VMEM_WORKSPACE_LIMIT=%" PRIu64 " bytes%s: no configuration of conv %s "
 				  "(and maybe others) needs so little workspace beside its tensors "
 				  "(budget room %" PRIu64 " MiB%s); running the memory-optimal "
-				  "algorithms there", conv_mode.limit == SOLVER_NO_LIMIT ? 0 : conv_mode.limit,
+				  "algorithms there", lim == SOLVER_NO_LIMIT ? 0 : lim,
+				  vmem_cfg.workspace_limit == VMEM_SIZE_AUTO ? " (auto)" : "",
 				  k->name, room == SOLVER_NO_LIMIT ? 0 : room / MiB, plan);
 		}
 		how = "infeasible";

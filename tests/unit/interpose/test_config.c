@@ -65,6 +65,7 @@ static void test_defaults_when_nothing_is_set(void **state)
 	assert_int_equal(cfg.policy, VMEM_POLICY_NONE);
 	assert_int_equal(cfg.device_limit, 0);
 	assert_true(cfg.device_reserve == VMEM_SIZE_AUTO);
+	assert_true(cfg.workspace_limit == VMEM_SIZE_AUTO);
 	assert_int_equal(cfg.small_threshold, 1ull << 20);
 	assert_int_equal(cfg.workspace, VMEM_WS_DEFAULT);
 	assert_int_equal(vmem_workspace_mode(&cfg), VMEM_WS_OFF);
@@ -369,7 +370,31 @@ static void test_default_reserve_is_proportional_with_floor_and_cap(void **state
 	assert_int_equal(vmem_device_reserve(&cfg, 64ull << 20), 100ull << 20);
 }
 
-/* Only VMEM_DEVICE_RESERVE takes "auto"; the other sizes refuse it. */
+/* VMEM_WORKSPACE_LIMIT=auto: WR's per-layer limit is 1/8 of the budget
+ * (none without one); a stated limit, 0 (none) included, is used as
+ * stated. */
+static void test_workspace_limit_auto_is_a_share_of_the_budget(void **state)
+{
+	static const char *const kv_auto[] = { "VMEM_WORKSPACE_LIMIT", "auto", NULL };
+	static const char *const kv_none[] = { "VMEM_WORKSPACE_LIMIT", "0", NULL };
+	static const char *const kv_set[] = { "VMEM_WORKSPACE_LIMIT", "64M", NULL };
+	vmem_config_t cfg;
+	errs_t errs;
+
+	(void)state;
+	assert_int_equal(parse(&cfg, &errs, kv_auto), 0);
+	assert_int_equal(vmem_wr_limit(&cfg, 2977ull << 20), (2977ull << 20) / 8);
+	assert_int_equal(vmem_wr_limit(&cfg, 12ull << 30), 1536ull << 20);
+	assert_int_equal(vmem_wr_limit(&cfg, 0), 0);   /* no budget: no limit */
+	assert_int_equal(parse(&cfg, &errs, kv_none), 0);
+	assert_int_equal(vmem_wr_limit(&cfg, 12ull << 30), 0);
+	assert_int_equal(parse(&cfg, &errs, kv_set), 0);
+	assert_int_equal(vmem_wr_limit(&cfg, 12ull << 30), 64ull << 20);
+	assert_int_equal(vmem_wr_limit(&cfg, 0), 64ull << 20);
+}
+
+/* Only VMEM_DEVICE_RESERVE and VMEM_WORKSPACE_LIMIT take "auto"; the
+ * other sizes refuse it. */
 static void test_auto_is_refused_where_it_has_no_meaning(void **state)
 {
 	(void)state;
@@ -453,6 +478,7 @@ int main(void)
 		cmocka_unit_test(test_settings_json_lists_every_variable),
 		cmocka_unit_test(test_json_escape_handles_quotes_and_controls),
 		cmocka_unit_test(test_default_reserve_is_proportional_with_floor_and_cap),
+		cmocka_unit_test(test_workspace_limit_auto_is_a_share_of_the_budget),
 		cmocka_unit_test(test_auto_is_refused_where_it_has_no_meaning),
 	};
 
