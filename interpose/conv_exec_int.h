@@ -113,10 +113,13 @@ uint64_t conv_call_tensor_pages(const hook_call_t *c);
  * that the call will be rescued (the fastest algorithm that fits runs
  * instead), so the application is told the rescue's workspace - an
  * allocation it cannot use, or one larger than the whole budget, would
- * fail before the call came - and k->ws_lowered is set.  Not where the
- * rescue could not run the call whole (the tensors alone fill the
- * budget, or no algorithm fits beside them): those calls run in slices
- * with the application's algorithm, as before. */
+ * fail before the call came - and k->ws_lowered is set.  Where the
+ * tensors alone fill the budget the call runs in slices, each beside a
+ * quarter of the budget, and that quarter is the room: a workspace that
+ * fits it stands (the application's algorithm runs slice by slice), a
+ * larger one is answered with the sliced rescue's (rescue_sliced, the
+ * graph API's step 2).  cuDNN's answer stands for a call that cannot be
+ * split along N. */
 uint64_t conv_ws_fitted(conv_kernel_t *k, uint64_t asked);
 /* Bytes `ws` occupies in whole chunks at pointer p (estimate when p == NULL). */
 uint64_t conv_ws_pages(const void *p, uint64_t ws);
