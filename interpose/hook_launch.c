@@ -239,6 +239,7 @@ void hook_launch_refs(hook_call_t *c, const void *func, void **args, void **extr
 	vmem_ref_t inline_refs[64], *refs = inline_refs;
 	int n = 0, missed = 0, max = 64;
 
+	c->kernel = l ? l->name : NULL;
 	if (l && l->name)
 		hook_call_args(c, "\"kernel\":\"%s\"", l->name);
 	else

@@ -282,7 +282,8 @@ bool hook_begin(void)
 
 void hook_end(void)
 {
-	guard_depth--;
+	if (--guard_depth == 0)
+		runtime_oom_report();
 }
 
 uint64_t hook_clock_ns(void)
@@ -306,6 +307,7 @@ void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const 
 	c->unseen = false;
 	c->captured = false;
 	c->policy_seen = false;
+	c->kernel = NULL;
 	c->refs = c->refs_inline;
 	c->resolved = c->resolved_inline;
 	c->seq = 0;
@@ -482,6 +484,8 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 		if (st == cudaSuccess) {
 			st = runtime_prepare(c->refs, c->nrefs, (cudaStream_t)c->stream, c->resolved);
 			call_prepared = st == cudaSuccess;
+			if (st == cudaErrorMemoryAllocation)
+				runtime_oom_name(c->api, c->kernel);
 		}
 		/* after the call's own fault-ins: a graph launch's whole writes
 		 * may have left a page's rest on the host, which the kernel vmem

@@ -56,6 +56,7 @@ typedef struct {
 				     cudaGraphLaunch, not now */
 	bool policy_seen;         /* the policy saw the call (prepare may run
 				     more than once: the conv hooks retry) */
+	const char *kernel;       /* a launch's kernel name when known (error lines) */
 	vmem_ref_t *refs;         /* refs_inline, or a heap array past VMEM_INLINE_REFS */
 	trace_ref_t *resolved;    /* likewise */
 	vmem_ref_t refs_inline[VMEM_INLINE_REFS];

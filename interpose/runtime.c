@@ -108,6 +108,7 @@ static bool g_active;
 static int g_device;
 static cudaStream_t g_d2h, g_h2d;
 static uint64_t g_budget;
+static uint64_t g_chunk;
 
 /* The API of the hooked call in progress on this thread, for the trace. */
 static __thread const char *tl_api;
@@ -117,6 +118,16 @@ static __thread const char *tl_api;
  * must stay an illegal address, not become an out-of-memory that a
  * framework would try to recover from by freeing its cache. */
 static __thread cudaError_t tl_dev_err;
+
+/* The calling thread's last call that could not be made resident, until
+ * the outermost hook returns (runtime_oom_report): a later successful
+ * prepare in the same hook (a rescue, a slice) clears it. */
+static __thread struct {
+	bool set;
+	pool_oom_t why;
+	char api[48];
+	char kernel[80];
+} tl_oom;
 
 static int rt_fail(cudaError_t e)
 {
@@ -790,6 +801,7 @@ int runtime_init(void)
 	g_base = pool_base(g_pool);
 	g_va_size = c.va_size;
 	g_budget = c.budget;
+	g_chunk = c.chunk_size;
 	pthread_atfork(NULL, NULL, atfork_child);
 	runtime_policy_init(g_pool, c.budget, c.chunk_size);
 	vmem_info("pool: budget %" PRIu64 " MiB of %zu MiB free (%zu MiB total, reserve %" PRIu64
@@ -862,6 +874,95 @@ static cudaError_t pool_error(pool_status_t st, uint64_t bytes, const char *what
 	return cudaErrorMemoryAllocation;
 }
 
+void runtime_oom_name(const char *api, const char *kernel)
+{
+	if (!tl_oom.set)
+		return;
+	snprintf(tl_oom.api, sizeof(tl_oom.api), "%s", api ? api : "a call");
+	snprintf(tl_oom.kernel, sizeof(tl_oom.kernel), "%s", kernel ? kernel : "");
+}
+
+/* "34 MiB", "12.06 GiB" */
+static const char *size_text(char *buf, size_t n, uint64_t b)
+{
+	if (b >= GiB)
+		snprintf(buf, n, "%.2f GiB", (double)b / (double)GiB);
+	else
+		snprintf(buf, n, "%.0f MiB", (double)b / (double)MiB);
+	return buf;
+}
+
+/* At most this many out-of-memory answers are explained (an application
+ * that probes for the largest batch that fits meets many); the stats
+ * count every one.  True for the ones to explain. */
+#define OOM_EXPLAINED 8
+
+static bool oom_explain_next(void)
+{
+	static unsigned explained;
+	unsigned k = __atomic_fetch_add(&explained, 1, __ATOMIC_RELAXED);
+
+	if (k == OOM_EXPLAINED)
+		vmem_error("further out-of-memory answers are not explained (VMEM_STATS=1 counts "
+			   "them: \"out-of-memory answers\")");
+	return k < OOM_EXPLAINED;
+}
+
+void runtime_oom_report(void)
+{
+	const pool_oom_t *o = &tl_oom.why;
+	char what[160], need[24], budget[24], stated[24], extra[400] = "";
+	uint32_t bpages;
+
+	if (!tl_oom.set)
+		return;
+	tl_oom.set = false;
+	if (!oom_explain_next())
+		return;
+	bpages = (uint32_t)(o->budget / o->chunk);
+	snprintf(what, sizeof(what), "%s%s%s%s", tl_oom.api[0] ? tl_oom.api : "a call",
+		 tl_oom.kernel[0] ? " (kernel " : "", tl_oom.kernel, tl_oom.kernel[0] ? ")" : "");
+	size_text(need, sizeof(need), (uint64_t)o->pages * o->chunk);
+	size_text(budget, sizeof(budget), o->budget);
+	size_text(stated, sizeof(stated), (uint64_t)o->stated * o->chunk);
+	if (o->stated < o->pages)
+		snprintf(extra, sizeof(extra), "; %u of those pages only because pointer arguments "
+			 "of unknown size are taken to the end of their allocations (%s with the "
+			 "stated sizes alone%s; docs/launch-paths.md)", o->pages - o->stated, stated,
+			 o->stated <= bpages ? ", which would fit" : "");
+	if (o->small)
+		snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra), "; %u of them slabs "
+			 "of small allocations", o->small);
+	if (o->pages > bpages) {
+		vmem_error("%s is answered out of memory: it needs %u pages of %" PRIu64 " MiB "
+			   "resident at once (%s), more than the budget of %s (%u pages)%s.  Raise "
+			   "the budget (VMEM_DEVICE_LIMIT, or a smaller VMEM_DEVICE_RESERVE) or "
+			   "lower the batch size", what, o->pages, o->chunk / MiB, need, budget,
+			   bpages, extra);
+	} else if (o->held < bpages) {
+		char held[24];
+
+		vmem_error("%s is answered out of memory: it needs %u pages (%s) resident at "
+			   "once, within the budget of %s, but the device gave vmem only %s (%u "
+			   "pages)%s: other processes or libraries use the rest.  Set "
+			   "VMEM_DEVICE_LIMIT below what the device has free", what, o->pages, need,
+			   budget, size_text(held, sizeof(held), (uint64_t)o->held * o->chunk),
+			   o->held, extra);
+	} else if (o->locked_other) {
+		vmem_error("%s is answered out of memory: it needs %u pages (%s) resident at "
+			   "once, within the budget of %s (%u pages), but %u of the budget's pages "
+			   "were locked by calls in flight on other threads%s.  Raise the budget "
+			   "(VMEM_DEVICE_LIMIT) or lower the batch size", what, o->pages, need,
+			   budget, bpages, o->locked_other, extra);
+	} else {
+		vmem_error("%s is answered out of memory: it needs %u pages (%s) resident at "
+			   "once, within the budget of %s (%u pages), and nothing else was locked, "
+			   "yet vmem could not free the room%s - please report it with the "
+			   "output of VMEM_LOG=debug and a VMEM_TRACE file", what, o->pages, need,
+			   budget, bpages, extra);
+	}
+}
+
 cudaError_t runtime_malloc(void **ptr, size_t bytes, cudaStream_t stream, const char *api)
 {
 	uintptr_t a;
@@ -880,8 +981,27 @@ cudaError_t runtime_malloc(void **ptr, size_t bytes, cudaStream_t stream, const 
 	pool_status_t st = pool_malloc(g_pool, bytes, &a, &id);
 	relax_end(mode);
 	tl_api = NULL;
-	if (st != POOL_OK)
+	if (st != POOL_OK) {
+		uint64_t whole = g_chunk ? (bytes + g_chunk - 1) / g_chunk * g_chunk : bytes;
+
+		static uint64_t said;   /* the size last explained: a caching
+					   allocator retries it after emptying its cache */
+
+		/* the application's own allocation that no budget state could
+		 * hold (vmem's own fall back when theirs fail: no line) */
+		if (st == POOL_ENOMEM && whole > g_budget && strncmp(api, "vmem:", 5) != 0 &&
+		    __atomic_exchange_n(&said, (uint64_t)bytes, __ATOMIC_RELAXED) != bytes &&
+		    oom_explain_next()) {
+			char b[24], n[24];
+
+			vmem_error("%s of %s is answered out of memory: an allocation larger than the "
+				   "budget (%s) cannot be resident, and vmem does not take one.  Raise the "
+				   "budget (VMEM_DEVICE_LIMIT, or a smaller VMEM_DEVICE_RESERVE) or lower "
+				   "the batch size", api, size_text(n, sizeof(n), bytes),
+				   size_text(b, sizeof(b), g_budget));
+		}
 		return pool_error(st, bytes, "allocating");
+	}
 	runtime_policy_allocated(id, bytes);
 	*ptr = (void *)a;
 	return cudaSuccess;
@@ -1098,8 +1218,13 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 		for (int i = 0; i < n; i++)
 			total += refs[i].bytes;
 		ref_buf_free(&b);
+		if (st == POOL_ENOMEM && pool_oom_why(g_pool, &tl_oom.why)) {
+			tl_oom.set = true;
+			tl_oom.api[0] = tl_oom.kernel[0] = '\0';
+		}
 		return pool_error(st, total, "making a call's memory resident");
 	}
+	tl_oom.set = false;
 	for (int i = 0; i < n; i++) {
 		if (!sp[i].alloc_id)
 			continue;

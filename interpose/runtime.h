@@ -95,6 +95,14 @@ bool runtime_owns(uintptr_t p);
  * left alone.  Returns cudaSuccess, or cudaErrorMemoryAllocation when the
  * refs of this one call do not fit in the budget together. */
 cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, trace_ref_t *out);
+/* After runtime_prepare answered cudaErrorMemoryAllocation: names the call
+ * (its API, and the kernel of a launch, or NULL) for the error line. */
+void runtime_oom_name(const char *api, const char *kernel);
+/* When the outermost hook returns: if the thread's last call that could
+ * not be made resident was not made resident since (a rescue or its
+ * slices), one error line says what it needed, against what budget, what
+ * else held the budget, and what to do (the first few such calls). */
+void runtime_oom_report(void);
 /* After the call has been issued: unlock, mark written ranges dirty and
  * record on `stream` the use that eviction must wait for. */
 void runtime_complete(const trace_ref_t *refs, int n, cudaStream_t stream);

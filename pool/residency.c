@@ -1015,12 +1015,110 @@ static bool refs_lost(pool_t *p, const pool_ref_t *refs, const struct rref *rr, 
 	return lost;
 }
 
+/* The calling thread's last POOL_ENOMEM from pool_acquire (pool_oom_why). */
+static __thread struct {
+	const pool_t *p;
+	pool_oom_t o;
+} tl_why;
+
+struct pages_iv {
+	const struct alloc *a;
+	uint32_t first, last;
+};
+
+static int pages_iv_cmp(const void *x, const void *y)
+{
+	const struct pages_iv *u = x, *v = y;
+
+	if (u->a != v->a)
+		return (uintptr_t)u->a < (uintptr_t)v->a ? -1 : 1;
+	return u->first < v->first ? -1 : u->first > v->first;
+}
+
+/* Pages in the union of n intervals (sorted here). */
+static uint32_t pages_union(struct pages_iv *v, int n)
+{
+	uint32_t total = 0;
+
+	qsort(v, (size_t)n, sizeof(*v), pages_iv_cmp);
+	for (int i = 0; i < n;) {
+		const struct alloc *a = v[i].a;
+		uint32_t lo = v[i].first, hi = v[i].last;
+
+		for (i++; i < n && v[i].a == a && v[i].first <= hi + 1; i++)
+			if (v[i].last > hi)
+				hi = v[i].last;
+		total += hi - lo + 1;
+	}
+	return total;
+}
+
+/* Resident pages locked by calls in flight (the caller's own unlocked). */
+static uint32_t pages_locked(const pool_t *p)
+{
+	uint32_t n = 0;
+
+	for (uint64_t i = 0; i < p->npages_va;) {
+		const struct alloc *a = p->vmap[i];
+
+		if (!a) {
+			i++;
+			continue;
+		}
+		uint64_t next = page_of(p, a->base - p->base) + a->npages;
+
+		for (uint32_t k = 0; k < a->npages; k++)
+			n += a->pages[k].locks > 0;
+		i = next > i ? next : i + 1;
+	}
+	return n;
+}
+
+/* Records why the call of rr found no room; with the caller's pages
+ * unlocked.  Left unrecorded when there is no memory to count with. */
+static void note_why(const pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr)
+{
+	struct pages_iv *all = malloc(3 * (size_t)nrr * sizeof(*all));
+	struct pages_iv *stated = all + nrr, *small = all + 2 * nrr;
+	int ns = 0, nm = 0;
+
+	tl_why.p = NULL;
+	if (!all)
+		return;
+	for (int j = 0; j < nrr; j++) {
+		all[j] = (struct pages_iv){ rr[j].a, rr[j].first, rr[j].last };
+		stated[ns] = all[j];
+		if (refs[rr[j].ref].maybe)
+			stated[ns].last = stated[ns].first;
+		ns++;
+		if (rr[j].a->kind == A_SLAB)
+			small[nm++] = all[j];
+	}
+	tl_why.o = (pool_oom_t){
+		.chunk = chunk_sz(p), .budget = p->cfg.budget,
+		.pages = pages_union(all, nrr), .stated = pages_union(stated, ns),
+		.small = pages_union(small, nm), .locked_other = pages_locked(p),
+		.held = (uint32_t)(p->held / chunk_sz(p)),
+	};
+	tl_why.p = p;
+	free(all);
+}
+
+bool pool_oom_why(const pool_t *p, pool_oom_t *o)
+{
+	if (tl_why.p != p)
+		return false;
+	*o = tl_why.o;
+	return true;
+}
+
 pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *stream, pool_span_t *out)
 {
 	rrefs_t v;
 	pool_status_t st = POOL_OK;
 	uint32_t nfault;
 
+	tl_why.p = NULL;
 	rr_init(&v);
 	pthread_mutex_lock(&p->lock);
 	for (int i = 0; i < n && st == POOL_OK; i++)
@@ -1069,6 +1167,8 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 		}
 	if (st) {
 		unlock_spans(p, rr, nrr);
+		if (st == POOL_ENOMEM)
+			note_why(p, refs, rr, nrr);
 		if (st == POOL_ENOMEM || st == POOL_EHOST) {
 			/* a device failure is not an out-of-memory */
 			p->st.oom++;

@@ -473,7 +473,19 @@ def t_launch_oom(args):
         fail("launch-oom under VMEM_DEVICE_LIMIT=8M: expected exit 0 and "
              "last=cudaErrorMemoryAllocation, got exit %d\n--- stdout\n%s--- stderr\n%s"
              % (p.returncode, p.stdout, p.stderr))
-    print("ok: a launch that cannot fit is reported through cudaGetLastError")
+    # and vmem says why, once: mt_probe's two 6 MiB arguments have no
+    # stated size, so each is taken to the end of its allocation (3 pages
+    # of 2 MiB each) where their first pages alone (4 MiB) would fit
+    want = ("cudaLaunchKernel (kernel mt_probe) is answered out of memory: it needs 6 pages "
+            "of 2 MiB resident at once (12 MiB), more than the budget of 8 MiB (4 pages); "
+            "4 of those pages only because pointer arguments of unknown size are taken to "
+            "the end of their allocations (4 MiB with the stated sizes alone, which would fit")
+    lines = [l for l in p.stderr.splitlines() if l.startswith("vmem: error:")]
+    if len(lines) != 1 or want not in lines[0]:
+        fail("launch-oom: expected one error line containing\n  %s\ngot %d:\n%s"
+             % (want, len(lines), "\n".join(lines)))
+    print("ok: a launch that cannot fit is reported through cudaGetLastError, and "
+          "vmem's error line says what it needed and why")
 
 
 def t_torch_bounds(args):

@@ -105,6 +105,17 @@ def case_stress_small_chunks(a):
 def case_oom(a):
     p = run([a.prog, "oom"], {"SIMGPU_MEM": "1G", "VMEM_DEVICE_LIMIT": "64M"}, True, a.vmem)
     expect_ok(p, "out of memory without losing data")
+    # vmem's error lines: the allocation of the budget + 1 byte, and the
+    # copy whose two 48 MiB tensors (24 pages of 2 MiB each) cannot be
+    # resident in 64 MiB together
+    want = ["cudaMalloc of 64 MiB is answered out of memory: an allocation larger than the "
+            "budget (64 MiB) cannot be resident",
+            "cudaMemcpy is answered out of memory: it needs 48 pages of 2 MiB resident at "
+            "once (96 MiB), more than the budget of 64 MiB (32 pages).  Raise the budget"]
+    lines = [l for l in p.stderr.splitlines() if l.startswith("vmem: error:")]
+    if len(lines) != 2 or any(w not in l for w, l in zip(want, lines)):
+        fail("expected two error lines containing\n  %s\ngot %d:\n%s"
+             % ("\n  ".join(want), len(lines), "\n".join(lines)))
 
 
 def case_host_limit(a):

@@ -223,6 +223,20 @@ static int cmd_oom(void)
 	/* one call touching two half-budget tensors at once fits (just) */
 	CK(cudaMemcpy(t[0].d, t[1].d, budget / 4, cudaMemcpyDeviceToDevice));
 	memcpy(t[0].shadow, t[1].shadow, budget / 4);
+	/* one that would need 3/4 of the budget of each of two tensors at
+	 * once cannot run: refused (vmem's error line says why), data kept */
+	void *u[2];
+	CK(cudaMalloc(&u[0], budget / 4 * 3));
+	CK(cudaMalloc(&u[1], budget / 4 * 3));
+	e = cudaMemcpy(u[1], u[0], budget / 4 * 3, cudaMemcpyDeviceToDevice);
+	if (e != cudaErrorMemoryAllocation) {
+		fprintf(stderr, "sim-pool: a copy of 3/4 of the budget between two tensors: expected "
+			"cudaErrorMemoryAllocation, got %d\n", (int)e);
+		return 1;
+	}
+	(void)cudaGetLastError();
+	CK(cudaFree(u[0]));
+	CK(cudaFree(u[1]));
 	int bad = 0;
 	for (int i = 0; i < 3; i++)
 		bad |= compare(&t[i], "after eviction");

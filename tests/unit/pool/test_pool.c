@@ -920,6 +920,49 @@ static void test_call_whose_refs_do_not_fit_fails_and_loses_nothing(void **state
 	env_close(&e);
 }
 
+/* pool_oom_why: what the failed acquire needed, counted once per page -
+ * an unknown extent's pages past its first are not "stated", a slab's page
+ * is "small" - and the pages another call had locked then. */
+static void test_oom_why_counts_the_call_s_pages(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open(&e, 5, 0, 64);
+	uintptr_t a = must_malloc(&e, 2 * CH), b = must_malloc(&e, 4 * CH);
+	uintptr_t c = must_malloc(&e, CH), sm = must_malloc(&e, 512);
+	pool_ref_t other = { .ptr = c, .bytes = CH, .write = true, .whole = true };
+	pool_span_t os, s[4];
+	pool_oom_t o;
+
+	put(&e, a, 2 * CH, 1);
+	put(&e, b, 4 * CH, 2);
+	/* another call holds c's page while this one fails */
+	assert_int_equal(pool_acquire(e.p, &other, 1, NULL, &os), POOL_OK);
+	assert_false(pool_oom_why(e.p, &o));
+	pool_ref_t r[4] = {
+		{ .ptr = a, .bytes = 2 * CH },
+		{ .ptr = a + 16, .bytes = 64 },             /* a's first page again */
+		{ .ptr = b + CH + 8, .bytes = 0, .maybe = true }, /* pages 1..3 of b */
+		{ .ptr = sm, .bytes = 512, .write = true },
+	};
+	pool_status_t st = pool_acquire(e.p, r, 4, NULL, s);
+	if (st != POOL_ENOMEM || !pool_oom_why(e.p, &o) || o.pages != 6 || o.stated != 4 ||
+	    o.small != 1 || o.locked_other != 1 || o.chunk != CH || o.budget != 5 * CH ||
+	    o.held != 5)
+		fail_msg("expected POOL_ENOMEM, pages 6, stated 4, small 1, locked by others 1, "
+			 "held 5, chunk %u, budget %u; got status %d, pages %u, stated %u, small %u, "
+			 "locked %u, held %u, chunk %lu, budget %lu", CH, 5 * CH, (int)st, o.pages,
+			 o.stated, o.small, o.locked_other, o.held, (unsigned long)o.chunk,
+			 (unsigned long)o.budget);
+	pool_release(e.p, &other, &os, 1, NULL);
+	/* a later acquire that succeeds clears it */
+	assert_int_equal(pool_acquire(e.p, r, 2, NULL, s), POOL_OK);
+	assert_false(pool_oom_why(e.p, &o));
+	pool_release(e.p, r, s, 2, NULL);
+	assert_true(check(&e, b, 4 * CH, 2));
+	env_close(&e);
+}
+
 static void test_host_limit_fails_cleanly(void **state)
 {
 	(void)state;
@@ -3918,6 +3961,7 @@ int main(void)
 		cmocka_unit_test(test_lru_evicts_least_recently_used),
 		cmocka_unit_test(test_locked_pages_are_never_evicted),
 		cmocka_unit_test(test_call_whose_refs_do_not_fit_fails_and_loses_nothing),
+		cmocka_unit_test(test_oom_why_counts_the_call_s_pages),
 		cmocka_unit_test(test_host_limit_fails_cleanly),
 		cmocka_unit_test(test_eviction_waits_for_copy_before_unmap),
 		cmocka_unit_test(test_eviction_keeps_pages_mapped_when_no_fence_follows_the_copy),
