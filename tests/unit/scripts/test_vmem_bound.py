@@ -108,8 +108,46 @@ class VmemBoundTest(unittest.TestCase):
 		self.assertEqual(r['h2d_bytes'], 100 * MiB)
 		self.assertEqual(r['d2h_bytes'], 93 * MiB)
 		self.assertAlmostEqual(r['h2d_ms'], 100 * MiB / 1e9 * 1e3)
-		self.assertEqual(r['limited_by'], 'H2D')
-		self.assertAlmostEqual(r['bound_ms'], r['h2d_ms'])
+		self.assertEqual(r['link_bound_ms'], r['h2d_ms'])
+		# but the round trip is longer (test_round_trip_...)
+		self.assertEqual(r['limited_by'], 'round trip')
+		self.assertAlmostEqual(r['bound_ms'], r['round_trip_ms'])
+
+	def test_classes_of_the_live_bytes_match_the_hand_count(self):
+		# at each op: own (touched by it), x (written before it, read after
+		# it, in the iteration), y (from the previous iteration, read
+		# after it), z (written before it, read in the next iteration), w
+		# (never written, its reads done); they sum to the live curve
+		vt = VB.load_vmem_trace()
+		ops = vt.find_steady(vt.load_trace(self.trace).ops)['ops']
+		live, _, c = VB.live_curve(ops, classes=True)
+		got = [tuple(c[k][i] // MiB for k in ('own', 'x', 'y', 'z', 'w')) for i in range(7)]
+		want = [(100, 0, 57, 0, 0),      # X; W1 W2 C from before, read later
+			(217, 0, 30, 0, 0),      # X W1 C ws Y; W2
+			(90, 100, 20, 0, 7),     # Y W2 L; X; W1; C done
+			(140, 100, 20, 0, 7),    # L Y W2 dY; X; W1; C
+			(230, 0, 30, 0, 7),      # dY X W1 ws dW1; W2; C
+			(40, 0, 30, 0, 7),       # W1 dW1; W2; C
+			(30, 0, 0, 20, 7)]       # W2; W1 written at op 5, read next
+		self.assertEqual(got, want, 'MiB (own, x, y, z, w) per op: expected %s, got %s'
+				 % (want, got))
+		self.assertEqual([sum(g) for g in got], [l // MiB for l in live])
+
+	def test_round_trip_adds_the_two_directions_at_the_worst_op(self):
+		# budget 167 MiB.  Op 3 has 100 MiB over it: C (7, never written
+		# again) leaves for free, W1 (20) only has to come back, and the
+		# other 73 MiB (of X) went out before op 3 and come back after it:
+		# 73 + 93 MiB over a 1 GB/s link, against 100 MiB for the old term
+		r = self.bound('--budget', '167M', '--compute-ms', '1', '--link', '1')
+		self.assertEqual((r['round_trip_op'], r['round_trip_bytes']), (3, 73 * MiB))
+		self.assertAlmostEqual(r['round_trip_ms'], (73 + 93) * MiB / 1e6)
+		self.assertAlmostEqual(r['link_bound_ms'], 100 * MiB / 1e6)
+		# two links at other rates: out at 1, back at 2 GB/s
+		r = self.bound('--budget', '167M', '--compute-ms', '1', '--d2h', '1', '--h2d', '2')
+		self.assertAlmostEqual(r['round_trip_ms'], 73 * MiB / 1e6 + 93 * MiB / 2e6)
+		# above the peak there is nothing to move
+		r = self.bound('--budget', '267M', '--compute-ms', '10')
+		self.assertEqual((r['round_trip_ms'], r['round_trip_op'], r['bound_ms']), (0, None, 10))
 
 	def test_keeping_addresses_adds_the_remaps_on_the_host(self):
 		# 100 MiB back (50 chunks) and 93 MiB out (46 chunks, rounded down)
@@ -140,7 +178,9 @@ class VmemBoundTest(unittest.TestCase):
 		self.assertIn('--chunk 3145728: expected a multiple of 2 MiB', err)
 
 	def test_auto_chunk_follows_the_pool(self):
-		for budget, want in ((167 * MiB, 2 * MiB), (1 << 30, 4 * MiB), (3575653990, 8 * MiB),
+		# budget / 128 (cdf340a), a power of two, 2 to 16 MiB
+		for budget, want in ((167 * MiB, 2 * MiB), (511 * MiB, 2 * MiB), (512 * MiB, 4 * MiB),
+				     (1 << 30, 8 * MiB), (3575653990, 16 * MiB),
 				     (12 << 30, 16 * MiB), (80 << 30, 16 * MiB)):
 			self.assertEqual(VB.auto_chunk(budget), want, 'budget %d' % budget)
 
