@@ -982,10 +982,9 @@ cudaError_t runtime_malloc(void **ptr, size_t bytes, cudaStream_t stream, const 
 	relax_end(mode);
 	tl_api = NULL;
 	if (st != POOL_OK) {
-		uint64_t whole = g_chunk ? (bytes + g_chunk - 1) / g_chunk * g_chunk : bytes;
-
 		static uint64_t said;   /* the size last explained: a caching
 					   allocator retries it after emptying its cache */
+		uint64_t whole = g_chunk ? (bytes + g_chunk - 1) / g_chunk * g_chunk : bytes;
 
 		/* the application's own allocation that no budget state could
 		 * hold (vmem's own fall back when theirs fail: no line) */

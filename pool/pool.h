@@ -323,7 +323,8 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
  * unknown or bounded extent - pool_ref_t.maybe - counts its first page
  * only; the rest were taken to the end of the allocation) and those of
  * slabs of small allocations (`small`), and the resident pages locked by
- * other calls then (in flight on other threads: `locked_other`), and the
+ * other calls then (in flight on other threads: `locked_other`, counted
+ * only when `pages` is within the budget), and the
  * chunks the pool held (`held`: fewer than the budget's when the device
  * refused more - other processes or libraries use it).  The
  * runtime turns it into the user's error line.  False when this thread's

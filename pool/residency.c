@@ -1053,24 +1053,22 @@ static uint32_t pages_union(struct pages_iv *v, int n)
 	return total;
 }
 
-/* Resident pages locked by calls in flight (the caller's own unlocked). */
+/* Resident pages locked by calls in flight (the caller's own unlocked):
+ * the live large allocations (by id) and the slabs. */
 static uint32_t pages_locked(const pool_t *p)
 {
 	uint32_t n = 0;
 
-	for (uint64_t i = 0; i < p->npages_va;) {
-		const struct alloc *a = p->vmap[i];
+	for (uint64_t i = 0; i < p->capids; i++) {
+		const struct alloc *a = p->ids[i].a;
 
-		if (!a) {
-			i++;
+		if (!p->ids[i].id || p->ids[i].block != UINT32_MAX || !a)
 			continue;
-		}
-		uint64_t next = page_of(p, a->base - p->base) + a->npages;
-
 		for (uint32_t k = 0; k < a->npages; k++)
 			n += a->pages[k].locks > 0;
-		i = next > i ? next : i + 1;
 	}
+	for (const struct alloc *a = p->slabs_head; a; a = a->next)
+		n += a->pages[0].locks > 0;
 	return n;
 }
 
@@ -1097,9 +1095,12 @@ static void note_why(const pool_t *p, const pool_ref_t *refs, const struct rref 
 	tl_why.o = (pool_oom_t){
 		.chunk = chunk_sz(p), .budget = p->cfg.budget,
 		.pages = pages_union(all, nrr), .stated = pages_union(stated, ns),
-		.small = pages_union(small, nm), .locked_other = pages_locked(p),
-		.held = (uint32_t)(p->held / chunk_sz(p)),
+		.small = pages_union(small, nm), .held = (uint32_t)(p->held / chunk_sz(p)),
 	};
+	/* what else held the budget matters only to a call within it (rescue
+	 * attempts larger than the budget fail often: no walk for them) */
+	if ((uint64_t)tl_why.o.pages * chunk_sz(p) <= p->cfg.budget)
+		tl_why.o.locked_other = pages_locked(p);
 	tl_why.p = p;
 	free(all);
 }

@@ -922,21 +922,22 @@ static void test_call_whose_refs_do_not_fit_fails_and_loses_nothing(void **state
 
 /* pool_oom_why: what the failed acquire needed, counted once per page -
  * an unknown extent's pages past its first are not "stated", a slab's page
- * is "small" - and the pages another call had locked then. */
+ * is "small" - and, for a call within the budget, the pages other calls
+ * had locked then. */
 static void test_oom_why_counts_the_call_s_pages(void **state)
 {
 	(void)state;
 	env_t e;
 	env_open(&e, 5, 0, 64);
 	uintptr_t a = must_malloc(&e, 2 * CH), b = must_malloc(&e, 4 * CH);
-	uintptr_t c = must_malloc(&e, CH), sm = must_malloc(&e, 512);
+	uintptr_t c = must_malloc(&e, 3 * CH), sm = must_malloc(&e, 512);
 	pool_ref_t other = { .ptr = c, .bytes = CH, .write = true, .whole = true };
 	pool_span_t os, s[4];
 	pool_oom_t o;
 
 	put(&e, a, 2 * CH, 1);
 	put(&e, b, 4 * CH, 2);
-	/* another call holds c's page while this one fails */
+	/* another call holds one page of c while this one fails */
 	assert_int_equal(pool_acquire(e.p, &other, 1, NULL, &os), POOL_OK);
 	assert_false(pool_oom_why(e.p, &o));
 	pool_ref_t r[4] = {
@@ -946,14 +947,25 @@ static void test_oom_why_counts_the_call_s_pages(void **state)
 		{ .ptr = sm, .bytes = 512, .write = true },
 	};
 	pool_status_t st = pool_acquire(e.p, r, 4, NULL, s);
+	/* larger than the budget: what others held is not counted */
 	if (st != POOL_ENOMEM || !pool_oom_why(e.p, &o) || o.pages != 6 || o.stated != 4 ||
-	    o.small != 1 || o.locked_other != 1 || o.chunk != CH || o.budget != 5 * CH ||
+	    o.small != 1 || o.locked_other != 0 || o.chunk != CH || o.budget != 5 * CH ||
 	    o.held != 5)
-		fail_msg("expected POOL_ENOMEM, pages 6, stated 4, small 1, locked by others 1, "
+		fail_msg("expected POOL_ENOMEM, pages 6, stated 4, small 1, locked by others 0, "
 			 "held 5, chunk %u, budget %u; got status %d, pages %u, stated %u, small %u, "
 			 "locked %u, held %u, chunk %lu, budget %lu", CH, 5 * CH, (int)st, o.pages,
 			 o.stated, o.small, o.locked_other, o.held, (unsigned long)o.chunk,
 			 (unsigned long)o.budget);
+	pool_release(e.p, &other, &os, 1, NULL);
+	/* within the budget (5 pages of 5), but another call holds c's 3 */
+	other.bytes = 3 * CH;
+	assert_int_equal(pool_acquire(e.p, &other, 1, NULL, &os), POOL_OK);
+	st = pool_acquire(e.p, r, 3, NULL, s);
+	if (st != POOL_ENOMEM || !pool_oom_why(e.p, &o) || o.pages != 5 || o.stated != 3 ||
+	    o.small != 0 || o.locked_other != 3)
+		fail_msg("within the budget: expected POOL_ENOMEM, pages 5, stated 3, small 0, "
+			 "locked by others 3; got status %d, pages %u, stated %u, small %u, locked %u",
+			 (int)st, o.pages, o.stated, o.small, o.locked_other);
 	pool_release(e.p, &other, &os, 1, NULL);
 	/* a later acquire that succeeds clears it */
 	assert_int_equal(pool_acquire(e.p, r, 2, NULL, s), POOL_OK);
