@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+# Tests of scripts/vmem-fuzz's reading of vmem's out-of-memory lines
+# (runtime_oom_report): the cause each kind of line gives.
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from scriptmod import load_script  # noqa: E402
+
+SCRIPTS = os.environ.get('VMEM_SCRIPTS_DIR') or os.path.join(HERE, '..', '..', '..', 'scripts')
+VF = load_script(os.path.join(SCRIPTS, 'vmem-fuzz'), 'vmem_fuzz')
+
+
+class SaidCauseTest(unittest.TestCase):
+	def check(self, line, cause, detail):
+		got = VF.said_cause(line)
+		self.assertEqual(got, (cause, detail), 'line %r: expected %r, got %r'
+				 % (line, (cause, detail), got))
+
+	def test_each_kind_of_line(self):
+		self.check('cudaLaunchKernel (kernel k) is answered out of memory: it needs 17 pages of '
+			   '2 MiB resident at once (34 MiB), more than the budget of 22 MiB (11 pages).  '
+			   'Raise the budget', 'call-exceeds-budget',
+			   'cudaLaunchKernel (kernel k): it needs 17 pages of 2 MiB resident at once '
+			   '(34 MiB), more than the budget of 22 MiB (11 pages)')
+		self.check('cudaMalloc of 20 MiB is answered out of memory: an allocation larger than '
+			   'the budget (16 MiB) cannot be resident, and vmem does not take one.  Raise',
+			   'call-exceeds-budget', 'cudaMalloc of 20 MiB: an allocation larger than the '
+			   'budget (16 MiB) cannot be resident, and vmem does not take one')
+		self.check('cudaMemcpy is answered out of memory: it needs 3 pages (6 MiB) resident at '
+			   'once, within the budget of 8 MiB (4 pages), but 2 of the budget\'s pages were '
+			   'locked by calls in flight on other threads.  Raise', 'locked-by-other-threads',
+			   'cudaMemcpy: it needs 3 pages (6 MiB) resident at once, within the budget of 8 '
+			   'MiB (4 pages), but 2 of the budget\'s pages were locked by calls in flight on '
+			   'other threads')
+		self.check('x is answered out of memory: it needs 3 pages (6 MiB) resident at once, '
+			   'within the budget of 8 MiB, but the device gave vmem only 4 MiB (2 pages): '
+			   'other processes or libraries use the rest.  Set', 'device-short',
+			   'x: it needs 3 pages (6 MiB) resident at once, within the budget of 8 MiB, but '
+			   'the device gave vmem only 4 MiB (2 pages): other processes or libraries use '
+			   'the rest')
+		self.check('y is answered out of memory: it needs 3 pages (6 MiB) resident at once, '
+			   'within the budget of 8 MiB (4 pages), and nothing else was locked, yet vmem '
+			   'could not free the room - please report it', 'unexplained',
+			   'y: it needs 3 pages (6 MiB) resident at once, within the budget of 8 MiB (4 '
+			   'pages), and nothing else was locked, yet vmem could not free the room - please '
+			   'report it')
+
+
+if __name__ == '__main__':
+	unittest.main()
