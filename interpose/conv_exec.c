@@ -2159,6 +2159,11 @@ cudnnStatus_t conv_call_done(hook_call_t *c, conv_kernel_t *k, bool sliced, cons
 	cudaStream_t stream = (cudaStream_t)c->stream;
 
 	conv_note_room(k);
+	if (st == CONV_OOM && runtime_active()) {
+		/* say why, also when no prepare was tried (runtime_oom_report) */
+		runtime_oom_explain(c->refs, c->nrefs);
+		runtime_oom_name(c->api, NULL);
+	}
 	if (sliced) {
 		/* it ran as its slices, each traced and seen as a call */
 		stats_add(STATS_DNN_SPLIT, 1);

@@ -308,6 +308,7 @@ void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const 
 	c->captured = false;
 	c->policy_seen = false;
 	c->kernel = NULL;
+	c->resolved_set = false;
 	c->refs = c->refs_inline;
 	c->resolved = c->resolved_inline;
 	c->seq = 0;
@@ -455,6 +456,19 @@ static runtime_call_t policy_call(const hook_call_t *c)
 	};
 }
 
+/* The trace's view of refs vmem did not resolve: as the hook stated them. */
+static void resolve_as_stated(hook_call_t *c)
+{
+	for (int i = 0; i < c->nrefs; i++) {
+		c->resolved[i].alloc_id = 0;
+		c->resolved[i].offset = 0;
+		c->resolved[i].bytes = c->refs[i].bytes;
+		c->resolved[i].ptr = c->refs[i].ptr;
+		c->resolved[i].access = c->refs[i].access;
+		c->resolved[i].role = c->refs[i].role;
+	}
+}
+
 cudaError_t hook_call_prepare(hook_call_t *c)
 {
 	cudaError_t st = cudaSuccess;
@@ -501,16 +515,9 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 			runtime_policy_started(&rc);
 		}
 	}
-	if (!call_prepared) {
-		for (int i = 0; i < c->nrefs; i++) {
-			c->resolved[i].alloc_id = 0;
-			c->resolved[i].offset = 0;
-			c->resolved[i].bytes = c->refs[i].bytes;
-			c->resolved[i].ptr = c->refs[i].ptr;
-			c->resolved[i].access = c->refs[i].access;
-			c->resolved[i].role = c->refs[i].role;
-		}
-	}
+	if (!call_prepared)
+		resolve_as_stated(c);
+	c->resolved_set = true;
 	/* The op's seq is taken after the fault-ins and evictions of prepare,
 	 * so a reader sorting by seq sees them before the op that needed them. */
 	c->seq = trace_next_seq();
@@ -529,6 +536,10 @@ void hook_call_finish(hook_call_t *c)
 	call_prepared = false;
 	if (c->unseen && !c->captured)   /* a captured one: at each graph launch */
 		runtime_unseen_write((cudaStream_t)c->stream);
+	/* a call that failed before any prepare (a convolution whose rescue
+	 * found nothing to run) has never filled resolved[] */
+	if (!c->resolved_set)
+		resolve_as_stated(c);
 	if (c->seq == 0)
 		c->seq = trace_next_seq();
 	if (c->policy_seen) {

@@ -1156,6 +1156,24 @@ static void ref_buf_free(ref_buf_t *b)
 	}
 }
 
+void runtime_oom_explain(const vmem_ref_t *refs, int n)
+{
+	ref_buf_t b;
+
+	if (tl_oom.set || !g_pool || !ref_buf_init(&b, n))
+		return;
+	for (int i = 0; i < n; i++) {
+		bool empty = vmem_ref_empty(refs[i].access);
+
+		b.pr[i] = pool_ref_of(empty ? 0 : refs[i].ptr, refs[i].bytes, refs[i].access);
+	}
+	if (pool_oom_need(g_pool, b.pr, n, &tl_oom.why)) {
+		tl_oom.set = true;
+		tl_oom.api[0] = tl_oom.kernel[0] = '\0';
+	}
+	ref_buf_free(&b);
+}
+
 cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, trace_ref_t *out)
 {
 	ref_buf_t b;

@@ -338,6 +338,10 @@ typedef struct {
 } pool_oom_t;
 
 bool pool_oom_why(const pool_t *p, pool_oom_t *o);
+/* The same count for refs no acquire was tried on (a convolution whose
+ * rescue found nothing to run): nothing is made resident or locked.
+ * False when there is no host memory to count with. */
+bool pool_oom_need(pool_t *p, const pool_ref_t *refs, int n, pool_oom_t *o);
 
 /* After the call was issued on `stream`: marks written pages dirty (their
  * host copy is dropped), records the use that eviction must wait for,

@@ -1072,17 +1072,18 @@ static uint32_t pages_locked(const pool_t *p)
 	return n;
 }
 
-/* Records why the call of rr found no room; with the caller's pages
- * unlocked.  Left unrecorded when there is no memory to count with. */
-static void note_why(const pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr)
+/* Counts what the call of rr needs against the budget (pool_oom_t); its
+ * own pages unlocked.  False when there is no memory to count with. */
+static bool why_count(const pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr,
+		      pool_oom_t *o)
 {
-	struct pages_iv *all = malloc(3 * (size_t)nrr * sizeof(*all));
-	struct pages_iv *stated = all + nrr, *small = all + 2 * nrr;
+	struct pages_iv *all = malloc(3 * (size_t)(nrr ? nrr : 1) * sizeof(*all)), *stated, *small;
 	int ns = 0, nm = 0;
 
-	tl_why.p = NULL;
 	if (!all)
-		return;
+		return false;
+	stated = all + nrr;
+	small = all + 2 * nrr;
 	for (int j = 0; j < nrr; j++) {
 		all[j] = (struct pages_iv){ rr[j].a, rr[j].first, rr[j].last };
 		stated[ns] = all[j];
@@ -1092,17 +1093,39 @@ static void note_why(const pool_t *p, const pool_ref_t *refs, const struct rref 
 		if (rr[j].a->kind == A_SLAB)
 			small[nm++] = all[j];
 	}
-	tl_why.o = (pool_oom_t){
+	*o = (pool_oom_t){
 		.chunk = chunk_sz(p), .budget = p->cfg.budget,
 		.pages = pages_union(all, nrr), .stated = pages_union(stated, ns),
 		.small = pages_union(small, nm), .held = (uint32_t)(p->held / chunk_sz(p)),
 	};
 	/* what else held the budget matters only to a call within it (rescue
 	 * attempts larger than the budget fail often: no walk for them) */
-	if ((uint64_t)tl_why.o.pages * chunk_sz(p) <= p->cfg.budget)
-		tl_why.o.locked_other = pages_locked(p);
-	tl_why.p = p;
+	if ((uint64_t)o->pages * chunk_sz(p) <= p->cfg.budget)
+		o->locked_other = pages_locked(p);
 	free(all);
+	return true;
+}
+
+/* Records why the call of rr found no room (pool_oom_why). */
+static void note_why(const pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr)
+{
+	tl_why.p = why_count(p, refs, rr, nrr, &tl_why.o) ? p : NULL;
+}
+
+bool pool_oom_need(pool_t *p, const pool_ref_t *refs, int n, pool_oom_t *o)
+{
+	rrefs_t v;
+	pool_span_t sp;
+	bool ok = true;
+
+	rr_init(&v);
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < n && ok; i++)
+		ok = resolve(p, &refs[i], i, &sp, &v);
+	ok = ok && why_count(p, refs, v.rr, v.n, o);
+	pthread_mutex_unlock(&p->lock);
+	rr_free(&v);
+	return ok;
 }
 
 bool pool_oom_why(const pool_t *p, pool_oom_t *o)

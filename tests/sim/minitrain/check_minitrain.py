@@ -9,6 +9,9 @@ Checks (each prints what it expected and what it got, exit 1 on failure):
   same ARGSETS...                 every ';'-separated argument set gives the
                                   same checksum (and the same losses)
   oom MEM [args]                  with SIMGPU_MEM=MEM: exit 3, 'out of memory'
+  vmem-oom LIB BUDGET WANT [args] under libvmem LIB with that budget and a
+                                  trace: exit 3, vmem's one error line
+                                  contains WANT, the trace is whole
   dryrun MEM [args]               with SIMGPU_DRYRUN=1 SIMGPU_MEM=MEM: runs,
                                   reports the peak (and --mem-report lines)
   badargs                         bad options exit 2 naming option and value
@@ -20,6 +23,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 
 CHECKSUM = re.compile(r"^checksum: (0x[0-9a-f]{16})$", re.M)
@@ -146,6 +150,38 @@ def check_oom(binary, mem, args):
     print("OK: %s" % m.group(0))
 
 
+def check_vmem_oom(binary, lib, budget, want, args):
+    """Under vmem (LIB) with VMEM_DEVICE_LIMIT=BUDGET and a trace: minitrain
+    stops with exit 3, vmem's one error line says why (contains WANT), and
+    the trace is whole - every line a JSON record, the refused call's op
+    record among them with its tensors' roles (a convolution refused before
+    any prepare once wrote uninitialised ones and crashed)."""
+    with tempfile.TemporaryDirectory() as d:
+        tr = os.path.join(d, "t.jsonl")
+        p = run(binary, args, {"LD_PRELOAD": lib, "VMEM_DEVICE_LIMIT": budget,
+                               "VMEM_TRACE": tr}, expect_rc=None)
+        lines = [l for l in p.stderr.splitlines()
+                 if l.startswith("vmem: error:") and "answered out of memory" in l]
+        if p.returncode != 3 or len(lines) != 1 or want not in lines[0]:
+            print(p.stderr[-3000:])
+            fail("expected exit 3 and one vmem error line containing\n  %s\ngot exit %d and "
+                 "%d lines:\n%s" % (want, p.returncode, len(lines), "\n".join(lines)))
+        api = want.split(" ", 1)[0]
+        ops = []
+        with open(tr) as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    fail("trace line %d is not JSON: %r" % (n, line[:200]))
+                if r.get("type") == "op" and r.get("api") == api:
+                    ops.append(r)
+        if not ops or not all(isinstance(t.get("role"), str) for t in ops[-1].get("tensors", [])):
+            fail("expected the refused %s's op record with its tensors' roles in the trace, "
+                 "got %s" % (api, ops[-1] if ops else "none"))
+    print("OK: %s" % lines[0])
+
+
 def check_dryrun(binary, mem, args):
     p = run(binary, args, {"SIMGPU_DRYRUN": "1", "SIMGPU_MEM": mem})
     iters, cs, peak = parse(p, args)
@@ -193,6 +229,8 @@ def main():
         check_same(binary, " ".join(rest).split(";"))
     elif check == "oom":
         check_oom(binary, rest[0], rest[1:])
+    elif check == "vmem-oom":
+        check_vmem_oom(binary, rest[0], rest[1], rest[2], rest[3:])
     elif check == "dryrun":
         check_dryrun(binary, rest[0], rest[1:])
     elif check == "fuzz":
