@@ -2161,7 +2161,9 @@ cudnnStatus_t conv_call_done(hook_call_t *c, conv_kernel_t *k, bool sliced, cons
 	conv_note_room(k);
 	if (st == CONV_OOM && runtime_active()) {
 		/* say why, also when no prepare was tried (runtime_oom_report) */
-		runtime_oom_explain(c->refs, c->nrefs);
+		runtime_oom_explain(c->refs, c->nrefs, "no algorithm vmem could run it with has a "
+				    "workspace that fits beside its tensors, whole or in slices of "
+				    "its batch");
 		runtime_oom_name(c->api, NULL);
 	}
 	if (sliced) {

@@ -124,6 +124,7 @@ static __thread cudaError_t tl_dev_err;
  * prepare in the same hook (a rescue, a slice) clears it. */
 static __thread struct {
 	bool set;
+	const char *probed;   /* runtime_oom_explain's reason; NULL: a failed prepare */
 	pool_oom_t why;
 	char api[48];
 	char kernel[80];
@@ -939,6 +940,11 @@ void runtime_oom_report(void)
 			   "the budget (VMEM_DEVICE_LIMIT, or a smaller VMEM_DEVICE_RESERVE) or "
 			   "lower the batch size", what, o->pages, o->chunk / MiB, need, budget,
 			   bpages, extra);
+	} else if (tl_oom.probed) {
+		vmem_error("%s is answered out of memory: its memory needs %u pages (%s) of the "
+			   "budget's %u (%s), but %s%s.  Raise the budget (VMEM_DEVICE_LIMIT, or a "
+			   "smaller VMEM_DEVICE_RESERVE) or lower the batch size", what, o->pages, need,
+			   bpages, budget, tl_oom.probed, extra);
 	} else if (o->held < bpages) {
 		char held[24];
 
@@ -1156,7 +1162,7 @@ static void ref_buf_free(ref_buf_t *b)
 	}
 }
 
-void runtime_oom_explain(const vmem_ref_t *refs, int n)
+void runtime_oom_explain(const vmem_ref_t *refs, int n, const char *reason)
 {
 	ref_buf_t b;
 
@@ -1169,6 +1175,7 @@ void runtime_oom_explain(const vmem_ref_t *refs, int n)
 	}
 	if (pool_oom_need(g_pool, b.pr, n, &tl_oom.why)) {
 		tl_oom.set = true;
+		tl_oom.probed = reason;
 		tl_oom.api[0] = tl_oom.kernel[0] = '\0';
 	}
 	ref_buf_free(&b);
@@ -1237,6 +1244,7 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 		ref_buf_free(&b);
 		if (st == POOL_ENOMEM && pool_oom_why(g_pool, &tl_oom.why)) {
 			tl_oom.set = true;
+			tl_oom.probed = NULL;
 			tl_oom.api[0] = tl_oom.kernel[0] = '\0';
 		}
 		return pool_error(st, total, "making a call's memory resident");

@@ -100,9 +100,10 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 void runtime_oom_name(const char *api, const char *kernel);
 /* A call answered out of memory without a failed runtime_prepare (its
  * hook saw it could not fit and tried none): counts its refs as
- * runtime_prepare's failure would, for runtime_oom_report; nothing when
- * one is pending already. */
-void runtime_oom_explain(const vmem_ref_t *refs, int n);
+ * runtime_prepare's failure would, for runtime_oom_report, with `reason`
+ * (a static string) saying why a call within the budget could not run;
+ * nothing when one is pending already. */
+void runtime_oom_explain(const vmem_ref_t *refs, int n, const char *reason);
 /* When the outermost hook returns: if the thread's last call that could
  * not be made resident was not made resident since (a rescue or its
  * slices), one error line says what it needed, against what budget, what

@@ -339,7 +339,8 @@ typedef struct {
 
 bool pool_oom_why(const pool_t *p, pool_oom_t *o);
 /* The same count for refs no acquire was tried on (a convolution whose
- * rescue found nothing to run): nothing is made resident or locked.
+ * rescue found nothing to run): nothing is made resident or locked, and
+ * `held` is the budget's (no chunk was asked of the device).
  * False when there is no host memory to count with. */
 bool pool_oom_need(pool_t *p, const pool_ref_t *refs, int n, pool_oom_t *o);
 

@@ -1123,6 +1123,8 @@ bool pool_oom_need(pool_t *p, const pool_ref_t *refs, int n, pool_oom_t *o)
 	for (int i = 0; i < n && ok; i++)
 		ok = resolve(p, &refs[i], i, &sp, &v);
 	ok = ok && why_count(p, refs, v.rr, v.n, o);
+	if (ok)
+		o->held = (uint32_t)(p->cfg.budget / chunk_sz(p));   /* nothing was asked of the device */
 	pthread_mutex_unlock(&p->lock);
 	rr_free(&v);
 	return ok;

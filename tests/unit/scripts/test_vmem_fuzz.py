@@ -41,6 +41,13 @@ class SaidCauseTest(unittest.TestCase):
 			   'x: it needs 3 pages (6 MiB) resident at once, within the budget of 8 MiB, but '
 			   'the device gave vmem only 4 MiB (2 pages): other processes or libraries use '
 			   'the rest')
+		self.check('cudnnConvolutionForward is answered out of memory: its memory needs 2 pages '
+			   '(4 MiB) of the budget\'s 3 (6 MiB), but no algorithm vmem could run it with '
+			   'has a workspace that fits beside its tensors, whole or in slices of its batch.  '
+			   'Raise', 'no-fitting-algorithm', 'cudnnConvolutionForward: its memory needs 2 '
+			   'pages (4 MiB) of the budget\'s 3 (6 MiB), but no algorithm vmem could run it '
+			   'with has a workspace that fits beside its tensors, whole or in slices of its '
+			   'batch')
 		self.check('y is answered out of memory: it needs 3 pages (6 MiB) resident at once, '
 			   'within the budget of 8 MiB (4 pages), and nothing else was locked, yet vmem '
 			   'could not free the room - please report it', 'unexplained',
