@@ -1162,22 +1162,35 @@ static void ref_buf_free(ref_buf_t *b)
 	}
 }
 
+/* The pool's view of the hooks' refs (an unused workspace: no range). */
+static void pool_refs_of(const vmem_ref_t *refs, int n, pool_ref_t *pr)
+{
+	for (int i = 0; i < n; i++) {
+		bool empty = vmem_ref_empty(refs[i].access);
+
+		pr[i] = pool_ref_of(empty ? 0 : refs[i].ptr, refs[i].bytes, refs[i].access);
+	}
+}
+
+/* Counts a call that could not be made resident for runtime_oom_report:
+ * `reason` NULL after a failed acquire, else why the hook tried none. */
+static void oom_note(const pool_ref_t *pr, int n, const char *reason)
+{
+	if (!pool_oom_need(g_pool, pr, n, &tl_oom.why))
+		return;
+	tl_oom.set = true;
+	tl_oom.probed = reason;
+	tl_oom.api[0] = tl_oom.kernel[0] = '\0';
+}
+
 void runtime_oom_explain(const vmem_ref_t *refs, int n, const char *reason)
 {
 	ref_buf_t b;
 
 	if (tl_oom.set || !g_pool || !ref_buf_init(&b, n))
 		return;
-	for (int i = 0; i < n; i++) {
-		bool empty = vmem_ref_empty(refs[i].access);
-
-		b.pr[i] = pool_ref_of(empty ? 0 : refs[i].ptr, refs[i].bytes, refs[i].access);
-	}
-	if (pool_oom_need(g_pool, b.pr, n, &tl_oom.why)) {
-		tl_oom.set = true;
-		tl_oom.probed = reason;
-		tl_oom.api[0] = tl_oom.kernel[0] = '\0';
-	}
+	pool_refs_of(refs, n, b.pr);
+	oom_note(b.pr, n, reason);
 	ref_buf_free(&b);
 }
 
@@ -1206,11 +1219,7 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 	}
 	pr = b.pr;
 	sp = b.sp;
-	for (int i = 0; i < n; i++) {
-		bool empty = vmem_ref_empty(refs[i].access);
-
-		pr[i] = pool_ref_of(empty ? 0 : refs[i].ptr, refs[i].bytes, refs[i].access);
-	}
+	pool_refs_of(refs, n, pr);
 	stream_seen(stream);
 	tl_dev_err = cudaSuccess;
 	int mode = relax_begin();
@@ -1241,12 +1250,9 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 		uint64_t total = 0;
 		for (int i = 0; i < n; i++)
 			total += refs[i].bytes;
+		if (st == POOL_ENOMEM)
+			oom_note(pr, n, NULL);
 		ref_buf_free(&b);
-		if (st == POOL_ENOMEM && pool_oom_why(g_pool, &tl_oom.why)) {
-			tl_oom.set = true;
-			tl_oom.probed = NULL;
-			tl_oom.api[0] = tl_oom.kernel[0] = '\0';
-		}
 		return pool_error(st, total, "making a call's memory resident");
 	}
 	tl_oom.set = false;

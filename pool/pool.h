@@ -317,18 +317,20 @@ void pool_resolve(pool_t *p, const pool_ref_t *refs, int n, pool_span_t *out);
  * nothing is lost.  Every successful acquire must be followed by one
  * pool_release with the same spans. */
 pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *stream, pool_span_t *out);
-/* Why the calling thread's last pool_acquire on `p` answered POOL_ENOMEM,
- * counted under the lock at the failure: the distinct pages the call
- * needed (`pages`), of them those within its stated extents (`stated`: an
+/* What a call of these refs needs against the budget, counted now under
+ * the lock (after a pool_acquire of them answered POOL_ENOMEM, or for refs
+ * no acquire was tried on: a convolution whose rescue found nothing to
+ * run); nothing is made resident or locked.  The distinct pages the call
+ * needs (`pages`), of them those within its stated extents (`stated`: an
  * unknown or bounded extent - pool_ref_t.maybe - counts its first page
- * only; the rest were taken to the end of the allocation) and those of
- * slabs of small allocations (`small`), and the resident pages locked by
- * other calls then (in flight on other threads: `locked_other`, counted
- * only when `pages` is within the budget), and the
- * chunks the pool held (`held`: fewer than the budget's when the device
- * refused more - other processes or libraries use it).  The
- * runtime turns it into the user's error line.  False when this thread's
- * last acquire on `p` did not fail that way. */
+ * only; the rest are taken to the end of the allocation) and those of
+ * slabs of small allocations (`small`); the resident pages other calls
+ * hold locked (in flight on other threads: `locked_other`, counted only
+ * when `pages` is within the budget); and the chunks the pool holds
+ * (`held`: after a failed acquire, fewer than the budget's when the device
+ * refused more - other processes or libraries use it).  The runtime turns
+ * it into the user's error line.  False when there is no host memory to
+ * count with. */
 typedef struct {
 	uint64_t chunk;           /* bytes a page */
 	uint64_t budget;          /* bytes */
@@ -337,11 +339,6 @@ typedef struct {
 	uint32_t held;
 } pool_oom_t;
 
-bool pool_oom_why(const pool_t *p, pool_oom_t *o);
-/* The same count for refs no acquire was tried on (a convolution whose
- * rescue found nothing to run): nothing is made resident or locked, and
- * `held` is the budget's (no chunk was asked of the device).
- * False when there is no host memory to count with. */
 bool pool_oom_need(pool_t *p, const pool_ref_t *refs, int n, pool_oom_t *o);
 
 /* After the call was issued on `stream`: marks written pages dirty (their

@@ -1015,12 +1015,6 @@ static bool refs_lost(pool_t *p, const pool_ref_t *refs, const struct rref *rr, 
 	return lost;
 }
 
-/* The calling thread's last POOL_ENOMEM from pool_acquire (pool_oom_why). */
-static __thread struct {
-	const pool_t *p;
-	pool_oom_t o;
-} tl_why;
-
 struct pages_iv {
 	const struct alloc *a;
 	uint32_t first, last;
@@ -1073,7 +1067,7 @@ static uint32_t pages_locked(const pool_t *p)
 }
 
 /* Counts what the call of rr needs against the budget (pool_oom_t); its
- * own pages unlocked.  False when there is no memory to count with. */
+ * pages not locked by it.  False when there is no memory to count with. */
 static bool why_count(const pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr,
 		      pool_oom_t *o)
 {
@@ -1106,12 +1100,6 @@ static bool why_count(const pool_t *p, const pool_ref_t *refs, const struct rref
 	return true;
 }
 
-/* Records why the call of rr found no room (pool_oom_why). */
-static void note_why(const pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr)
-{
-	tl_why.p = why_count(p, refs, rr, nrr, &tl_why.o) ? p : NULL;
-}
-
 bool pool_oom_need(pool_t *p, const pool_ref_t *refs, int n, pool_oom_t *o)
 {
 	rrefs_t v;
@@ -1123,19 +1111,9 @@ bool pool_oom_need(pool_t *p, const pool_ref_t *refs, int n, pool_oom_t *o)
 	for (int i = 0; i < n && ok; i++)
 		ok = resolve(p, &refs[i], i, &sp, &v);
 	ok = ok && why_count(p, refs, v.rr, v.n, o);
-	if (ok)
-		o->held = (uint32_t)(p->cfg.budget / chunk_sz(p));   /* nothing was asked of the device */
 	pthread_mutex_unlock(&p->lock);
 	rr_free(&v);
 	return ok;
-}
-
-bool pool_oom_why(const pool_t *p, pool_oom_t *o)
-{
-	if (tl_why.p != p)
-		return false;
-	*o = tl_why.o;
-	return true;
 }
 
 pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *stream, pool_span_t *out)
@@ -1144,7 +1122,6 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 	pool_status_t st = POOL_OK;
 	uint32_t nfault;
 
-	tl_why.p = NULL;
 	rr_init(&v);
 	pthread_mutex_lock(&p->lock);
 	for (int i = 0; i < n && st == POOL_OK; i++)
@@ -1193,8 +1170,6 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 		}
 	if (st) {
 		unlock_spans(p, rr, nrr);
-		if (st == POOL_ENOMEM)
-			note_why(p, refs, rr, nrr);
 		if (st == POOL_ENOMEM || st == POOL_EHOST) {
 			/* a device failure is not an out-of-memory */
 			p->st.oom++;

@@ -920,10 +920,10 @@ static void test_call_whose_refs_do_not_fit_fails_and_loses_nothing(void **state
 	env_close(&e);
 }
 
-/* pool_oom_why: what the failed acquire needed, counted once per page -
- * an unknown extent's pages past its first are not "stated", a slab's page
- * is "small" - and, for a call within the budget, the pages other calls
- * had locked then. */
+/* pool_oom_need after a failed acquire: what the call needs, counted once
+ * per page - an unknown extent's pages past its first are not "stated", a
+ * slab's page is "small" - and, for a call within the budget, the pages
+ * other calls hold locked. */
 static void test_oom_why_counts_the_call_s_pages(void **state)
 {
 	(void)state;
@@ -939,7 +939,6 @@ static void test_oom_why_counts_the_call_s_pages(void **state)
 	put(&e, b, 4 * CH, 2);
 	/* another call holds one page of c while this one fails */
 	assert_int_equal(pool_acquire(e.p, &other, 1, NULL, &os), POOL_OK);
-	assert_false(pool_oom_why(e.p, &o));
 	pool_ref_t r[4] = {
 		{ .ptr = a, .bytes = 2 * CH },
 		{ .ptr = a + 16, .bytes = 64 },             /* a's first page again */
@@ -948,7 +947,7 @@ static void test_oom_why_counts_the_call_s_pages(void **state)
 	};
 	pool_status_t st = pool_acquire(e.p, r, 4, NULL, s);
 	/* larger than the budget: what others held is not counted */
-	if (st != POOL_ENOMEM || !pool_oom_why(e.p, &o) || o.pages != 6 || o.stated != 4 ||
+	if (st != POOL_ENOMEM || !pool_oom_need(e.p, r, 4, &o) || o.pages != 6 || o.stated != 4 ||
 	    o.small != 1 || o.locked_other != 0 || o.chunk != CH || o.budget != 5 * CH ||
 	    o.held != 5)
 		fail_msg("expected POOL_ENOMEM, pages 6, stated 4, small 1, locked by others 0, "
@@ -961,15 +960,17 @@ static void test_oom_why_counts_the_call_s_pages(void **state)
 	other.bytes = 3 * CH;
 	assert_int_equal(pool_acquire(e.p, &other, 1, NULL, &os), POOL_OK);
 	st = pool_acquire(e.p, r, 3, NULL, s);
-	if (st != POOL_ENOMEM || !pool_oom_why(e.p, &o) || o.pages != 5 || o.stated != 3 ||
+	if (st != POOL_ENOMEM || !pool_oom_need(e.p, r, 3, &o) || o.pages != 5 || o.stated != 3 ||
 	    o.small != 0 || o.locked_other != 3)
 		fail_msg("within the budget: expected POOL_ENOMEM, pages 5, stated 3, small 0, "
 			 "locked by others 3; got status %d, pages %u, stated %u, small %u, locked %u",
 			 (int)st, o.pages, o.stated, o.small, o.locked_other);
 	pool_release(e.p, &other, &os, 1, NULL);
-	/* a later acquire that succeeds clears it */
+	/* once the other call is done the same count finds nothing locked */
+	if (!pool_oom_need(e.p, r, 3, &o) || o.pages != 5 || o.locked_other != 0)
+		fail_msg("after the other call: expected pages 5, locked by others 0; got pages %u, "
+			 "locked %u", o.pages, o.locked_other);
 	assert_int_equal(pool_acquire(e.p, r, 2, NULL, s), POOL_OK);
-	assert_false(pool_oom_why(e.p, &o));
 	pool_release(e.p, r, s, 2, NULL);
 	assert_true(check(&e, b, 4 * CH, 2));
 	env_close(&e);
