@@ -81,17 +81,21 @@ uint64_t hook_slice_pages(const hook_slice_t *t, int nt, int first, int b, uint6
 
 /* Images per slice for a call of n images: the largest b = ceil(n/k),
  * k from `k0` up, whose every slice fits `room` bytes of pages (slices
- * that straddle a page boundary need one page more per tensor); 0 when
- * none of the first 64 candidates does.  Pure. */
-int hook_slice_images(const hook_slice_t *t, int nt, int n, int k0, uint64_t room, uint64_t chunk);
+ * that straddle a page boundary need one page more per tensor) and,
+ * unless `pair` is 0, every two slices in a row fit `pair` together; 0
+ * when none of the first 64 candidates does.  Pure. */
+int hook_slice_images(const hook_slice_t *t, int nt, int n, int k0, uint64_t room, uint64_t pair,
+		      uint64_t chunk);
 
 /* The rule for a call of n images whose tensors span `pages` bytes of
  * pages in `budget` (0: none): images per slice (0 < b < n) when it needs
  * more than 3/4 of the budget and a slicing of about 1/4 each fits 3/4
  * in whole pages - or, when it needs more than the whole budget and none
  * does, a slicing that fits the whole budget; 0 to run it whole (it
- * fits, or no slicing does).  The one rule dnn_split.c and conv_exec.c
- * both apply.  Pure. */
+ * fits, or no slicing does).  At each of the two levels a slicing whose
+ * every two slices in a row fit the budget together comes first (the
+ * next slice's pages come in while one runs).  The one rule dnn_split.c
+ * and conv_exec.c both apply.  Pure. */
 int hook_split_images(const hook_slice_t *t, int nt, int n, uint64_t pages, uint64_t budget,
 		      uint64_t chunk);
 /* The slice of a call's units (images, or (image, channel) planes) that

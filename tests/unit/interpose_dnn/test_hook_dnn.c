@@ -501,17 +501,17 @@ static void test_slice_images_count_whole_pages(void **state)
 	assert_int_equal(hook_slice_pages(t, 4, 0, 3, C), 4 * C);
 	/* every slicing of 16 has a slice across 2048 KiB: 16 MiB of pages
 	 * (the fuzz's OOM at 12 MiB stays one), and fits in 16 */
-	assert_int_equal(hook_slice_images(t, 4, 16, 6, 7 * C, C), 0);
-	assert_int_equal(hook_slice_images(t, 4, 16, 6, 8 * C, C), 3);
+	assert_int_equal(hook_slice_images(t, 4, 16, 6, 7 * C, 0, C), 0);
+	assert_int_equal(hook_slice_images(t, 4, 16, 6, 8 * C, 0, C), 3);
 	/* from k0 = 2 the first fit in 16 MiB is 8 a slice, in 8 MiB none */
-	assert_int_equal(hook_slice_images(t, 4, 16, 2, 8 * C, C), 8);
-	assert_int_equal(hook_slice_images(t, 4, 16, 2, 4 * C, C), 0);
+	assert_int_equal(hook_slice_images(t, 4, 16, 2, 8 * C, 0, C), 8);
+	assert_int_equal(hook_slice_images(t, 4, 16, 2, 4 * C, 0, C), 0);
 	/* a whole 6 MiB tensor in every slice: 1 MiB images, 2 a slice */
 	assert_int_equal(hook_slice_pages(w, 2, 0, 2, C), C + 3 * C);
-	assert_int_equal(hook_slice_images(w, 2, 8, 2, 4 * C, C), 2);
-	assert_int_equal(hook_slice_images(w, 2, 8, 2, 3 * C, C), 0);
+	assert_int_equal(hook_slice_images(w, 2, 8, 2, 4 * C, 0, C), 2);
+	assert_int_equal(hook_slice_images(w, 2, 8, 2, 3 * C, 0, C), 0);
 	/* nothing to slice */
-	assert_int_equal(hook_slice_images(t, 4, 0, 1, 8 * C, C), 0);
+	assert_int_equal(hook_slice_images(t, 4, 0, 1, 8 * C, 0, C), 0);
 	/* the whole rule: 16 MiB of pages in 20 MiB runs whole; in 12 none
 	 * of the slicings fits 9 MiB; 25 MiB in 32 (over its 24) wants
 	 * quarters of 8 MiB, 4 slices of 4 images, each within 24 in pages */
@@ -523,17 +523,55 @@ static void test_slice_images_count_whole_pages(void **state)
 	 * 16 images of 385024 bytes, y and dy 376 bytes an image in two
 	 * slabs - 8 pages whole; every slicing has a slice across a page
 	 * boundary (6 pages, over 3/4 of the budget), and 4 slices of 4 fit
-	 * the whole budget: taken, since whole the call cannot run at all */
+	 * the whole budget, but two of them in a row (images 4..11) need 8
+	 * pages of its 7; slices of 3 fit it two at a time: taken, since
+	 * whole the call cannot run at all */
 	hook_slice_t p[4] = { { 0, 385024, 385024 }, { 4 * C, 385024, 385024 },
 			      { 8 * C + 4096, 376, 376 }, { 9 * C + 4096, 376, 376 } };
-	assert_int_equal(hook_slice_images(p, 4, 16, 5, 14 << 20, C), 4);
-	assert_int_equal(hook_slice_images(p, 4, 16, 5, (14 << 20) - (14 << 20) / 4, C), 0);
-	assert_int_equal(hook_split_images(p, 4, 16, 8 * C, 14 << 20, C), 4);
-	/* in 16 MiB a slice leaves a quarter free (the first rule), in 22
-	 * it runs whole, in 10 no slicing fits */
+	assert_int_equal(hook_slice_images(p, 4, 16, 5, 14 << 20, 0, C), 4);
+	assert_int_equal(hook_slice_pages(p, 4, 4, 8, C), 8 * C);
+	assert_int_equal(hook_slice_images(p, 4, 16, 5, 14 << 20, 14 << 20, C), 3);
+	assert_int_equal(hook_slice_images(p, 4, 16, 5, (14 << 20) - (14 << 20) / 4, 0, C), 0);
+	assert_int_equal(hook_split_images(p, 4, 16, 8 * C, 14 << 20, C), 3);
+	/* in 16 MiB a slice leaves a quarter free (the first rule), two in
+	 * a row fit 16 MiB; in 22 it runs whole, in 10 no slicing fits */
 	assert_int_equal(hook_split_images(p, 4, 16, 8 * C, 16 << 20, C), 4);
 	assert_int_equal(hook_split_images(p, 4, 16, 8 * C, 22 << 20, C), 0);
 	assert_int_equal(hook_split_images(p, 4, 16, 8 * C, 10 << 20, C), 0);
+}
+
+/* Slices whose every two in a row fit the budget: random:1851711389's
+ * backward-filter convolution at 1/2 (10 MiB, 5 pages).  x of 16 images
+ * of 442368 bytes and dy of 147456 in their own allocations, dw in a
+ * slab.  Slices of 3 each fit the budget, but images 9..11 and 12..14
+ * share only 3 of the 5 pages the second needs, so its last page waited
+ * for the first to end (a miss in every planned iteration); slices of 2
+ * need at most 5 pages two at a time. */
+static void test_slices_two_in_a_row_fit_the_budget(void **state)
+{
+	const uint64_t C = 2 << 20, budget = 10 << 20;
+	hook_slice_t t[3] = { { 16 * C, 442368, 442368 }, { 24 * C, 147456, 147456 },
+			      { 30 * C + 8192, 0, 972 } };
+	(void)state;
+
+	assert_int_equal(hook_split_slices(7 * C, budget, 16), 6);
+	/* the rule before: the first candidate of 3 fits the budget alone */
+	assert_int_equal(hook_slice_images(t, 3, 16, 6, budget, 0, C), 3);
+	assert_int_equal(hook_slice_pages(t, 3, 12, 3, C), 5 * C);
+	assert_int_equal(hook_slice_pages(t, 3, 9, 6, C), 6 * C);
+	/* no slicing leaves a quarter free; 2 a slice fit two at a time */
+	assert_int_equal(hook_slice_images(t, 3, 16, 6, budget - budget / 4, 0, C), 0);
+	assert_int_equal(hook_slice_images(t, 3, 16, 6, budget, budget, C), 2);
+	for (int first = 0; first < 16; first += 2) {
+		uint64_t two = hook_slice_pages(t, 3, first, first + 4 <= 16 ? 4 : 16 - first, C);
+
+		if (two > budget)
+			fail_msg("slices at %d and %d: expected at most %" PRIu64 " bytes of pages, got %" PRIu64,
+				 first, first + 2, budget, two);
+	}
+	assert_int_equal(hook_split_images(t, 3, 16, 7 * C, budget, C), 2);
+	/* in a budget of many pages the first candidate fits both ways */
+	assert_int_equal(hook_split_images(t, 3, 16, 7 * C, 8 * C, C), 4);
 }
 
 /* Slices cut where the pages say (slices of planes, dnn_split.c):
@@ -917,6 +955,7 @@ int main(void)
 		cmocka_unit_test(test_table_memory_is_bounded),
 		cmocka_unit_test(test_split_slices_only_past_three_quarters),
 		cmocka_unit_test(test_slice_images_count_whole_pages),
+		cmocka_unit_test(test_slices_two_in_a_row_fit_the_budget),
 		cmocka_unit_test(test_slice_next_stops_at_page_boundaries),
 		cmocka_unit_test(test_variant_pack_beyond_limit_refuses_the_execution),
 		cmocka_unit_test(test_two_threads_use_the_table_at_once),
