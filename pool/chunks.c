@@ -143,6 +143,8 @@ pool_status_t pool_ensure_chunks(pool_t *p, uint32_t need)
 			continue;
 		if (pool_evict_lru(p, need - p->ncache))
 			continue;
+		if (p->evict_taken_back && retries++ < 64)
+			continue;   /* its victims were used meanwhile: choose others */
 		if (p->evict_err)
 			return p->evict_err;
 		if (p->host_exhausted && p->hpend_head) {

@@ -181,6 +181,8 @@ typedef struct {
 	                                 rewrites one span, the rest stays on the host */
 	uint64_t rests_filled;        /* of those, rests brought back for a later use */
 	uint64_t bytes_rest_filled;   /* bytes those copies moved */
+	uint64_t rest_waits;          /* waits of a call vmem cannot see into for another
+					 thread's eviction of such a page (pool_fill_rests) */
 	uint64_t evictions;           /* pages evicted by the LRU */
 	uint64_t evictions_clean;     /* of which dropped without a copy */
 	uint64_t bytes_evicted;       /* bytes copied out by evictions */

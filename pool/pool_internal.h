@@ -280,6 +280,8 @@ struct pool {
 	pool_stats_t st;
 	bool host_exhausted;         /* last eviction failed for lack of host memory */
 	pool_status_t evict_err;     /* last eviction failed on a device operation */
+	uint32_t evict_taken_back;   /* last eviction's victims a use or a free took back
+					while it waited (lock released): worth another try */
 };
 
 /* ---------------------------------------------------------------- helpers */

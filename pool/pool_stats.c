@@ -61,6 +61,7 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line1(out, ctx, "  copies skipped (rest on host)", s->rests_kept, NULL);
 	line1(out, ctx, "  rests brought back", s->rests_filled, NULL);
 	line1(out, ctx, "  rests' bytes brought back", s->bytes_rest_filled, "MiB");
+	line1(out, ctx, "  rests waited (unseen)", s->rest_waits, NULL);
 	line1(out, ctx, "evictions (pages)", s->evictions, NULL);
 	line1(out, ctx, "  of which clean", s->evictions_clean, NULL);
 	line1(out, ctx, "evicted", s->bytes_evicted, "MiB");

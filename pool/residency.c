@@ -346,6 +346,7 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 
 	p->host_exhausted = false;
 	p->evict_err = POOL_OK;
+	p->evict_taken_back = 0;
 	if (need > EVICT_BATCH)
 		need = EVICT_BATCH;
 	ncand = evict_candidates(p, cand, EVICT_BATCH, &nplanned, 0, true);
@@ -397,8 +398,10 @@ uint32_t pool_evict_lru(pool_t *p, uint32_t need)
 	for (uint32_t i = 0; i < n; i++) {
 		struct page *pg = vict[i];
 		pg->a->pins--;
-		if (pg->state != PG_EVICTING)
-			continue;   /* taken back by a use or a free while we waited */
+		if (pg->state != PG_EVICTING) {
+			p->evict_taken_back++;   /* by a use or a free while we waited */
+			continue;
+		}
 		if (copied[i] ? wst != POOL_OK : failed[i]) {
 			/* The copy (or the last use) may still be queued: the page
 			 * stays mapped and resident, ordered after it; a copy
@@ -1626,8 +1629,10 @@ static uint32_t take_clean_fenced(pool_t *p, uint32_t need, uint64_t floor)
 		struct page *pg = vict[i];
 
 		pg->a->pins--;
-		if (pg->state != PG_EVICTING)
-			continue;   /* taken back by a use or a free while we waited */
+		if (pg->state != PG_EVICTING) {
+			p->evict_taken_back++;   /* by a use or a free while we waited */
+			continue;
+		}
 		if (!pool_mark_done(p, pg->busy)) {
 			pg->state = PG_RESIDENT;   /* still in use: stays */
 			list_push_back(&p->lru, pg);
@@ -1881,20 +1886,44 @@ pool_status_t pool_fill_rests(pool_t *p, void *stream)
 	uint32_t n = 0;
 
 	pthread_mutex_lock(&p->lock);
-	for (uint64_t i = 0; p->nrest && i < p->capids && !st; i++) {
-		struct alloc *a = p->ids[i].a;
+	for (;;) {
+		uint32_t evicting = 0;
 
-		if (!p->ids[i].id || p->ids[i].block != UINT32_MAX || a->kind != A_LARGE)
-			continue;
-		for (uint32_t k = 0; k < a->npages && !st; k++) {
-			struct page *pg = &a->pages[k];
+		for (uint64_t i = 0; p->nrest && i < p->capids && !st; i++) {
+			struct alloc *a = p->ids[i].a;
 
-			/* resident or leaving with a copy: mapped, the rest garbage */
-			if ((pg->flags & PF_REST) &&
-			    (pg->state == PG_RESIDENT || pg->state == PG_OFFLOADING) &&
-			    !(st = rest_fill(p, pg, POOL_EV_FAULT_IN)))
-				n++;
+			if (!p->ids[i].id || p->ids[i].block != UINT32_MAX || a->kind != A_LARGE)
+				continue;
+			for (uint32_t k = 0; k < a->npages && !st; k++) {
+				struct page *pg = &a->pages[k];
+
+				if (!(pg->flags & PF_REST))
+					continue;
+				/* resident or leaving with a copy: mapped, the rest garbage */
+				if ((pg->state == PG_RESIDENT || pg->state == PG_OFFLOADING) &&
+				    !(st = rest_fill(p, pg, POOL_EV_FAULT_IN)))
+					n++;
+				else if (pg->state == PG_EVICTING)
+					evicting++;
+			}
 		}
+		if (st || !evicting)
+			break;
+		/* Another thread evicts such a page, waiting for its copy with
+		 * the lock released.  A use meanwhile takes it back with the
+		 * rest still on the host and garbage on the device, after this
+		 * call was issued, if it were issued now: wait for those
+		 * evictions to end (every such wait ends with a broadcast; the
+		 * timeout only bounds a missed one), then look again. */
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		p->st.rest_waits++;
+		pthread_cond_timedwait(&p->cv, &p->lock, &ts);
 	}
 	/* the launch also waits for the copies in still under way (a
 	 * prefetch's, whose page it may read) */
