@@ -91,6 +91,10 @@ typedef struct {
 	uint64_t misses;       /* fault-ins of the call that copied bytes back */
 	uint64_t maps;         /* ... that only mapped fresh pages */
 	uint64_t room;         /* the call's ALGO room (UINT64_MAX none) */
+	/* the previous call's ranges ([0, nprev)), and room for the current
+	 * one's after them: what the two need together (miss_beside) */
+	pool_range_t *pair;
+	int nprev;
 	/* prefetches the pool could not finish (no chunk free without a
 	 * wait: an offload's copy still draining), tried again after each
 	 * call until the first call that uses the range comes */
@@ -111,6 +115,7 @@ static void tl_destroy(void *arg)
 	free(t->ranges);
 	free(t->refs);
 	free(t->spans);
+	free(t->pair);
 	policy_actions_free(&t->acts);
 	free(t);
 }
@@ -149,7 +154,10 @@ static bool tl_reserve(tl_policy_t *t, int n)
 	pool_span_t *s = realloc(t->spans, (size_t)cap * sizeof(*s));
 	if (s)
 		t->spans = s;
-	if (!r || !f || !s)
+	pool_range_t *pr = realloc(t->pair, 2 * (size_t)cap * sizeof(*pr));
+	if (pr)
+		t->pair = pr;
+	if (!r || !f || !s || !pr)
 		return false;
 	t->cap = cap;
 	return true;
@@ -1013,6 +1021,33 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 	return run_actions(t, &ev);
 }
 
+/* True when the call in flight and the one before it on this thread need
+ * more pages together than the budget holds (policy_note_miss_beside).
+ * Counted only for a call that missed: one lock and a sort of its
+ * ranges. */
+static bool miss_beside(tl_policy_t *t)
+{
+	uint64_t budget, chunk;
+	int m = t->nprev;
+
+	if (!m)
+		return false;
+	for (int i = 0; i < t->n; i++)
+		t->pair[m++] = (pool_range_t){ t->ranges[i].alloc_id, t->ranges[i].offset,
+					       t->ranges[i].bytes };
+	runtime_budget_free(&budget, NULL, &chunk);
+	return chunk && pool_ranges_pages(g_rp_pool, t->pair, m) > budget / chunk;
+}
+
+/* The call's ranges, kept for the next call's miss_beside. */
+static void keep_as_prev(tl_policy_t *t)
+{
+	for (int i = 0; i < t->n; i++)
+		t->pair[i] = (pool_range_t){ t->ranges[i].alloc_id, t->ranges[i].offset,
+					     t->ranges[i].bytes };
+	t->nprev = t->n;
+}
+
 void runtime_policy_after(const runtime_call_t *c)
 {
 	tl_policy_t *t = tl_pol;
@@ -1023,8 +1058,11 @@ void runtime_policy_after(const runtime_call_t *c)
 	t->pending = false;
 	if (t->misses) {
 		policy_note_miss(g_pol, t->misses);
+		if (miss_beside(t))
+			policy_note_miss_beside(g_pol, t->misses);
 		t->misses = 0;
 	}
+	keep_as_prev(t);
 	if (t->maps) {
 		policy_note_map(g_pol, t->maps);
 		t->maps = 0;

@@ -907,6 +907,13 @@ void policy_note_miss(policy_t *p, uint64_t n)
 	count_by_state(p, &p->st.misses_planned, &p->st.misses_other, n);
 }
 
+void policy_note_miss_beside(policy_t *p, uint64_t n)
+{
+	uint64_t ignored = 0;
+
+	count_by_state(p, &p->st.misses_planned_beside, &ignored, n);
+}
+
 void policy_note_map(policy_t *p, uint64_t n)
 {
 	count_by_state(p, &p->st.maps_planned, &p->st.maps_other, n);
@@ -995,6 +1002,10 @@ void policy_stats_print(const policy_stats_t *s, policy_print_fn out, void *ctx)
 			      s->entry_steps);
 	policy_printf(out, ctx, "policy: misses in planned iterations %10" PRIu64 "  elsewhere %10"
 		      PRIu64, s->misses_planned, s->misses_other);
+	if (s->misses_planned_beside)
+		policy_printf(out, ctx, "policy:   of them beside the call before %8" PRIu64
+			      "  (the two calls need more pages than the budget together)",
+			      s->misses_planned_beside);
 	policy_printf(out, ctx, "policy: fresh maps in planned iterations %6" PRIu64 "  elsewhere %10"
 		      PRIu64, s->maps_planned, s->maps_other);
 	for (int d = POLICY_LINK_H2D; d <= POLICY_LINK_D2H; d++)

@@ -238,6 +238,9 @@ typedef struct {
 					    (policy.c, entry_steps) */
 	uint64_t misses_planned, misses_other;   /* reported by the runtime: fault-ins that
 						    brought bytes back */
+	uint64_t misses_planned_beside;  /* of misses_planned, those of calls whose pages and
+					    the call's before them on the thread exceed the
+					    budget together (policy_note_miss_beside) */
 	uint64_t maps_planned, maps_other;       /* fault-ins that only mapped fresh pages
 						    (a whole overwrite, a first touch) */
 	uint32_t period;                 /* of the current plan, 0 none */
@@ -319,6 +322,12 @@ int policy_op_distance(policy_t *p, int op);
  * (nothing to bring back: a call that overwrites them whole, a first
  * touch) is not a miss: policy_note_map counts those apart. */
 void policy_note_miss(policy_t *p, uint64_t n);
+/* Of the misses just noted, n of a call that needs, with the call before
+ * it on its thread, more pages than the budget holds: while that call
+ * runs its pages stay, and what the two need beyond the budget can only
+ * come once it is done - a plan that brings data ahead cannot hide those
+ * copies, only choose which pages they are.  Counted while planned. */
+void policy_note_miss_beside(policy_t *p, uint64_t n);
 void policy_note_map(policy_t *p, uint64_t n);
 policy_state_t policy_state(policy_t *p);
 /* The description of dropped bytes overlapping the range (the pool found

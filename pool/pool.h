@@ -415,6 +415,13 @@ pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, pool_wait_t wait);
  * they are ordinary resident pages again. */
 pool_status_t pool_unhold(pool_t *p, const pool_range_t *r);
 
+/* The distinct pages n policy ranges (by allocation id; bytes 0: the rest
+ * of it) span together, a small allocation counting its slab's page;
+ * ranges of allocations no longer live count nothing.  0 when there is no
+ * host memory to count with.  What a call and the one before it need
+ * together (runtime_policy.c: a miss beside a call whose pages and its
+ * own exceed the budget). */
+uint32_t pool_ranges_pages(pool_t *p, const pool_range_t *r, int n);
 /* What holds the device when a prefetch of range r finds no chunk: the
  * resident pages counted by what a prefetch may do with them - relative
  * to the range's own next use in the eviction order (pool_set_order;

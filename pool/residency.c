@@ -1302,6 +1302,28 @@ static pool_status_t range_rref(pool_t *p, const pool_range_t *r, struct rref *r
 	return POOL_OK;
 }
 
+uint32_t pool_ranges_pages(pool_t *p, const pool_range_t *r, int n)
+{
+	struct pages_iv *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(*v));
+	uint32_t pages;
+	int m = 0;
+
+	if (!v)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < n; i++) {
+		struct rref rr;
+		pool_span_t sp;
+
+		if (r[i].alloc_id && range_rref(p, &r[i], &rr, &sp) == POOL_OK)
+			v[m++] = (struct pages_iv){ rr.a, rr.first, rr.last };
+	}
+	pages = pages_union(v, m);
+	pthread_mutex_unlock(&p->lock);
+	free(v);
+	return pages;
+}
+
 /* Pages copied out since `from` (PF_MARK) get one fence: the offload's
  * pages become free group by group (cfg.offload_fence bytes) as their
  * copies complete, so a reclaim waits for the first group, not for the

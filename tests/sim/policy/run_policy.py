@@ -303,7 +303,10 @@ def t_split(args):
     in all four (8 pages of 7): it runs in slices of (image, channel)
     planes cut at the boundary -- out-of-memory before.  random:1851711389
     at half its peak (10 MiB) has graph-API convolutions of 12 MiB: they
-    run in slices of N on vmem's own plans, as the legacy API's do."""
+    run in slices of N on vmem's own plans, as the legacy API's do; its
+    planned iterations miss nothing since every two slices in a row fit
+    the budget together (slices of 3 had one of all 5 pages after one that
+    shared 3 of them: a miss each iteration)."""
     cases = (("random:1626732407", ["--batch", "8", "--image", "64", "--iters", "6"], 2,
               ("none", "dyn"), "slice"),
              ("random:185167115", ["--batch", "16", "--image", "64", "--iters", "6"], 2,
@@ -345,6 +348,10 @@ def t_split(args):
             if policy == "dyn" and not planned:
                 fail("%s: expected planned iterations with sliced calls, got none\n%s"
                      % (what, show(p)))
+            missed = policy_line(p.stderr, "misses in planned iterations")
+            if net == "random:1851711389" and (not planned or missed != 0):
+                fail("%s: expected planned iterations without a miss, got %s planned, %s "
+                     "misses\n%s" % (what, planned, missed, show(p)))
             print("ok: %s: %d calls in %d slices (%d ops with '%s'), %s planned iterations, "
                   "checksum as unlimited" % (what, split, slices, len(sliced), arg, planned))
 
@@ -717,9 +724,41 @@ def t_no_misses_random(args):
     # call's
     fuzz_no_misses(args, ["561805009", "--iters", "8", "--styles", "network", "--apis",
                           "legacy"], 3, "random:561805009 (network) x 3 policies", 200)
+    # random:147831307 caching at half its peak (48 MiB) under all: a
+    # channel-slice kernel's two scanned arguments run to their 24 MiB
+    # segments' ends, the whole budget; it and the call before it need
+    # more pages than the budget together, so what they need beyond it can
+    # only come once that call is done - every planned miss is counted
+    # "beside the call before".  Without the lookahead the plan misses
+    # more, and not only beside it.
+    extra = ["--batch", "16", "--image", "64", "--iters", "8", "--alloc", "caching"]
+    base = mt(args, "random:147831307", extra, {"SIMGPU_MEM": "4G"}, preload=False)
+    must_pass(base, "random:147831307 without vmem")
+    b = mt_json(base, "random:147831307")
+    limit = half(b["peak_bytes"])
+    got = {}
+    for look in ("1", "0"):
+        what = "random:147831307 caching under all at %d MiB, VMEM_LOOKAHEAD=%s" % (
+            limit // MiB, look)
+        p = mt(args, "random:147831307", extra, {"VMEM_DEVICE_LIMIT": str(limit),
+                                                 "VMEM_STATS": "1", "VMEM_POLICY": "all",
+                                                 "VMEM_LOOKAHEAD": look})
+        must_pass(p, what)
+        if mt_json(p, what)["checksum"] != b["checksum"]:
+            fail("%s: checksum %s, expected %s (unlimited)"
+                 % (what, mt_json(p, what)["checksum"], b["checksum"]))
+        got[look] = (policy_line(p.stderr, "misses in planned iterations") or 0,
+                     policy_line(p.stderr, "  of them beside the call before") or 0)
+    if not (got["1"][0] > 0 and got["1"][0] == got["1"][1]) or \
+       not (got["0"][0] > got["0"][1] > 0):
+        fail("random:147831307 caching under all at half its peak: expected planned misses all "
+             "beside the call before with the lookahead, and more misses than those beside it "
+             "without; got (misses, beside) %s with, %s without" % (got["1"], got["0"]))
     print("ok: random:1826307923, random:1799300810 (caching) and random:561805009 (network) "
           "at half their peak under all, conv and dyn: planned iterations without a miss, "
-          "same weights")
+          "same weights; random:147831307 (caching, all): misses %d, all beside the call "
+          "before (%d and %d beside without the lookahead)" % (got["1"][0], got["0"][0],
+                                                               got["0"][1]))
 
 
 def t_eval_batch_change_random(args):

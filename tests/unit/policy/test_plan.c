@@ -393,14 +393,19 @@ static void test_misses_counted_by_state(void **state)
 	drv_init(&d, &c);
 	net_init(&n, &d, &nc);
 	policy_note_miss(d.p, 3);
+	policy_note_miss_beside(d.p, 3);   /* not planned: not counted */
 	policy_note_map(d.p, 7);
 	for (int i = 0; i < 4; i++)
 		net_train(&n, &d);
 	policy_note_miss(d.p, 5);
+	policy_note_miss_beside(d.p, 4);
 	policy_note_map(d.p, 11);
 	policy_get_stats(d.p, &st);
 	assert_int_equal(st.misses_other, 3);
 	assert_int_equal(st.misses_planned, 5);
+	if (st.misses_planned_beside != 4)
+		fail_msg("misses beside the call before: expected 4 (the planned ones only), got %llu",
+			 (unsigned long long)st.misses_planned_beside);
 	/* fresh maps are not misses: counted apart, by the same state */
 	assert_int_equal(st.maps_other, 7);
 	assert_int_equal(st.maps_planned, 11);

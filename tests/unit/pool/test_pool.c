@@ -976,6 +976,42 @@ static void test_oom_why_counts_the_call_s_pages(void **state)
 	env_close(&e);
 }
 
+/* What a call and the one before it need together (runtime_policy.c's
+ * miss_beside): the distinct pages of policy ranges by allocation id,
+ * overlaps once, small allocations by their slab's page, the ranges of a
+ * freed allocation or of memory not vmem's (id 0) nothing. */
+static void test_ranges_pages_counts_distinct_pages(void **state)
+{
+	(void)state;
+	env_t e;
+	uintptr_t a, b, s1, s2, f;
+	uint64_t ia, ib, is1, is2, ifr;
+
+	env_open(&e, 8, 0, 64);
+	assert_int_equal(pool_malloc(e.p, 3 * CH, &a, &ia), POOL_OK);
+	assert_int_equal(pool_malloc(e.p, 2 * CH, &b, &ib), POOL_OK);
+	assert_int_equal(pool_malloc(e.p, 512, &s1, &is1), POOL_OK);
+	assert_int_equal(pool_malloc(e.p, 256, &s2, &is2), POOL_OK);
+	assert_int_equal(pool_malloc(e.p, CH, &f, &ifr), POOL_OK);
+	assert_int_equal(pool_free(e.p, f, NULL, false), POOL_OK);
+	const pool_range_t r[] = {
+		{ ia, CH / 2, CH },      /* pages 0 and 1 of a */
+		{ ia, 0, CH },           /* page 0 again */
+		{ ia, 2 * CH, 0 },       /* the rest: page 2 */
+		{ ib, CH + 8, 16 },      /* page 1 of b */
+		{ is1, 0, 512 },         /* the slab's page */
+		{ is2, 0, 256 },         /* the same page */
+		{ ifr, 0, CH },          /* freed: nothing */
+		{ 0, 0, CH },            /* not vmem's: nothing */
+	};
+	uint32_t got = pool_ranges_pages(e.p, r, 8), two = pool_ranges_pages(e.p, r, 2);
+	if (got != 5 || two != 2)
+		fail_msg("expected 5 distinct pages (a's 3, b's 1, one slab page), 2 for the first two "
+			 "ranges; got %u and %u", got, two);
+	assert_int_equal(pool_ranges_pages(e.p, r, 0), 0);
+	env_close(&e);
+}
+
 static void test_host_limit_fails_cleanly(void **state)
 {
 	(void)state;
@@ -4073,6 +4109,7 @@ int main(void)
 		cmocka_unit_test(test_locked_pages_are_never_evicted),
 		cmocka_unit_test(test_call_whose_refs_do_not_fit_fails_and_loses_nothing),
 		cmocka_unit_test(test_oom_why_counts_the_call_s_pages),
+		cmocka_unit_test(test_ranges_pages_counts_distinct_pages),
 		cmocka_unit_test(test_host_limit_fails_cleanly),
 		cmocka_unit_test(test_eviction_waits_for_copy_before_unmap),
 		cmocka_unit_test(test_eviction_keeps_pages_mapped_when_no_fence_follows_the_copy),

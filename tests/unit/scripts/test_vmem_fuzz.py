@@ -56,5 +56,22 @@ class SaidCauseTest(unittest.TestCase):
 			   'report it')
 
 
+class PolicyStatTest(unittest.TestCase):
+	ERR = ('policy: iterations planned          4  suspended 0\n'
+	       'policy: misses in planned iterations         30  elsewhere        234\n'
+	       'policy:   of them beside the call before       30  (the two calls need more '
+	       'pages than the budget together)\n')
+
+	def test_planned_misses_and_those_beside_the_call_before(self):
+		for name, want in (('misses in planned iterations', 30),
+				   ('  of them beside the call before', 30),
+				   ('iterations planned', 4)):
+			got = VF.policy_stat(self.ERR, name)
+			self.assertEqual(got, want, '%r: expected %d, got %d' % (name, want, got))
+		# a run whose misses are not beside the call before has no such line
+		got = VF.policy_stat(self.ERR.splitlines()[1], '  of them beside the call before')
+		self.assertEqual(got, 0, 'no line: expected 0, got %d' % got)
+
+
 if __name__ == '__main__':
 	unittest.main()
