@@ -95,6 +95,7 @@ typedef struct {
 	 * one's after them: what the two need together (miss_beside) */
 	pool_range_t *pair;
 	int nprev;
+	const char *prev_api;  /* the previous call's API (a string literal of the hooks) */
 	/* prefetches the pool could not finish (no chunk free without a
 	 * wait: an offload's copy still draining), tried again after each
 	 * call until the first call that uses the range comes */
@@ -1022,12 +1023,13 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 }
 
 /* True when the call in flight and the one before it on this thread need
- * more pages together than the budget holds (policy_note_miss_beside).
- * Counted only for a call that missed: one lock and a sort of its
- * ranges. */
-static bool miss_beside(tl_policy_t *t)
+ * more pages together than the budget holds (policy_note_miss_beside);
+ * VMEM_LOG=debug names the two.  Counted only for a call that missed: one
+ * lock and a sort of its ranges. */
+static bool miss_beside(tl_policy_t *t, const runtime_call_t *c)
 {
 	uint64_t budget, chunk;
+	uint32_t together;
 	int m = t->nprev;
 
 	if (!m)
@@ -1036,16 +1038,25 @@ static bool miss_beside(tl_policy_t *t)
 		t->pair[m++] = (pool_range_t){ t->ranges[i].alloc_id, t->ranges[i].offset,
 					       t->ranges[i].bytes };
 	runtime_budget_free(&budget, NULL, &chunk);
-	return chunk && pool_ranges_pages(g_rp_pool, t->pair, m) > budget / chunk;
+	if (!chunk || (together = pool_ranges_pages(g_rp_pool, t->pair, m)) <= budget / chunk)
+		return false;
+	if (policy_state(g_pol) == POLICY_PLANNED)
+		vmem_debug("%s missed %llu page%s beside the call before it (%s): the two need %u "
+			   "pages together, the budget holds %llu", c->api,
+			   (unsigned long long)t->misses, t->misses == 1 ? "" : "s",
+			   t->prev_api ? t->prev_api : "?", together,
+			   (unsigned long long)(budget / chunk));
+	return true;
 }
 
 /* The call's ranges, kept for the next call's miss_beside. */
-static void keep_as_prev(tl_policy_t *t)
+static void keep_as_prev(tl_policy_t *t, const runtime_call_t *c)
 {
 	for (int i = 0; i < t->n; i++)
 		t->pair[i] = (pool_range_t){ t->ranges[i].alloc_id, t->ranges[i].offset,
 					     t->ranges[i].bytes };
 	t->nprev = t->n;
+	t->prev_api = c->api;
 }
 
 void runtime_policy_after(const runtime_call_t *c)
@@ -1058,11 +1069,11 @@ void runtime_policy_after(const runtime_call_t *c)
 	t->pending = false;
 	if (t->misses) {
 		policy_note_miss(g_pol, t->misses);
-		if (miss_beside(t))
+		if (miss_beside(t, c))
 			policy_note_miss_beside(g_pol, t->misses);
 		t->misses = 0;
 	}
-	keep_as_prev(t);
+	keep_as_prev(t, c);
 	if (t->maps) {
 		policy_note_map(g_pol, t->maps);
 		t->maps = 0;
