@@ -1651,10 +1651,8 @@ static uint32_t take_clean_fenced(pool_t *p, uint32_t need, uint64_t floor)
 		struct page *pg = vict[i];
 
 		pg->a->pins--;
-		if (pg->state != PG_EVICTING) {
-			p->evict_taken_back++;   /* by a use or a free while we waited */
-			continue;
-		}
+		if (pg->state != PG_EVICTING)
+			continue;   /* taken back by a use or a free while we waited */
 		if (!pool_mark_done(p, pg->busy)) {
 			pg->state = PG_RESIDENT;   /* still in use: stays */
 			list_push_back(&p->lru, pg);
