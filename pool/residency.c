@@ -1930,11 +1930,11 @@ pool_status_t pool_fill_rests(pool_t *p, void *stream)
 		if (st || !evicting)
 			break;
 		/* Another thread evicts such a page, waiting for its copy with
-		 * the lock released.  A use meanwhile takes it back with the
-		 * rest still on the host and garbage on the device, after this
-		 * call was issued, if it were issued now: wait for those
-		 * evictions to end (every such wait ends with a broadcast; the
-		 * timeout only bounds a missed one), then look again. */
+		 * the lock released.  A use could take it back before the
+		 * launch runs, with the rest still on the host and garbage
+		 * beside the span on the device: wait for those evictions to
+		 * end (every such wait ends with a broadcast; the timeout only
+		 * bounds a missed one), then look again. */
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 10 * 1000 * 1000;
