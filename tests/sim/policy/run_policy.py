@@ -660,7 +660,7 @@ def fuzz_no_misses(args, fuzz_args, nrows, what, timeout, misses=True):
     if len(rows) != nrows:
         fail("expected %d runs (%s), got %d" % (nrows, what, len(rows)))
     for ln in rows:
-        m = re.search(r"planned (\d+) \(misses (\d+)\)", ln)
+        m = re.search(r"planned (\d+) \(misses (\d+)[,)]", ln)
         if " same " not in ln or not m or int(m.group(1)) == 0 or (misses and int(m.group(2))):
             fail("expected the unlimited weights and planned iterations%s, got: %s"
                  % (" with 0 misses" if misses else "", ln))
