@@ -308,7 +308,6 @@ void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const 
 	c->captured = false;
 	c->policy_seen = false;
 	c->kernel = NULL;
-	c->resolved_set = false;
 	c->refs = c->refs_inline;
 	c->resolved = c->resolved_inline;
 	c->seq = 0;
@@ -517,7 +516,6 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 	}
 	if (!call_prepared)
 		resolve_as_stated(c);
-	c->resolved_set = true;
 	/* The op's seq is taken after the fault-ins and evictions of prepare,
 	 * so a reader sorting by seq sees them before the op that needed them. */
 	c->seq = trace_next_seq();
@@ -536,19 +534,18 @@ void hook_call_finish(hook_call_t *c)
 	call_prepared = false;
 	if (c->unseen && !c->captured)   /* a captured one: at each graph launch */
 		runtime_unseen_write((cudaStream_t)c->stream);
-	/* a call that failed before any prepare (a convolution whose rescue
-	 * found nothing to run) has never filled resolved[] */
-	if (!c->resolved_set)
+	if (c->seq == 0) {
+		/* no prepare ran (a convolution whose rescue found nothing to
+		 * run): resolved[] was never filled, and the op takes its seq
+		 * now (prepare takes both) */
 		resolve_as_stated(c);
-	if (c->seq == 0)
 		c->seq = trace_next_seq();
+	}
 	if (c->policy_seen) {
 		runtime_call_t rc = policy_call(c);
 
 		runtime_policy_after(&rc);
 	}
-	if (c->seq == 0)
-		c->seq = trace_next_seq();
 	if (trace_enabled())
 		trace_op(c->seq, c->t_start, t_end - c->t_start, c->kind, c->api, c->stream,
 			 c->resolved, c->nrefs, c->args_len ? c->args : NULL);

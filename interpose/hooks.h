@@ -56,8 +56,6 @@ typedef struct {
 				     cudaGraphLaunch, not now */
 	bool policy_seen;         /* the policy saw the call (prepare may run
 				     more than once: the conv hooks retry) */
-	bool resolved_set;        /* resolved[] holds the refs as of the last
-				     hook_call_prepare (else finish fills it) */
 	const char *kernel;       /* a launch's kernel name when known (error lines) */
 	vmem_ref_t *refs;         /* refs_inline, or a heap array past VMEM_INLINE_REFS */
 	trace_ref_t *resolved;    /* likewise */
