@@ -1022,6 +1022,16 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 	return run_actions(t, &ev);
 }
 
+/* The call in flight's ranges as the pool's, into t->pair from `at`;
+ * returns the end. */
+static int pair_put(tl_policy_t *t, int at)
+{
+	for (int i = 0; i < t->n; i++)
+		t->pair[at++] = (pool_range_t){ t->ranges[i].alloc_id, t->ranges[i].offset,
+						t->ranges[i].bytes };
+	return at;
+}
+
 /* True when the call in flight and the one before it on this thread need
  * more pages together than the budget holds (policy_note_miss_beside);
  * VMEM_LOG=debug names the two.  Counted only for a call that missed: one
@@ -1030,13 +1040,11 @@ static bool miss_beside(tl_policy_t *t, const runtime_call_t *c)
 {
 	uint64_t budget, chunk;
 	uint32_t together;
-	int m = t->nprev;
+	int m;
 
-	if (!m)
+	if (!t->nprev)
 		return false;
-	for (int i = 0; i < t->n; i++)
-		t->pair[m++] = (pool_range_t){ t->ranges[i].alloc_id, t->ranges[i].offset,
-					       t->ranges[i].bytes };
+	m = pair_put(t, t->nprev);
 	runtime_budget_free(&budget, NULL, &chunk);
 	if (!chunk || (together = pool_ranges_pages(g_rp_pool, t->pair, m)) <= budget / chunk)
 		return false;
@@ -1052,10 +1060,7 @@ static bool miss_beside(tl_policy_t *t, const runtime_call_t *c)
 /* The call's ranges, kept for the next call's miss_beside. */
 static void keep_as_prev(tl_policy_t *t, const runtime_call_t *c)
 {
-	for (int i = 0; i < t->n; i++)
-		t->pair[i] = (pool_range_t){ t->ranges[i].alloc_id, t->ranges[i].offset,
-					     t->ranges[i].bytes };
-	t->nprev = t->n;
+	t->nprev = pair_put(t, 0);
 	t->prev_api = c->api;
 }
 
