@@ -300,20 +300,30 @@ int policy_match_event(policy_match_t *m, const vmem_event_t *ev, uint64_t hash,
 }
 
 int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
-			 bool prev, policy_cur_t *out)
+			 unsigned how, policy_cur_t *out)
 {
 	const policy_graph_t *g = &m->plan->g;
 	const policy_alloc_t *a;
 	const policy_cur_t *c;
 	const policy_use_t *u;
+	bool prev = how & POLICY_RESOLVE_PREV, to_end = how & POLICY_RESOLVE_TO_END;
 
 	if (use < 0 || use >= g->nuses)
 		return -1;
 	c = &m->cur[use];
 	u = &g->uses[use];
-	if (c->alloc_id == 0 || c->bytes != u->bytes || delta + bytes > c->bytes ||
-	    is_bad(m, c->alloc_id))
+	if (c->alloc_id == 0 || c->bytes != u->bytes || is_bad(m, c->alloc_id) ||
+	    (to_end ? delta > c->bytes : delta + bytes > c->bytes))
 		return -1;
+	if (to_end) {
+		/* to where the allocation ended when the plan was learned,
+		 * from the use's place now (its block may have moved) */
+		uint64_t end = u->offset + delta + bytes, at = c->offset + delta;
+
+		if (prev || end <= at)
+			return -1;
+		bytes = end - at;
+	}
 	if (c->iter == m->iter)
 		prev = false;   /* seen in this iteration already: its op came (a wrapped
 				   prefetch placed at its own offload's op resolves here) */

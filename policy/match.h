@@ -62,9 +62,16 @@ int policy_match_event(policy_match_t *m, const vmem_event_t *ev, uint64_t hash,
  * where the plan has it then and was not seen elsewhere since; a use
  * already seen in this iteration (the step is at the use's own op: a
  * momentum back right before its next step) resolves as without `prev`.
- * 0 and *out, or -1. */
+ * With `to_end` (a step's to_end, never with `prev`), [delta, delta +
+ * bytes) runs past the use's range to where its allocation ended when the
+ * plan was learned: the range is from the use's current place plus delta
+ * to that end.  0 and *out, or -1. */
+enum {
+	POLICY_RESOLVE_PREV = 1,     /* through the iteration before (`prev`) */
+	POLICY_RESOLVE_TO_END = 2,   /* to where the allocation ended (`to_end`) */
+};
 int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
-			 bool prev, policy_cur_t *out);
+			 unsigned how, policy_cur_t *out);
 /* Plan allocation id for a current one (YOUNG translation, else itself). */
 uint64_t policy_match_translate(const policy_match_t *m, uint64_t cur_alloc);
 

@@ -458,7 +458,9 @@ static bool step_act(policy_t *p, const policy_step_t *s, int op, uint64_t seq, 
 		x->in_trial = p->trial.n > 1 && !p->kept_noted;
 		return true;
 	}
-	if (policy_match_resolve(&p->m, s->use, s->delta, s->bytes, prev, &c) < 0)
+	if (policy_match_resolve(&p->m, s->use, s->delta, s->bytes,
+				 (prev ? POLICY_RESOLVE_PREV : 0u) |
+				 (s->to_end ? POLICY_RESOLVE_TO_END : 0u), &c) < 0)
 		return true;
 	if (!(x = policy_actions_push(out)))
 		return false;

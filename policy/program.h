@@ -861,6 +861,11 @@ typedef struct {
 	bool next;               /* PREFETCH: the lookahead's, for the lane's next op (plan.c) */
 	bool soon;               /* PREFETCH for this op or the lane's next one: worth a host
 				    wait for copies out (pool_prefetch, plan.c) */
+	bool to_end;             /* PREFETCH (the lookahead's) of the rest of a range that
+				    runs to its allocation's end - a scanned kernel argument
+				    over a caching segment - past the tensor `use` names:
+				    resolved from that use's current place to where the
+				    allocation ended in the iteration learned (plan.c) */
 	bool entry;              /* DEAD or OFFLOAD of an interval that spans the iteration's
 				    start (dead, or away, while op 0 runs): also due before
 				    op 0 of an iteration that follows one the plan did not

@@ -724,6 +724,14 @@ def t_no_misses_random(args):
     # call's
     fuzz_no_misses(args, ["561805009", "--iters", "8", "--styles", "network", "--apis",
                           "legacy"], 3, "random:561805009 (network) x 3 policies", 200)
+    # random:1720388722 in the caching style: a channel kernel's scanned
+    # argument whose head is a tensor a call of the iteration wrote and
+    # whose tail, to its 20 MiB segment's end, holds what the iteration
+    # before left there (a segment whose blocks move: no earlier use names
+    # it); the lookahead brings the tail to the segment's end (19 misses a
+    # run under all and conv without)
+    fuzz_no_misses(args, ["1720388722", "--iters", "8", "--styles", "caching", "--apis",
+                          "legacy"], 3, "random:1720388722 (caching) x 3 policies", 200)
     # random:147831307 caching at half its peak (48 MiB) under all: a
     # channel-slice kernel's two scanned arguments run to their 24 MiB
     # segments' ends, the whole budget; it and the call before it need
@@ -754,7 +762,8 @@ def t_no_misses_random(args):
         fail("random:147831307 caching under all at half its peak: expected planned misses all "
              "beside the call before with the lookahead, and more misses than those beside it "
              "without; got (misses, beside) %s with, %s without" % (got["1"], got["0"]))
-    print("ok: random:1826307923, random:1799300810 (caching) and random:561805009 (network) "
+    print("ok: random:1826307923, random:1799300810, random:1720388722 (caching) and "
+          "random:561805009 (network) "
           "at half their peak under all, conv and dyn: planned iterations without a miss, "
           "same weights; random:147831307 (caching, all): misses %d, all beside the call "
           "before (%d and %d beside without the lookahead)" % (got["1"][0], got["0"][0],
