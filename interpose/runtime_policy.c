@@ -864,25 +864,27 @@ static void log_prefetch_short(const pool_range_t *r, int until_op, bool next)
  * then made their room by Belady's order alone, copying out dirty pages
  * where the prefetches had dropped clean ones (VGG-16 (64) conv(p) on
  * the h100 model at 1/2: 258 -> 279 ms). */
-static void prefetch(const pool_range_t *r, int until_op, bool soon, bool next)
+static void prefetch(const pool_range_t *r, int until_op, bool soon, bool next, bool own)
 {
 	pool_status_t st;
 
 	if (blocked_by_nearer(until_op)) {
-		retry_add(r, soon, true, until_op);
+		if (!own)
+			retry_add(r, soon, true, until_op);
 		return;
 	}
 	st = pool_prefetch(g_rp_pool, r, soon ? POOL_WAIT_UNDERWAY : POOL_WAIT_NONE);
 	if (st == POOL_ENOMEM) {
 		if (vmem_log_enabled(VMEM_LOG_DEBUG))
 			log_prefetch_short(r, until_op, next);
-		retry_add(r, soon, true, until_op);
+		if (!own)
+			retry_add(r, soon, true, until_op);
 	} else if (st == POOL_OK && soon && next) {
 		retry_add(r, true, false, until_op);
 	}
 }
 
-static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
+static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev, bool before)
 {
 	pool_range_t r = prange(a);
 	pool_status_t st;
@@ -916,7 +918,14 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 		pool_offload(g_rp_pool, &r);
 		break;
 	case POLICY_ACT_PREFETCH:
-		prefetch(&r, a->until_op, a->soon, a->next);
+		/* one for the call about to be issued that found no room:
+		 * the call brings the rest itself (as retry_used); kept
+		 * waiting, it would come in after its call, held for the
+		 * range's next use, an iteration away or as good as
+		 * (random:2051145321 in the network style at 1/4: a backward
+		 * filter's x, back after it ran, crowded out the backward
+		 * data's dx two calls later - 2 misses an iteration) */
+		prefetch(&r, a->until_op, a->soon, a->next, before && a->until_op == a->plan_op);
 		break;
 	case POLICY_ACT_SETTLE:
 		pool_settle(g_rp_pool, &r);
@@ -938,13 +947,13 @@ static cudaError_t act(const policy_action_t *a, const vmem_event_t *ev)
 	return cudaSuccess;
 }
 
-static cudaError_t run_actions(tl_policy_t *t, const vmem_event_t *ev)
+static cudaError_t run_actions(tl_policy_t *t, const vmem_event_t *ev, bool before)
 {
 	cudaError_t err = cudaSuccess;
 	int mode = t->acts.n ? runtime_relax_begin() : -1;
 
 	for (int i = 0; i < t->acts.n; i++) {
-		cudaError_t e = act(&t->acts.v[i], ev);
+		cudaError_t e = act(&t->acts.v[i], ev, before);
 
 		/* the µ-cuDNN solver keeps the least room it sees: a room of one
 		 * of dyn's passes is not the plan's lasting one */
@@ -1019,7 +1028,7 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 	fill_event(&ev, c, t);
 	policy_before(g_pol, &ev, &t->acts);
 	t->pending = true;
-	return run_actions(t, &ev);
+	return run_actions(t, &ev, true);
 }
 
 /* The call in flight's ranges as the pool's, into t->pair from `at`;
@@ -1088,7 +1097,7 @@ void runtime_policy_after(const runtime_call_t *c)
 		timing_poll();
 	fill_event(&ev, c, t);
 	policy_after(g_pol, &ev, &t->acts);
-	run_actions(t, &ev);
+	run_actions(t, &ev, false);
 	if (g_poll || t->nretry) {
 		int mode = runtime_relax_begin();
 

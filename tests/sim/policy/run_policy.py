@@ -762,12 +762,36 @@ def t_no_misses_random(args):
         fail("random:147831307 caching under all at half its peak: expected planned misses all "
              "beside the call before with the lookahead, and more misses than those beside it "
              "without; got (misses, beside) %s with, %s without" % (got["1"], got["0"]))
+    # random:2051145321 in the network style, graph API, under dyn at a
+    # quarter of its peak (8 pages): a backward filter's prefetch of its
+    # x that found no room stayed waiting after its call, came in then and
+    # was held for x's next use, crowding out the backward data's dx two
+    # calls later (8 misses a run not beside the call before); the misses
+    # left are a backward filter's, beside the copy before it
+    extra = ["--batch", "16", "--image", "64", "--iters", "8", "--alloc", "network",
+             "--conv-api", "graph"]
+    base = mt(args, "random:2051145321", extra, {"SIMGPU_MEM": "4G"}, preload=False)
+    must_pass(base, "random:2051145321 without vmem")
+    b = mt_json(base, "random:2051145321")
+    limit = b["peak_bytes"] // 4 // (2 * MiB) * (2 * MiB)
+    what = "random:2051145321 network graph under dyn at %d MiB" % (limit // MiB)
+    p = mt(args, "random:2051145321", extra, {"VMEM_DEVICE_LIMIT": str(limit),
+                                              "VMEM_STATS": "1", "VMEM_POLICY": "dyn"})
+    must_pass(p, what)
+    if mt_json(p, what)["checksum"] != b["checksum"]:
+        fail("%s: checksum %s, expected %s (unlimited)"
+             % (what, mt_json(p, what)["checksum"], b["checksum"]))
+    q = (policy_line(p.stderr, "misses in planned iterations") or 0,
+         policy_line(p.stderr, "  of them beside the call before") or 0)
+    if q[0] != q[1]:
+        fail("%s: expected every planned miss beside the call before, got %d misses, %d "
+             "beside\n%s" % (what, q[0], q[1], show(p)))
     print("ok: random:1826307923, random:1799300810, random:1720388722 (caching) and "
-          "random:561805009 (network) "
-          "at half their peak under all, conv and dyn: planned iterations without a miss, "
-          "same weights; random:147831307 (caching, all): misses %d, all beside the call "
-          "before (%d and %d beside without the lookahead)" % (got["1"][0], got["0"][0],
-                                                               got["0"][1]))
+          "random:561805009 (network) at half their peak under all, conv and dyn: planned "
+          "iterations without a miss, same weights; random:147831307 (caching, all): misses "
+          "%d, all beside the call before (%d and %d beside without the lookahead); "
+          "random:2051145321 (network, graph, dyn, 1/4): misses %d, all beside"
+          % (got["1"][0], got["0"][0], got["0"][1], q[0]))
 
 
 def t_eval_batch_change_random(args):
