@@ -331,10 +331,12 @@ int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint6
 		return -1;
 	if (prev) {
 		/* a STABLE allocation where the plan has it, seen in the
-		 * iteration just before this one, and not seen elsewhere in
-		 * this one */
+		 * iteration just before this one (for a prefetch, in any
+		 * earlier one: an iteration left unfinished may lie between),
+		 * and not seen elsewhere in this one */
 		a = policy_graph_alloc(g, u->alloc_id);
-		if (!a || a->cls != POLICY_ALLOC_STABLE || c->iter + 1 != m->iter ||
+		if (!a || a->cls != POLICY_ALLOC_STABLE ||
+		    ((how & POLICY_RESOLVE_FETCH) ? c->iter >= m->iter : c->iter + 1 != m->iter) ||
 		    c->alloc_id != u->alloc_id || c->offset != u->offset)
 			return -1;
 	}

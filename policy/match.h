@@ -65,10 +65,14 @@ int policy_match_event(policy_match_t *m, const vmem_event_t *ev, uint64_t hash,
  * With `to_end` (a step's to_end, never with `prev`), [delta, delta +
  * bytes) runs past the use's range to where its allocation ended when the
  * plan was learned: the range is from the use's current place plus delta
- * to that end.  0 and *out, or -1. */
+ * to that end.  With `fetch` (the range is for a PREFETCH, which never
+ * loses bytes, only copies them), `prev` takes the use's place in any
+ * earlier iteration: one the application left unfinished (an evaluation
+ * pass) may lie between.  0 and *out, or -1. */
 enum {
 	POLICY_RESOLVE_PREV = 1,     /* through the iteration before (`prev`) */
 	POLICY_RESOLVE_TO_END = 2,   /* to where the allocation ended (`to_end`) */
+	POLICY_RESOLVE_FETCH = 4,    /* for a PREFETCH (`fetch`) */
 };
 int policy_match_resolve(const policy_match_t *m, int use, uint64_t delta, uint64_t bytes,
 			 unsigned how, policy_cur_t *out);

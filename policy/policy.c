@@ -460,7 +460,8 @@ static bool step_act(policy_t *p, const policy_step_t *s, int op, uint64_t seq, 
 	}
 	if (policy_match_resolve(&p->m, s->use, s->delta, s->bytes,
 				 (prev ? POLICY_RESOLVE_PREV : 0u) |
-				 (s->to_end ? POLICY_RESOLVE_TO_END : 0u), &c) < 0)
+				 (s->to_end ? POLICY_RESOLVE_TO_END : 0u) |
+				 (s->kind == POLICY_STEP_PREFETCH ? POLICY_RESOLVE_FETCH : 0u), &c) < 0)
 		return true;
 	if (!(x = policy_actions_push(out)))
 		return false;
