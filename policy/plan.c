@@ -147,25 +147,23 @@ static int ahead(const policy_graph_t *g, svec_t *s, int j, int k, int x, uint64
 
 		if (a0 > lo && ahead(g, s, j, k, x, lo, a0 - lo) < 0)
 			return -1;
-		if (b0 < lo + bytes && lo + bytes >= a->extent) {
-			/* the rest runs to the allocation's end (a scanned
-			 * kernel argument over a caching segment, whose
-			 * blocks move between iterations): no use of this
-			 * iteration before the step names it, and the one
-			 * of the iteration before is no guide on such an
-			 * allocation, so it is resolved from the use that
-			 * names its head, to the end (random:1720388722 in
-			 * the caching style at 1/2: a channel kernel's live
-			 * tail pages, faulted in at every planned iteration
-			 * under all and conv) */
-			st.delta += st.bytes;
-			st.bytes = lo + bytes - b0;
-			st.to_end = true;
-			if (spush(s, &st) < 0)
-				return -1;
-		} else if (b0 < lo + bytes && ahead(g, s, j, k, x, b0, lo + bytes - b0) < 0) {
+		if (b0 >= lo + bytes)
+			return 0;
+		if (lo + bytes < a->extent)
+			return ahead(g, s, j, k, x, b0, lo + bytes - b0);
+		/* the rest runs to the allocation's end (a scanned kernel
+		 * argument over a caching segment, whose blocks move between
+		 * iterations): no use of this iteration before the step names
+		 * it, and the one of the iteration before is no guide on such
+		 * an allocation, so it is resolved from the use that names its
+		 * head, to the end (random:1720388722 in the caching style at
+		 * 1/2: a channel kernel's live tail pages, faulted in at every
+		 * planned iteration under all and conv) */
+		st.delta += st.bytes;
+		st.bytes = lo + bytes - b0;
+		st.to_end = true;
+		if (spush(s, &st) < 0)
 			return -1;
-		}
 	}
 	return 0;
 }
