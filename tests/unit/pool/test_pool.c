@@ -3855,6 +3855,16 @@ typedef struct {
 	int in_wait, release, done;
 } stall_t;
 
+/* *flag once it is set, polled every millisecond for at most `ms`. */
+static int wait_flag(const int *flag, int ms)
+{
+	for (int i = 0; i < ms && !__atomic_load_n(flag, __ATOMIC_ACQUIRE); i++) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	return __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+}
+
 static void stall_hook(void *arg)
 {
 	stall_t *s = arg;
@@ -3915,17 +3925,9 @@ static void test_other_threads_run_while_one_waits_for_the_device(void **state)
 	other_t o = { &e, b, small, &s, POOL_OK };
 	pthread_t t1, t2;
 	pthread_create(&t1, NULL, evicting_thread, &o);   /* evicts, waits for the copy */
-	for (int i = 0; i < 2000 && !__atomic_load_n(&s.in_wait, __ATOMIC_ACQUIRE); i++) {
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
-	}
-	assert_true(__atomic_load_n(&s.in_wait, __ATOMIC_ACQUIRE));
+	assert_true(wait_flag(&s.in_wait, 2000));
 	pthread_create(&t2, NULL, other_thread, &o);
-	int done = 0;
-	for (int i = 0; i < 2000 && !(done = __atomic_load_n(&s.done, __ATOMIC_ACQUIRE)); i++) {
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
-	}
+	int done = wait_flag(&s.done, 2000);
 	__atomic_store_n(&s.release, 1, __ATOMIC_RELEASE);
 	pthread_join(t1, NULL);
 	pthread_join(t2, NULL);
@@ -3998,18 +4000,10 @@ static void test_an_unseen_call_waits_for_a_rest_another_thread_evicts(void **st
 	rest_race_t ra = { &e, b, 0, POOL_OK }, rb = { &e, 0, 0, POOL_OK };
 	pthread_t ta, tb;
 	pthread_create(&ta, NULL, evict_for, &ra);   /* b back: a leaves, its copy waited for */
-	for (int i = 0; i < 2000 && !__atomic_load_n(&s.in_wait, __ATOMIC_ACQUIRE); i++) {
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
-	}
-	assert_true(__atomic_load_n(&s.in_wait, __ATOMIC_ACQUIRE));
+	assert_true(wait_flag(&s.in_wait, 2000));
 	assert_int_equal(pool_page_state(e.p, a), POOL_PAGE_OFFLOADING);
 	pthread_create(&tb, NULL, fill_for_unseen, &rb);   /* before an unseen launch */
-	for (int i = 0; i < 300 && !__atomic_load_n(&rb.returned, __ATOMIC_ACQUIRE); i++) {
-		struct timespec ts = { 0, 1000000 };
-		nanosleep(&ts, NULL);
-	}
-	int early = __atomic_load_n(&rb.returned, __ATOMIC_ACQUIRE);
+	int early = wait_flag(&rb.returned, 300);
 	/* a use of the span takes a back from the eviction */
 	pool_ref_t r = { .ptr = a + q, .bytes = 2 * q, .write = false };
 	pool_span_t sp;
