@@ -148,6 +148,9 @@ int sg_race_mode = 2;
 size_t sg_page;
 simgpu_clock_t sg_clk;
 uint64_t sg_bytes_h2d, sg_bytes_d2h, sg_bytes_d2d, sg_n_compute;
+bool sg_footprints;
+uint64_t sg_kernel_footprint;
+const char *sg_kernel_footprint_name;
 
 static char *report_path;
 static int phys_fd = -1;
@@ -294,6 +297,10 @@ static void write_report(void)
 		(unsigned long long)sg_vmm_calls[SIMGPU_VMM_CREATE],
 		(unsigned long long)sg_vmm_calls[SIMGPU_VMM_RELEASE]);
 	fprintf(f, "vmm_host_s: %.9f\n", sg_vmm_host_s);
+	if (sg_race_mode)
+		fprintf(f, "largest_kernel_bytes: %llu %s\n",
+			(unsigned long long)sg_kernel_footprint,
+			sg_kernel_footprint_name ? sg_kernel_footprint_name : "-");
 	pthread_mutex_unlock(&simgpu_lock);
 	fclose(f);
 }
@@ -364,6 +371,7 @@ static void init_once(void)
 	v = getenv("SIMGPU_REPORT");
 	if (v && *v) {
 		report_path = strdup(v);
+		sg_footprints = true;
 		atexit(write_report);
 	}
 

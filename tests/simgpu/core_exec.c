@@ -1043,6 +1043,71 @@ static void pending_check(struct stream *st, const simgpu_epoch_t *e)
 	pend.n = 0;
 }
 
+/* ---- the device bytes one kernel launch touches (SIMGPU_REPORT) ---- */
+
+struct span_list {
+	struct { uintptr_t lo, hi; } *v;
+	size_t n, cap;
+};
+
+static void device_span(const struct piece *pc, void *ctx)
+{
+	struct span_list *l = ctx;
+
+	if (pc->host)
+		return;         /* pinned host memory is not the device's */
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		void *v = realloc(l->v, cap * sizeof(*l->v));
+
+		if (!v)
+			out_of_memory();
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n].lo = pc->va;
+	l->v[l->n].hi = pc->va + pc->len;
+	l->n++;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* (lock held) Counts the distinct device bytes of the declared accesses
+ * of kernel `name` (before pending_check clears them) and keeps the
+ * largest launch's: a kernel is opaque to an interposer, which can only
+ * run it whole, so no budget below it can run the program. */
+static void kernel_footprint(const char *name)
+{
+	static struct span_list l;
+	uint64_t bytes = 0;
+	uintptr_t end = 0;
+	size_t i;
+
+	if (!sg_footprints)
+		return;
+	l.n = 0;
+	for (i = 0; i < pend.n; i++)
+		for_pieces((uintptr_t)pend.a[i].p, pend.a[i].n, device_span, &l);
+	qsort(l.v, l.n, sizeof(*l.v), span_cmp);
+	for (i = 0; i < l.n; i++) {
+		uintptr_t lo = l.v[i].lo > end ? l.v[i].lo : end;
+
+		if (l.v[i].hi > lo)
+			bytes += l.v[i].hi - lo;
+		if (l.v[i].hi > end)
+			end = l.v[i].hi;
+	}
+	if (bytes > sg_kernel_footprint) {
+		sg_kernel_footprint = bytes;
+		sg_kernel_footprint_name = name;
+	}
+}
+
 /* SIMGPU_TIMELINE=file: one line per op put on the virtual clocks, for
  * finding where an engine waits (what it waited for: the host, its
  * stream, the engine).  Columns: start end engine stream op host_at_issue
@@ -1529,6 +1594,7 @@ static simgpu_status_t launch_run(const simgpu_kernel_t *k, void **args,
 		k->cost(args, &flops, &bytes);
 	pthread_mutex_lock(&simgpu_lock);
 	sg_op_epoch(st, k->name, &ep);
+	kernel_footprint(k->name);
 	pending_check(st, &ep);
 	submit_locked(st, SIMGPU_ENGINE_COMPUTE,
 		      simgpu_model_op_seconds(&sg_model, flops, bytes));

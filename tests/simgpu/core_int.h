@@ -34,6 +34,12 @@ extern SG_HIDDEN double sg_poll_cost;   /* SIMGPU_POLL_COST in seconds; < 0: "en
 extern SG_HIDDEN size_t sg_page;
 extern SG_HIDDEN simgpu_clock_t sg_clk;
 extern SG_HIDDEN uint64_t sg_bytes_h2d, sg_bytes_d2h, sg_bytes_d2d, sg_n_compute;
+/* The most device memory one kernel launch touched (distinct bytes of its
+ * declared accesses) and its kernel; kept while SIMGPU_REPORT is set and
+ * the race checker is on (it declares the accesses).  Lock held. */
+extern SG_HIDDEN bool sg_footprints;
+extern SG_HIDDEN uint64_t sg_kernel_footprint;
+extern SG_HIDDEN const char *sg_kernel_footprint_name;
 
 /* ---- sorted arrays of ranges: every element starts with
  * { uintptr_t base; size_t size; } ---- */

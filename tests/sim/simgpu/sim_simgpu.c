@@ -529,6 +529,57 @@ static void case_report(void)
 	_exit(failures ? 1 : 0);
 }
 
+/* largest_kernel_bytes: the distinct device bytes of the launch that
+ * touched the most; a strided copy counts only the blocks it moves, bytes
+ * two arguments share once, and pinned host memory not at all. */
+static void case_report_footprint(void)
+{
+	const char *path = getenv("SIMGPU_REPORT");
+	unsigned long long bytes = 0;
+	char line[256], name[64] = "";
+	pid_t pid;
+	FILE *f;
+
+	pid = report_fork(path);
+	if (pid == 0) {
+		float *host, *dev, *src;
+		cudaKernel_t fill, copy, slice;
+		float v = 1.0f;
+		unsigned long long nh = MIB / 4, nd = 1024;
+		/* copy: 2 images of 1 channel of 1024 floats into 2-channel
+		 * images at channel 0: 8 KiB read, 2 x 4 KiB written 8 KiB apart */
+		int n = 2, c_src = 1, c_dst = 2, c_off = 0, hw = 1024, accum = 0;
+		void *hargs[] = { &host, &v, &nh }, *dargs[] = { &dev, &v, &nd };
+		void *cargs[] = { &dev, &src, &n, &c_src, &c_dst, &c_off, &hw, &accum };
+		/* slice in place: the same 12 KiB read and written (24 KiB if
+		 * counted twice) */
+		int hw2 = 1536;
+		void *sargs[] = { &dev, &dev, &n, &c_src, &c_src, &c_off, &hw2, &accum };
+
+		cudaMallocHost((void **)&host, MIB);
+		cudaMalloc((void **)&dev, 2 * MIB);
+		src = dev + MIB / 4;
+		get_kernel("mt_fill", &fill);
+		get_kernel("mt_channel_copy", &copy);
+		get_kernel("mt_channel_slice", &slice);
+		cudaLaunchKernel((const void *)fill, dim3_1(), dim3_1(), hargs, 0, NULL);
+		cudaLaunchKernel((const void *)fill, dim3_1(), dim3_1(), dargs, 0, NULL);
+		cudaLaunchKernel((const void *)copy, dim3_1(), dim3_1(), cargs, 0, NULL);
+		cudaLaunchKernel((const void *)slice, dim3_1(), dim3_1(), sargs, 0, NULL);
+		cudaDeviceSynchronize();
+		exit(0);
+	}
+	f = child_report(pid, path);
+	while (fgets(line, sizeof(line), f))
+		sscanf(line, "largest_kernel_bytes: %llu %63s", &bytes, name);
+	fclose(f);
+	EXPECT_EQ("largest_kernel_bytes", 16384, bytes);
+	EXPECT_EQ("its kernel is mt_channel_copy", 0, strcmp(name, "mt_channel_copy"));
+	printf("report-footprint: %llu bytes, %s\n", bytes, name);
+	fflush(NULL);
+	_exit(failures ? 1 : 0);
+}
+
 /* SIMGPU_VMM_COST=1,2,3,4,5 (us per mapping of map, access, unmap,
  * create, release; with /call once per call): each call costs the host its
  * time, and a kernel launched after them starts no earlier.  A 4 MiB
@@ -767,6 +818,7 @@ static const struct {
 	{ "streams", case_streams },
 	{ "dryrun", case_dryrun },
 	{ "report", case_report },
+	{ "report-footprint", case_report_footprint },
 	{ "vmm-cost", case_vmm_cost },
 	{ "vmm-cost-per-call", case_vmm_cost },
 	{ "kernel", case_kernel },

@@ -73,5 +73,31 @@ class PolicyStatTest(unittest.TestCase):
 		self.assertEqual(got, 0, 'no line: expected 0, got %d' % got)
 
 
+class KernelFloorTest(unittest.TestCase):
+	def floor(self, text):
+		import tempfile
+		with tempfile.NamedTemporaryFile('w', suffix='.txt', delete=False) as f:
+			f.write(text)
+		try:
+			return VF.kernel_floor(f.name)
+		finally:
+			os.unlink(f.name)
+
+	def test_the_largest_launch_of_a_report(self):
+		got = self.floor('model: titanx\nkernels: 9\nlargest_kernel_bytes: 25165824 '
+				 'mt_channel_copy\n')
+		self.assertEqual(got, (25165824, 'mt_channel_copy'),
+				 'expected (25165824, mt_channel_copy), got %r' % (got,))
+
+	def test_no_floor_without_a_launch_or_a_report(self):
+		# no kernel ran (or the race checker was off): "0 -"
+		got = self.floor('kernels: 0\nlargest_kernel_bytes: 0 -\n')
+		self.assertIsNone(got, 'no launch: expected None, got %r' % (got,))
+		got = self.floor('model: titanx\n')
+		self.assertIsNone(got, 'no line: expected None, got %r' % (got,))
+		got = VF.kernel_floor('/nonexistent/report.txt')
+		self.assertIsNone(got, 'no report: expected None, got %r' % (got,))
+
+
 if __name__ == '__main__':
 	unittest.main()
