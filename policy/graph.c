@@ -458,6 +458,71 @@ static int build_allocs(policy_graph_t *g)
 	return 0;
 }
 
+/* Where each YOUNG allocation was freed, in op positions.  The graph's
+ * op k is the event at history position first + (rot + k) % p: ops from
+ * p - rot on stand for the iteration's last calls with the events one
+ * period before them, whose allocations are the previous iteration's.  A
+ * free counts only inside the window the events came from, (first,
+ * first + p], and only after every use the graph gives the allocation,
+ * both in history order and in op order: an allocation that lives across
+ * the rotation point (the same memory under two graph ids) is left
+ * without one, the safe side. */
+static int cmp_hfree(const void *x, const void *y)
+{
+	const policy_hfree_t *a = x, *b = y;
+
+	return a->alloc_id < b->alloc_id ? -1 : a->alloc_id > b->alloc_id;
+}
+
+/* Where alloc_id was freed, from frees sorted by id; UINT64_MAX: not. */
+static uint64_t free_pos(const policy_hfree_t *v, size_t n, uint64_t alloc_id)
+{
+	policy_hfree_t key = { alloc_id, 0 };
+	const policy_hfree_t *f = n ? bsearch(&key, v, n, sizeof(*v), cmp_hfree) : NULL;
+
+	return f ? f->pos : UINT64_MAX;
+}
+
+static void find_frees(policy_graph_t *g, const policy_history_t *h, uint64_t first, uint32_t p,
+		       uint32_t rot)
+{
+	uint64_t *fpos = malloc((size_t)(g->nallocs ? g->nallocs : 1) * sizeof(*fpos));
+	policy_hfree_t *byid = malloc((h->nfrees ? h->nfrees : 1) * sizeof(*byid));
+
+	if (!byid) {
+		free(fpos);
+		fpos = NULL;   /* no memory: no frees, the safe side */
+	} else {
+		if (h->nfrees) {
+			memcpy(byid, h->frees, h->nfrees * sizeof(*byid));
+			qsort(byid, h->nfrees, sizeof(*byid), cmp_hfree);   /* ids never reused */
+		}
+	}
+	for (int i = 0; i < g->nallocs; i++) {
+		policy_alloc_t *a = &g->allocs[i];
+		uint64_t f = fpos && a->cls == POLICY_ALLOC_YOUNG ?
+			free_pos(byid, h->nfrees, a->alloc_id) : UINT64_MAX;
+		int64_t c = (int64_t)(f - first) - (int64_t)rot;
+
+		a->free_op = -1;
+		if (fpos)
+			fpos[i] = f;
+		if (f == UINT64_MAX || f <= first || f > first + p)
+			continue;
+		a->free_op = (int)(c <= 0 ? c + (int64_t)p : c);
+	}
+	for (int i = 0; fpos && i < g->nuses; i++) {
+		const policy_use_t *u = &g->uses[i];
+		policy_alloc_t *a = (policy_alloc_t *)policy_graph_alloc(g, u->alloc_id);
+		uint64_t pos = first + (rot + (uint32_t)u->op) % p;
+
+		if (a && a->free_op >= 0 && (u->op >= a->free_op || pos >= fpos[a - g->allocs]))
+			a->free_op = -1;
+	}
+	free(fpos);
+	free(byid);
+}
+
 static bool stable(const policy_graph_t *g, uint64_t alloc_id)
 {
 	const policy_alloc_t *a = policy_graph_alloc(g, alloc_id);
@@ -698,6 +763,7 @@ int policy_graph_build(policy_graph_t *g, const policy_history_t *h, uint64_t fi
 		policy_graph_free(g);
 		return -1;
 	}
+	find_frees(g, h, first, p, rot % p);
 	find_boundary(g);
 	if (tensor_stats(g) < 0) {
 		policy_graph_free(g);

@@ -63,7 +63,35 @@ void policy_history_free(policy_history_t *h)
 {
 	free(h->ev);
 	free(h->rg);
+	free(h->frees);
 	memset(h, 0, sizeof(*h));
+}
+
+int policy_history_freed(policy_history_t *h, uint64_t alloc_id)
+{
+	if (h->nfrees == h->capfrees) {
+		/* prune the frees of events the ring dropped first */
+		size_t w = 0;
+
+		for (size_t i = 0; i < h->nfrees; i++)
+			if (h->frees[i].pos >= h->head)
+				h->frees[w++] = h->frees[i];
+		h->nfrees = w;
+	}
+	/* grow when pruning left a quarter or less of the room */
+	if (h->capfrees - h->nfrees <= h->capfrees / 4) {
+		size_t cap = h->capfrees ? 2 * h->capfrees : 256;
+		policy_hfree_t *v = realloc(h->frees, cap * sizeof(*v));
+
+		if (v) {
+			h->frees = v;
+			h->capfrees = cap;
+		} else if (h->nfrees == h->capfrees) {
+			return -1;
+		}
+	}
+	h->frees[h->nfrees++] = (policy_hfree_t){ alloc_id, h->tail };
+	return 0;
 }
 
 /* Re-lays a ring of `n` held entries [from, to) into a new capacity. */

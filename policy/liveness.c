@@ -26,6 +26,17 @@
  *
  * A YOUNG allocation (a per-tensor allocator's fresh tensor) does not wrap:
  * the next iteration's tensor is another allocation, and this one is freed.
+ * When the graph saw the free inside the iteration after every use
+ * (policy_alloc_t.free_op), its bytes are dead from their last use to the
+ * free (`freed`): nothing reads them, and an eviction before the free
+ * drops them instead of copying them out (SuperNeurons' "free after the
+ * last use", for the window the application's own free leaves):
+ *
+ *   dy (fresh):   #40 w!   #41 r   #42 r  ......  free before #47
+ *                                       DEAD (freed) #42..#47
+ *
+ * The curves already count those bytes idle (not held), so `freed` ranges
+ * only make DEAD steps.
  * UNSTABLE allocations (double buffers, a caching allocator's moving small
  * blocks) and foreign memory get no dead range at all.
  *
@@ -109,6 +120,8 @@ static int cmp_dead_merge(const void *a, const void *b)
 		return x->last_read < y->last_read ? -1 : 1;
 	if (x->wraps != y->wraps)
 		return x->wraps < y->wraps ? -1 : 1;
+	if (x->freed != y->freed)
+		return x->freed < y->freed ? -1 : 1;
 	if (x->alloc_id != y->alloc_id)
 		return x->alloc_id < y->alloc_id ? -1 : 1;
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
@@ -278,7 +291,7 @@ static int alloc_pages(const policy_graph_t *g, uint64_t page, const uint64_t *b
 			a = b;
 		}
 	for (int i = d0; i < out->n; i++)
-		if (range_events(&out->v[i], false, page, p, &e) < 0)
+		if (!out->v[i].freed && range_events(&out->v[i], false, page, p, &e) < 0)
 			goto out;
 	for (int i = i0; i < idle->n; i++)
 		if (range_events(&idle->v[i], true, page, p, &e) < 0)
@@ -304,8 +317,8 @@ out:
 /* One allocation's uses: ids[0..n), all of alloc_id, in issue order.
  * cl, cw: whole-page corrections (live, and live with the dead) when the
  * allocation is paged. */
-static int one_alloc(const policy_graph_t *g, const int *ids, int n, bool wrap, dvec_t *out,
-		     dvec_t *idle, uint64_t *touched, int64_t *cl, int64_t *cw)
+static int one_alloc(const policy_graph_t *g, const int *ids, int n, bool wrap, int free_op,
+		     dvec_t *out, dvec_t *idle, uint64_t *touched, int64_t *cl, int64_t *cw)
 {
 	const int d0 = out->n, i0 = idle->n;
 	const uint64_t page = n ? policy_graph_page(g, g->uses[ids[0]].alloc_id) : 0;
@@ -427,6 +440,16 @@ static int one_alloc(const policy_graph_t *g, const int *ids, int n, bool wrap, 
 			d.wraps = true;
 			if (dpush(idle, &d) < 0)
 				goto out;
+			if (free_op > x->last_op) {
+				/* freed by the application after its last use */
+				d.until_op = free_op < g->nops ? free_op : 0;
+				d.wraps = free_op >= g->nops;
+				d.last_read = x->last_read;
+				d.use = x->last_use;
+				d.freed = true;
+				if (dpush(out, &d) < 0)
+					goto out;
+			}
 		}
 		if (wrap && x->first_kill && x->last_op >= 0) {
 			policy_dead_t d = { 0 };
@@ -485,6 +508,9 @@ static int peak(const policy_graph_t *g, policy_live_t *l, const dvec_t *idle, u
 		const policy_dead_t *d = i < l->ndead ? &l->dead[i] : &idle->v[i - l->ndead];
 		int64_t *df = i < l->ndead ? ddiff : diff;
 		int a = d->after_op, b = d->until_op;
+
+		if (d->freed)
+			continue;   /* idle already */
 
 		if (!d->wraps) {
 			df[a] += (int64_t)d->bytes;
@@ -560,7 +586,8 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 			;
 		if (!a || (a->cls != POLICY_ALLOC_STABLE && a->cls != POLICY_ALLOC_YOUNG))
 			continue;
-		if (one_alloc(g, ids + i, m - i, a->cls == POLICY_ALLOC_STABLE, &d, &idle, &touched,
+		if (one_alloc(g, ids + i, m - i, a->cls == POLICY_ALLOC_STABLE,
+			      a->cls == POLICY_ALLOC_YOUNG ? a->free_op : -1, &d, &idle, &touched,
 			      cl, cw) < 0) {
 			free(ids);
 			free(d.v);
@@ -585,7 +612,8 @@ int policy_liveness(const policy_graph_t *g, policy_live_t *out)
 
 				if (y->after_op == x->after_op && y->until_op == x->until_op &&
 				    y->use == x->use && y->last_read == x->last_read &&
-				    y->wraps == x->wraps && y->alloc_id == x->alloc_id &&
+				    y->wraps == x->wraps && y->freed == x->freed &&
+				    y->alloc_id == x->alloc_id &&
 				    y->offset + y->bytes == x->offset) {
 					y->bytes += x->bytes;
 					continue;
@@ -633,8 +661,9 @@ void policy_live_dump(const policy_graph_t *g, const policy_live_t *l, policy_pr
 		const policy_dead_t *d = &l->dead[i];
 
 		policy_printf(out, ctx, "dead a%" PRIu64 "+0x%" PRIx64 "/%" PRIu64
-			      " after #%d until #%d%s last read #%d use %d",
+			      " after #%d until #%d%s%s last read #%d use %d",
 			      d->alloc_id, d->offset, d->bytes, d->after_op, d->until_op,
-			      d->wraps ? " (next iter)" : "", d->last_read, d->use);
+			      d->wraps ? " (next iter)" : "", d->freed ? " (freed)" : "",
+			      d->last_read, d->use);
 	}
 }

@@ -498,6 +498,7 @@ static bool step_act(policy_t *p, const policy_step_t *s, int op, uint64_t seq, 
 		l->until_op = d->until_op;
 		l->until_kind = g->ops[d->until_op].kind;
 		l->until_api = g->ops[d->until_op].api;
+		l->freed = d->freed;
 		if (policy_deadset_add(&p->dead, c.alloc_id, c.offset, c.offset + c.bytes, l) < 0) {
 			out->n--;   /* cannot watch it: do not declare it dead */
 			return true;
@@ -803,6 +804,9 @@ void policy_freed(policy_t *p, uint64_t alloc_id)
 	pthread_mutex_lock(&p->lock);
 	if (p->dead.n)
 		policy_deadset_write(&p->dead, alloc_id, 0, UINT64_MAX);
+	/* where it was freed, for the next graph (policy_alloc_t.free_op); a
+	 * free the history cannot hold is one the graph does not use */
+	(void)policy_history_freed(&p->h, alloc_id);
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -968,12 +972,12 @@ size_t policy_loss_format(const policy_loss_t *l, const vmem_event_t *now, char 
 	n = snprintf(buf, len,
 		     "%s reads alloc %" PRIu64 " bytes [%" PRIu64 ", %" PRIu64 ") (0x%" PRIxPTR
 		     "), which vmem dropped as dead in planned iteration %" PRIu64 " of plan %u: %s, "
-		     "then expected to be rewritten whole by plan op #%d %s (%s) before any read; "
+		     "then expected to be %s plan op #%d %s (%s) before any read; "
 		     "the application left the steady iteration and these bytes are lost; "
 		     "run with VMEM_LIVENESS=off to keep every byte",
 		     who, l->alloc_id, l->offset, l->offset + l->bytes, l->ptr, l->iteration,
-		     l->plan_id, reader, l->until_op, vmem_op_name(l->until_kind),
-		     l->until_api ? l->until_api : "?");
+		     l->plan_id, reader, l->freed ? "freed by the application before" : "rewritten whole by",
+		     l->until_op, vmem_op_name(l->until_kind), l->until_api ? l->until_api : "?");
 	return n < 0 ? 0 : (size_t)n;
 }
 

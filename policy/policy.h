@@ -155,6 +155,9 @@ typedef struct {
 	int until_op;                       /* ... until this one rewrites it */
 	vmem_op_kind_t until_kind;
 	const char *until_api;
+	bool freed;                         /* ... or until the application frees it
+					       before until_op (a fresh tensor after
+					       its last use) */
 } policy_loss_t;
 
 typedef struct {

@@ -77,6 +77,12 @@ typedef struct {
 	uint64_t watermark;     /* highest allocation id known before the event */
 } policy_hev_t;
 
+/* An allocation freed between two significant events: before the event
+ * at `pos` (the history's tail when it was freed). */
+typedef struct {
+	uint64_t alloc_id, pos;
+} policy_hfree_t;
+
 typedef struct {
 	policy_hev_t *ev;
 	vmem_range_t *rg;
@@ -84,6 +90,9 @@ typedef struct {
 	uint64_t max_cap, max_rcap; /* growth limits */
 	uint64_t head, tail;        /* positions [head, tail) are held */
 	uint64_t rhead, rtail;
+	policy_hfree_t *frees;      /* in the order freed (pos ascending); those
+				       before `head` are pruned as the array fills */
+	size_t nfrees, capfrees;
 } policy_history_t;
 
 /* Capacities are rounded up to powers of two; the rings start small and
@@ -95,6 +104,10 @@ void policy_history_free(policy_history_t *h);
  * (nothing appended). */
 uint64_t policy_history_push(policy_history_t *h, const vmem_event_t *ev, uint32_t flags,
 			     uint64_t watermark);
+/* Notes that allocation `alloc_id` was freed now (before the next event
+ * pushed).  Returns 0, or -1 when out of memory (the free is not kept:
+ * the graph then sees none, the safe side). */
+int policy_history_freed(policy_history_t *h, uint64_t alloc_id);
 /* The event at `pos`, or NULL when it was dropped or not yet seen. */
 policy_hev_t *policy_history_at(const policy_history_t *h, uint64_t pos);
 /* Range j of an event held in the history. */
@@ -310,6 +323,9 @@ typedef struct {
 	uint8_t cls;             /* policy_alloc_class_t */
 	bool paged;              /* holds whole pages of its own from offset 0 (the pool's large
 				    allocations: policy_graph_set_pages) */
+	int free_op;             /* a YOUNG allocation the application freed inside the
+				    iteration after all its uses: freed before op free_op
+				    (nops: after the last op); -1 otherwise */
 } policy_alloc_t;
 
 typedef struct {
@@ -394,6 +410,9 @@ typedef struct {
 	bool wraps;              /* until_op is in the next iteration */
 	int last_read;           /* op that last read it; -1: written and never read */
 	int use;                 /* use of after_op covering it (resolves it at run time) */
+	bool freed;              /* a YOUNG allocation's bytes after its last use, until
+				    the application frees it before until_op (nops:
+				    until_op 0, wraps); the curves count them idle */
 } policy_dead_t;
 
 typedef struct {

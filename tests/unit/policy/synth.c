@@ -499,6 +499,12 @@ static const char *kind_api(vmem_op_kind_t k)
 int prog_graph(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, int reps,
 	       uint64_t young_from)
 {
+	return prog_graph_rot(h, g, ops, n, reps, young_from, 0);
+}
+
+int prog_graph_rot(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, int reps,
+		   uint64_t young_from, uint32_t rot)
+{
 	uint64_t seq = 1, wm = 0, first = 0;
 
 	if (policy_history_init(h, 4096, 65536) < 0)
@@ -530,9 +536,17 @@ int prog_graph(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, 
 			for (int j = 0; j < ops[k].n; j++)
 				if (r[j].alloc_id > wm && (!young_from || r[j].alloc_id < young_from))
 					wm = r[j].alloc_id;
+			if (ops[k].free_after) {
+				uint64_t id = ops[k].free_after;
+
+				if (young_from && id >= young_from)
+					id += 1000 * (uint64_t)rep;
+				if (policy_history_freed(h, id) < 0)
+					return -1;
+			}
 		}
 	}
-	return policy_graph_build(g, h, first, (uint32_t)n, 0);
+	return policy_graph_build(g, h, first, (uint32_t)n, rot);
 }
 
 void sink(void *ctx, const char *line)

@@ -122,6 +122,8 @@ typedef struct {
 	int n;
 	vmem_range_t r[8];
 	uint64_t dur_ns;
+	uint64_t free_after;   /* an allocation the program frees after this op (its id
+				  before the repetition's shift); 0: none */
 } pop_t;
 
 /* Pushes `reps` repetitions of ops[0..n) into h (ranges' allocation ids
@@ -130,6 +132,11 @@ typedef struct {
  * Returns 0 or -1. */
 int prog_graph(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, int reps,
 	       uint64_t young_from);
+/* The same, the graph built with the rotation `rot` (its op k is ops[(rot
+ * + k) % n] of the last repetition, the ops before rot standing for the
+ * next one's). */
+int prog_graph_rot(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, int reps,
+		   uint64_t young_from, uint32_t rot);
 /* A range, shorter: alloc, offset, bytes, access, role. */
 #define RG(a, o, b, acc, role) R(a, o, b, acc, role)
 #define ACC_R VMEM_ACCESS_R

@@ -45,9 +45,9 @@ static void dead_of(const lv_t *x, uint64_t a, char *buf, size_t len)
 
 		if (d->alloc_id != a)
 			continue;
-		k = snprintf(buf + at, len - at, "%s%llu/%llu %d-%d%s r%d", at ? " " : "",
+		k = snprintf(buf + at, len - at, "%s%llu/%llu %d-%d%s r%d%s", at ? " " : "",
 			     (unsigned long long)d->offset, (unsigned long long)d->bytes, d->after_op,
-			     d->until_op, d->wraps ? "w" : "", d->last_read);
+			     d->until_op, d->wraps ? "w" : "", d->last_read, d->freed ? " f" : "");
 		if (k > 0 && at + (size_t)k < len)
 			at += (size_t)k;
 	}
@@ -188,6 +188,117 @@ static void test_young_allocation_does_not_wrap(void **state)
 	done(&x);
 }
 
+static void test_young_allocation_dead_until_its_free(void **state)
+{
+	/* fresh tensors the program frees: 50 after #1, 51 after the last op;
+	 * 52 is never freed.  The bytes are dead from their last use to the
+	 * free ("f"), and the curves are those of the same program without
+	 * the frees (they counted the bytes idle already) */
+	const pop_t ops[] = {
+		{ VMEM_OP_CONV_FWD, 0, 3, { RG(1, 0, 64, ACC_R, "x"), RG(9, 0, 64, ACC_R, "w"),
+					    RG(50, 0, 64, ACC_WW, "y") } },
+		{ VMEM_OP_ACT_FWD, 0, 2, { RG(50, 0, 64, ACC_R, "x"), RG(51, 0, 64, ACC_WW, "y") },
+		  0, 50 },
+		{ VMEM_OP_ACT_FWD, 0, 2, { RG(51, 0, 64, ACC_R, "x"), RG(52, 0, 64, ACC_WW, "y") } },
+		{ VMEM_OP_ACT_FWD, 0, 2, { RG(52, 0, 64, ACC_R, "x"), RG(2, 0, 64, ACC_WW, "y") },
+		  0, 51 },
+	};
+	pop_t kept[4];
+	lv_t x, y;
+
+	(void)state;
+	build(&x, ops, 4, 3, 50);
+	EXPECT_DEAD(&x, 2050, "0/64 1-2 r1 f");
+	EXPECT_DEAD(&x, 2051, "0/64 2-0w r2 f");
+	EXPECT_DEAD(&x, 2052, "");
+	EXPECT_DEAD(&x, 2, "0/64 3-3w r-1");
+	memcpy(kept, ops, sizeof(kept));
+	for (int k = 0; k < 4; k++)
+		kept[k].free_after = 0;
+	build(&y, kept, 4, 3, 50);
+	EXPECT_DEAD(&y, 2050, "");
+	EXPECT_DEAD(&y, 2051, "");
+	assert_int_equal(x.l.peak_live, y.l.peak_live);
+	for (int k = 0; k < 4; k++)
+		if (x.l.live_after[k] != y.l.live_after[k] || x.l.dead_after[k] != y.l.dead_after[k])
+			fail_msg("after #%d: live %llu dead %llu with the frees, %llu and %llu without",
+				 k, (unsigned long long)x.l.live_after[k],
+				 (unsigned long long)x.l.dead_after[k],
+				 (unsigned long long)y.l.live_after[k],
+				 (unsigned long long)y.l.dead_after[k]);
+	done(&x);
+	done(&y);
+}
+
+/* Pushes one op of test_free_across_the_rotation_point (ranges r[0..n),
+ * the watermark the highest id any earlier op named). */
+static void push_op(policy_history_t *h, vmem_op_kind_t kind, uint64_t *seq, vmem_range_t *r,
+		    int n, uint64_t *wm)
+{
+	vmem_event_t ev = { 0 };
+
+	ev.kind = kind;
+	ev.api = "op";
+	ev.thread = 1;
+	ev.seq = (*seq)++;
+	ev.nranges = n;
+	ev.ranges = r;
+	assert_true(policy_history_push(h, &ev, 0, *wm) != UINT64_MAX);
+	for (int j = 0; j < n; j++)
+		if (r[j].alloc_id > *wm)
+			*wm = r[j].alloc_id;
+}
+
+static void test_free_across_the_rotation_point(void **state)
+{
+	/* Per repetition r: #0 reads A(r-1) and writes B(r), then A(r-1) is
+	 * freed; #1 reads B(r), then B(r) is freed; #2 writes A(r); #3 reads
+	 * it.  A(r) lives across the repetition's end.  The graph starts at
+	 * #2 (rotation 2): its ops are #2 #3 of the last repetition, then #0
+	 * #1 standing for the next one's, whose events name A and B of the
+	 * repetition before.  A(last - 1) is dead from #0 to its free (graph
+	 * ops 2-3), B(last) from #1 to the end; A(last) is freed only in the
+	 * repetition after the window - even where the history holds that
+	 * free - and gets no range: at run time the next iteration's #0 still
+	 * reads it. */
+	policy_history_t h;
+	policy_graph_t g;
+	policy_live_t l;
+	uint64_t seq = 1, wm = 0, first = 0;
+	lv_t x;
+
+	(void)state;
+	assert_int_equal(policy_history_init(&h, 4096, 65536), 0);
+	for (uint64_t r = 1; r <= 4; r++) {
+		uint64_t a_prev = 200 + 1000 * (r - 1), b = 100 + 1000 * r, a = 200 + 1000 * r;
+		vmem_range_t op0[] = { RG(a_prev, 0, 64, ACC_R, "x"), RG(b, 0, 64, ACC_WW, "y") };
+		vmem_range_t op1[] = { RG(b, 0, 64, ACC_R, "x"), RG(3, 0, 64, ACC_WW, "y") };
+		vmem_range_t op2[] = { RG(3, 0, 64, ACC_R, "x"), RG(9, 0, 64, ACC_R, "w"),
+				       RG(a, 0, 64, ACC_WW, "y") };
+		vmem_range_t op3[] = { RG(a, 0, 64, ACC_R, "x"), RG(4, 0, 64, ACC_WW, "y") };
+
+		if (r == 3)
+			first = h.tail;
+		push_op(&h, VMEM_OP_ACT_FWD, &seq, op0, 2, &wm);
+		assert_int_equal(policy_history_freed(&h, a_prev), 0);
+		if (r == 4)
+			break;   /* the next repetition's first op and its free */
+		push_op(&h, VMEM_OP_ACT_FWD, &seq, op1, 2, &wm);
+		assert_int_equal(policy_history_freed(&h, b), 0);
+		push_op(&h, VMEM_OP_CONV_FWD, &seq, op2, 3, &wm);
+		push_op(&h, VMEM_OP_ACT_FWD, &seq, op3, 2, &wm);
+	}
+	assert_int_equal(policy_graph_build(&g, &h, first, 4, 2), 0);
+	assert_int_equal(policy_liveness(&g, &l), 0);
+	x.h = h;
+	x.g = g;
+	x.l = l;
+	EXPECT_DEAD(&x, 2200, "0/64 2-3 r2 f");   /* A(2), read by the last #0 */
+	EXPECT_DEAD(&x, 3100, "0/64 3-0w r3 f");  /* B(3) */
+	EXPECT_DEAD(&x, 3200, "");                /* A(3): freed after the window */
+	done(&x);
+}
+
 static void test_peak_live_counts_fresh_tensors_only_while_used(void **state)
 {
 	/* two fresh 4 KiB tensors one after the other, and a 64-byte weight:
@@ -321,6 +432,8 @@ int main(void)
 		cmocka_unit_test(test_partial_write_ends_but_never_starts),
 		cmocka_unit_test(test_partial_page_gives_byte_ranges),
 		cmocka_unit_test(test_young_allocation_does_not_wrap),
+		cmocka_unit_test(test_young_allocation_dead_until_its_free),
+		cmocka_unit_test(test_free_across_the_rotation_point),
 		cmocka_unit_test(test_peak_live_counts_fresh_tensors_only_while_used),
 		cmocka_unit_test(test_live_and_dead_bytes_after_each_op),
 		cmocka_unit_test(test_moving_allocation_gets_no_dead_range),
