@@ -458,15 +458,6 @@ static int build_allocs(policy_graph_t *g)
 	return 0;
 }
 
-/* Where each YOUNG allocation was freed, in op positions.  The graph's
- * op k is the event at history position first + (rot + k) % p: ops from
- * p - rot on stand for the iteration's last calls with the events one
- * period before them, whose allocations are the previous iteration's.  A
- * free counts only inside the window the events came from, (first,
- * first + p], and only after every use the graph gives the allocation,
- * both in history order and in op order: an allocation that lives across
- * the rotation point (the same memory under two graph ids) is left
- * without one, the safe side. */
 static int cmp_hfree(const void *x, const void *y)
 {
 	const policy_hfree_t *a = x, *b = y;
@@ -483,6 +474,15 @@ static uint64_t free_pos(const policy_hfree_t *v, size_t n, uint64_t alloc_id)
 	return f ? f->pos : UINT64_MAX;
 }
 
+/* Where each YOUNG allocation was freed, in op positions.  The graph's
+ * op k is the event at history position first + (rot + k) % p: ops from
+ * p - rot on stand for the iteration's last calls with the events one
+ * period before them, whose allocations are the previous iteration's.  A
+ * free counts only inside the window the events came from, (first,
+ * first + p], and only after every use the graph gives the allocation,
+ * both in history order and in op order: an allocation that lives across
+ * the rotation point (the same memory under two graph ids) is left
+ * without one, the safe side. */
 static void find_frees(policy_graph_t *g, const policy_history_t *h, uint64_t first, uint32_t p,
 		       uint32_t rot)
 {
@@ -492,11 +492,9 @@ static void find_frees(policy_graph_t *g, const policy_history_t *h, uint64_t fi
 	if (!byid) {
 		free(fpos);
 		fpos = NULL;   /* no memory: no frees, the safe side */
-	} else {
-		if (h->nfrees) {
-			memcpy(byid, h->frees, h->nfrees * sizeof(*byid));
-			qsort(byid, h->nfrees, sizeof(*byid), cmp_hfree);   /* ids never reused */
-		}
+	} else if (h->nfrees) {
+		memcpy(byid, h->frees, h->nfrees * sizeof(*byid));
+		qsort(byid, h->nfrees, sizeof(*byid), cmp_hfree);   /* ids are never reused */
 	}
 	for (int i = 0; i < g->nallocs; i++) {
 		policy_alloc_t *a = &g->allocs[i];
