@@ -265,6 +265,14 @@ static void page_part(const pool_t *p, const prange_t *pr, uint32_t k, uint32_t 
 	*hi = (uint32_t)((pr->end < pe ? pr->end : pe) - ps);
 }
 
+void pool_page_drop_later(pool_t *p, struct page *pg)
+{
+	page_unlist(p, pg);
+	pg->state = PG_OFFLOADING;
+	pg->flags |= PF_DROP;
+	list_push_back(&p->offl, pg);
+}
+
 /* A whole-dead page is dropped now: a host copy at once, a resident page
  * after its last use (the offloading list, finished by pool_poll). */
 static void drop_now(pool_t *p, struct page *pg)
@@ -284,10 +292,7 @@ static void drop_now(pool_t *p, struct page *pg)
 	case PG_RESIDENT:
 		if (pg->locks)
 			break;   /* in use by a call: dropped lazily */
-		page_unlist(p, pg);
-		pg->state = PG_OFFLOADING;
-		pg->flags |= PF_DROP;
-		list_push_back(&p->offl, pg);
+		pool_page_drop_later(p, pg);
 		break;
 	case PG_OFFLOADING:
 		pg->flags |= PF_DROP;   /* its copy is wasted: drop it when done */

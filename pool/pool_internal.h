@@ -587,6 +587,10 @@ bool pool_page_lost(const struct page *pg, uint64_t lo, uint64_t hi);
 void pool_page_written(pool_t *p, struct page *pg, uint64_t lo, uint64_t hi);
 /* The page's dead bytes are gone (dropped without a copy). */
 void pool_page_dropped(pool_t *p, struct page *pg);
+/* A resident, unlocked, whole-dead page leaves without a copy once its
+ * last use completed: on the offloading list with PF_DROP
+ * (pool_offl_reap finishes it). */
+void pool_page_drop_later(pool_t *p, struct page *pg);
 /* The page leaves the allocation's life (free): no dead bytes any more. */
 void pool_page_forget(pool_t *p, struct page *pg);
 

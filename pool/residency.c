@@ -1488,15 +1488,30 @@ uint32_t pool_chunks_free(pool_t *p, uint32_t want)
  * its `none` pass 490 -> 661 ms).  Nothing waits for the copies here:
  * the prefetch is tried again with a wait once the call before its own
  * is queued (the runtime's retry), and finds them done or waits for them
- * while that call runs.  Returns the pages sent. */
+ * while that call runs.  Returns the pages sent, and the dead ones to drop. */
 static uint32_t offload_later(pool_t *p, uint32_t need, uint64_t floor)
 {
 	struct page *cand[EVICT_BATCH], *sent[EVICT_BATCH];
-	uint32_t nplanned, ncand, ndead = 0, n = 0;
+	uint32_t nplanned, ncand, ndead = 0, n = 0, ndrop = 0;
 
 	ncand = evict_candidates(p, cand, EVICT_BATCH, &nplanned, floor, false);
 	while (ndead < ncand && pool_page_all_dead(p, cand[ndead]))
 		ndead++;
+	/* dead pages whose last use is still queued (fill_nowait took the
+	 * others) leave first, with no copy, once that use completes - what a
+	 * dirty page's copy would wait for anyway (a fresh tensor dead from
+	 * its last use to its free: random:147831307 per-tensor at 1/2, the
+	 * next call's input came as a fault beside the call before) */
+	for (uint32_t c = 0; c < ndead && ndrop < need; c++) {
+		struct page *pg = cand[c];
+
+		if (pg->locks || pool_mark_done(p, pg->busy))
+			continue;
+		pool_page_drop_later(p, pg);
+		ndrop++;
+	}
+	need -= ndrop;
+	p->st.prefetch_room += ndrop;
 	for (uint32_t c = ndead; c < ncand && c < ndead + nplanned && n < need; c++) {
 		struct page *pg = cand[c];
 
@@ -1507,7 +1522,7 @@ static uint32_t offload_later(pool_t *p, uint32_t need, uint64_t floor)
 		sent[n++] = pg;
 	}
 	if (!n)
-		return 0;
+		return ndrop;
 	pool_status_t fst;
 	struct mark m = pool_mark_now(p, p->tl_d2h);
 	(void)pool_mark_fence(p, m, &fst);   /* not recorded: a later reap waits on the mark */
@@ -1525,7 +1540,7 @@ static uint32_t offload_later(pool_t *p, uint32_t need, uint64_t floor)
 			  page_bytes(p, pg->a, pg->idx), out_bytes(p, pg), p->ops.d2h_stream);
 	}
 	p->st.prefetch_room += n;
-	return n;
+	return n + ndrop;
 }
 
 /* The furthest next use, above `floor`, of a dirty page the plan knows:
