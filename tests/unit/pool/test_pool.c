@@ -2440,6 +2440,56 @@ static void full_but_z(env_t *e, uintptr_t *z, uintptr_t *s, uintptr_t *l, uintp
 			  range_of(e, *l, CH).alloc_id }, { 50, 5, 500 }, 3, 0 };
 }
 
+/* A whole-dead page whose last use is still queued (a fresh tensor between
+ * its last read and its free) is room for a prefetch for the next call:
+ * it leaves without a copy once that use completes - a dirty page's copy
+ * would wait for the same use.  Before, the prefetch passed it over and
+ * the call faulted its range in beside the call before. */
+static void test_prefetch_room_drops_a_dead_page_in_use(void **state)
+{
+	(void)state;
+	env_t e;
+	uintptr_t z, s, l, c;
+	order_t o;
+	full_but_z(&e, &z, &s, &l, &c, &o);
+	pool_set_order(e.p, order_fn, &o, 0);
+	/* s is needed sooner than z, c is not in the plan: only l can go,
+	 * and it is read by a call still queued, then dead */
+	pool_ref_t r = { .ptr = l, .bytes = CH, .write = false };
+	pool_span_t sp;
+	e.f.hold = true;
+	assert_int_equal(pool_acquire(e.p, &r, 1, NULL, &sp), POOL_OK);
+	pool_release(e.p, &r, &sp, 1, NULL);
+	assert_int_equal(discard(&e, l, CH, false), POOL_OK);
+	uint64_t d2h = e.f.d2h_copies;
+	pool_stats_t before = stats(&e);
+	pool_range_t rz = range_of(&e, z, CH);
+	pool_status_t st = pool_prefetch(e.p, &rz, POOL_WAIT_UNDERWAY);
+	if (st != POOL_ENOMEM || pool_page_state(e.p, l) != POOL_PAGE_OFFLOADING ||
+	    stats(&e).prefetch_room != before.prefetch_room + 1 || e.f.d2h_copies != d2h)
+		fail_msg("l dead, its read queued: expected POOL_ENOMEM with l leaving (offloading, "
+			 "1 page for room, no copy); got %s, l state %d, %lu for room, %lu copies",
+			 pool_strerror(st), pool_page_state(e.p, l),
+			 (unsigned long)(stats(&e).prefetch_room - before.prefetch_room),
+			 (unsigned long)(e.f.d2h_copies - d2h));
+	/* the read completes; tried again, the prefetch takes l's chunk */
+	e.f.hold = false;
+	fake_drain(&e.f);
+	st = pool_prefetch(e.p, &rz, POOL_WAIT_UNDERWAY);
+	fake_drain(&e.f);
+	if (st != POOL_OK || pool_page_state(e.p, z) != POOL_PAGE_RESIDENT ||
+	    pool_page_state(e.p, l) != POOL_PAGE_RELEASED || e.f.d2h_copies != d2h)
+		fail_msg("tried again once l's read completed: expected POOL_OK, z resident, l "
+			 "dropped with no copy; got %s, states z %d l %d, %lu copies",
+			 pool_strerror(st), pool_page_state(e.p, z), pool_page_state(e.p, l),
+			 (unsigned long)(e.f.d2h_copies - d2h));
+	assert_true(check(&e, z, CH, 60));
+	assert_true(check(&e, s, CH, 61));
+	assert_true(check(&e, c, CH, 63));
+	pool_set_order(e.p, NULL, NULL, 0);
+	env_close(&e);
+}
+
 /* With a plan's order, a prefetch frees chunks only from pages needed
  * later than the range it brings (Belady for prefetching: bringing z
  * must not push out what an earlier call reads), and without an order
@@ -4145,6 +4195,7 @@ int main(void)
 		cmocka_unit_test(test_prefetch_waits_for_copies_out_under_way),
 		cmocka_unit_test(test_prefetch_for_the_next_call_takes_a_page_held_for_later),
 		cmocka_unit_test(test_prefetch_evicts_only_pages_needed_later),
+		cmocka_unit_test(test_prefetch_room_drops_a_dead_page_in_use),
 		cmocka_unit_test(test_prefetch_waits_for_a_use_two_calls_back),
 		cmocka_unit_test(test_an_unseen_call_waits_for_copies_in_under_way),
 		cmocka_unit_test(test_unseen_write_takes_an_offload_under_way_back),
