@@ -69,8 +69,9 @@ void policy_history_free(policy_history_t *h)
 
 int policy_history_freed(policy_history_t *h, uint64_t alloc_id)
 {
-	if (h->nfrees == h->capfrees) {
-		/* prune the frees of events the ring dropped first */
+	if (h->capfrees - h->nfrees <= h->capfrees / 4) {
+		/* three quarters full: prune the frees of events the ring
+		 * dropped first (a long run frees millions of tensors) */
 		size_t w = 0;
 
 		for (size_t i = 0; i < h->nfrees; i++)

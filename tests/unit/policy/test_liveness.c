@@ -299,6 +299,32 @@ static void test_free_across_the_rotation_point(void **state)
 	done(&x);
 }
 
+static void test_history_keeps_only_the_frees_it_can_use(void **state)
+{
+	/* a long run frees a tensor per call: the frees of events the ring
+	 * dropped go, so what the history holds stays bounded */
+	policy_history_t h;
+	vmem_range_t r[] = { RG(1, 0, 64, ACC_R, "x") };
+	vmem_event_t ev = { 0 };
+
+	(void)state;
+	assert_int_equal(policy_history_init(&h, 64, 1024), 0);
+	ev.kind = VMEM_OP_ACT_FWD;
+	ev.api = "op";
+	ev.thread = 1;
+	ev.nranges = 1;
+	ev.ranges = r;
+	for (uint64_t i = 1; i <= 100000; i++) {
+		ev.seq = i;
+		assert_true(policy_history_push(&h, &ev, 0, 0) != UINT64_MAX);
+		assert_int_equal(policy_history_freed(&h, 1000 + i), 0);
+	}
+	if (h.capfrees > 1024)
+		fail_msg("100000 frees, a 64-event history: expected at most 1024 kept, got room "
+			 "for %zu (%zu held)", h.capfrees, h.nfrees);
+	policy_history_free(&h);
+}
+
 static void test_peak_live_counts_fresh_tensors_only_while_used(void **state)
 {
 	/* two fresh 4 KiB tensors one after the other, and a 64-byte weight:
@@ -434,6 +460,7 @@ int main(void)
 		cmocka_unit_test(test_young_allocation_does_not_wrap),
 		cmocka_unit_test(test_young_allocation_dead_until_its_free),
 		cmocka_unit_test(test_free_across_the_rotation_point),
+		cmocka_unit_test(test_history_keeps_only_the_frees_it_can_use),
 		cmocka_unit_test(test_peak_live_counts_fresh_tensors_only_while_used),
 		cmocka_unit_test(test_live_and_dead_bytes_after_each_op),
 		cmocka_unit_test(test_moving_allocation_gets_no_dead_range),
