@@ -78,17 +78,18 @@ int policy_history_freed(policy_history_t *h, uint64_t alloc_id)
 			if (h->frees[i].pos >= h->head)
 				h->frees[w++] = h->frees[i];
 		h->nfrees = w;
-	}
-	/* grow when pruning left a quarter or less of the room */
-	if (h->capfrees - h->nfrees <= h->capfrees / 4) {
-		size_t cap = h->capfrees ? 2 * h->capfrees : 256;
-		policy_hfree_t *v = realloc(h->frees, cap * sizeof(*v));
+		/* still over half full: grow, so that the next prune is at
+		 * least a quarter of the room away (amortised O(1) a free) */
+		if (h->nfrees > h->capfrees / 2 || h->nfrees == h->capfrees) {
+			size_t cap = h->capfrees ? 2 * h->capfrees : 256;
+			policy_hfree_t *v = realloc(h->frees, cap * sizeof(*v));
 
-		if (v) {
-			h->frees = v;
-			h->capfrees = cap;
-		} else if (h->nfrees == h->capfrees) {
-			return -1;
+			if (v) {
+				h->frees = v;
+				h->capfrees = cap;
+			} else if (h->nfrees == h->capfrees) {
+				return -1;
+			}
 		}
 	}
 	h->frees[h->nfrees++] = (policy_hfree_t){ alloc_id, h->tail };
