@@ -499,12 +499,6 @@ static const char *kind_api(vmem_op_kind_t k)
 int prog_graph(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, int reps,
 	       uint64_t young_from)
 {
-	return prog_graph_rot(h, g, ops, n, reps, young_from, 0);
-}
-
-int prog_graph_rot(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, int reps,
-		   uint64_t young_from, uint32_t rot)
-{
 	uint64_t seq = 1, wm = 0, first = 0;
 
 	if (policy_history_init(h, 4096, 65536) < 0)
@@ -546,7 +540,7 @@ int prog_graph_rot(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int
 			}
 		}
 	}
-	return policy_graph_build(g, h, first, (uint32_t)n, rot);
+	return policy_graph_build(g, h, first, (uint32_t)n, 0);
 }
 
 void sink(void *ctx, const char *line)

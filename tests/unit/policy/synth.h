@@ -132,11 +132,6 @@ typedef struct {
  * Returns 0 or -1. */
 int prog_graph(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, int reps,
 	       uint64_t young_from);
-/* The same, the graph built with the rotation `rot` (its op k is ops[(rot
- * + k) % n] of the last repetition, the ops before rot standing for the
- * next one's). */
-int prog_graph_rot(policy_history_t *h, policy_graph_t *g, const pop_t *ops, int n, int reps,
-		   uint64_t young_from, uint32_t rot);
 /* A range, shorter: alloc, offset, bytes, access, role. */
 #define RG(a, o, b, acc, role) R(a, o, b, acc, role)
 #define ACC_R VMEM_ACCESS_R
