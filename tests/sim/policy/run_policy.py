@@ -204,6 +204,15 @@ def mt_json(p, what):
     fail("%s: no JSON result line\n%s" % (what, show(p)))
 
 
+def unlimited(args, net, extra, what=None):
+    """The JSON summary of net's run without vmem (what: its name in
+    messages, net by default), which must pass."""
+    what = what or net
+    base = mt(args, net, extra, {"SIMGPU_MEM": "4G"}, preload=False)
+    must_pass(base, what + " without vmem")
+    return mt_json(base, what)
+
+
 def iter_times(p):
     return [float(x) for x in re.findall(r"^iter \d+ .* time ([0-9.]+) ms$", p.stdout, re.M)]
 
@@ -316,9 +325,7 @@ def t_split(args):
              ("random:86575498", ["--batch", "32", "--image", "64", "--iters", "5"], 3,
               ("dyn",), "slice_images"))
     for net, extra, frac, policies, arg in cases:
-        base = mt(args, net, extra, {"SIMGPU_MEM": "4G"}, preload=False)
-        must_pass(base, net + " without vmem")
-        b = mt_json(base, net)
+        b = unlimited(args, net, extra)
         limit = max(b["peak_bytes"] // frac // (2 * MiB) * (2 * MiB), 2 * MiB)
         for policy in policies:
             what = "%s %s per-tensor at %d MiB (1/%d) under %s" % (net, " ".join(extra[:2]),
@@ -362,9 +369,7 @@ def t_minitrain_eval_batch_change(args):
     changing a weight."""
     extra = ["--batch", "8", "--image", "32", "--iters", "14", "--eval-every", "3",
              "--batch-change", "8:4", "--alloc", "caching"]
-    base = mt(args, "resnet10", extra, {"SIMGPU_MEM": "4G"}, preload=False)
-    must_pass(base, "resnet10 without vmem")
-    b = mt_json(base, "resnet10")
+    b = unlimited(args, "resnet10", extra)
     # 3/4 of the peak: at 1/2 a caching segment plus a call's tensors
     # exceed the budget on a net this small (a clean out-of-memory)
     limit = max(b["peak_bytes"] * 3 // 4 // (2 * MiB) * (2 * MiB), 2 * MiB)
@@ -509,9 +514,7 @@ def t_dyn_trials(args):
     for style, api in (("per-tensor", "legacy"), ("caching", "graph")):
         ex = extra + ["--alloc", style, "--conv-api", api]
         what = "resnet10 (8, 64x64) %s %s" % (style, api)
-        base = mt(args, "resnet10", ex, {"SIMGPU_MEM": "4G"}, preload=False)
-        must_pass(base, what + " without vmem")
-        b = mt_json(base, what)
+        b = unlimited(args, "resnet10", ex, what)
         limit = half(b["peak_bytes"])
         with tempfile.TemporaryDirectory() as d:
             trace = os.path.join(d, "t.jsonl")
@@ -608,9 +611,7 @@ def t_gaps(args):
     side (both without the lookahead, which would cover for either)."""
     extra = ["--batch", "8", "--image", "32", "--iters", "8", "--alloc", "per-tensor"]
     what = "vgg16 (8, 32x32) per-tensor"
-    base = mt(args, "vgg16", extra, {"SIMGPU_MEM": "4G"}, preload=False)
-    must_pass(base, what + " without vmem")
-    b = mt_json(base, what)
+    b = unlimited(args, "vgg16", extra, what)
     limit = half(b["peak_bytes"])
     misses = {}
     for gaps in ("0", "1"):
@@ -679,9 +680,7 @@ def t_no_misses(args):
                           "6", "--styles", "per-tensor", "--apis", "legacy"], 6,
                    "2 nets x 3 policies", 580)
     extra = ["--batch", "8", "--image", "32", "--iters", "6", "--alloc", "per-tensor"]
-    base = mt(args, "vgg16", extra, {"SIMGPU_MEM": "4G"}, preload=False)
-    must_pass(base, "vgg16 without vmem")
-    limit = half(mt_json(base, "vgg16")["peak_bytes"])
+    limit = half(unlimited(args, "vgg16", extra)["peak_bytes"])
     # one run for both: VMEM_LOG=debug prints each new plan whole (one
     # line per step, not cut by the log's cap on repeated lines)
     off = mt(args, "vgg16", extra, {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1",
@@ -701,6 +700,19 @@ def t_no_misses(args):
     print("ok: 6 runs at half the peak without a miss in a planned iteration, same weights; "
           "without the lookahead vgg16 under all misses %d; VMEM_LOG=debug printed all %d "
           "steps of the plan" % (m, nstep))
+
+
+def planned_misses(args, net, extra, b, what, env):
+    """Runs net under vmem with env, which must end with the unlimited
+    run b's weights; returns ((planned misses, of them beside the call
+    before), the run)."""
+    p = mt(args, net, extra, env)
+    must_pass(p, what)
+    if mt_json(p, what)["checksum"] != b["checksum"]:
+        fail("%s: checksum %s, expected %s (unlimited)"
+             % (what, mt_json(p, what)["checksum"], b["checksum"]))
+    return (policy_line(p.stderr, "misses in planned iterations") or 0,
+            policy_line(p.stderr, "  of them beside the call before") or 0), p
 
 
 def t_no_misses_random(args):
@@ -740,23 +752,15 @@ def t_no_misses_random(args):
     # "beside the call before".  Without the lookahead the plan misses
     # more, and not only beside it.
     extra = ["--batch", "16", "--image", "64", "--iters", "8", "--alloc", "caching"]
-    base = mt(args, "random:147831307", extra, {"SIMGPU_MEM": "4G"}, preload=False)
-    must_pass(base, "random:147831307 without vmem")
-    b = mt_json(base, "random:147831307")
+    b = unlimited(args, "random:147831307", extra)
     limit = half(b["peak_bytes"])
     got = {}
     for look in ("1", "0"):
         what = "random:147831307 caching under all at %d MiB, VMEM_LOOKAHEAD=%s" % (
             limit // MiB, look)
-        p = mt(args, "random:147831307", extra, {"VMEM_DEVICE_LIMIT": str(limit),
-                                                 "VMEM_STATS": "1", "VMEM_POLICY": "all",
-                                                 "VMEM_LOOKAHEAD": look})
-        must_pass(p, what)
-        if mt_json(p, what)["checksum"] != b["checksum"]:
-            fail("%s: checksum %s, expected %s (unlimited)"
-                 % (what, mt_json(p, what)["checksum"], b["checksum"]))
-        got[look] = (policy_line(p.stderr, "misses in planned iterations") or 0,
-                     policy_line(p.stderr, "  of them beside the call before") or 0)
+        got[look], _ = planned_misses(args, "random:147831307", extra, b, what,
+                                      {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1",
+                                       "VMEM_POLICY": "all", "VMEM_LOOKAHEAD": look})
     if not (got["1"][0] > 0 and got["1"][0] == got["1"][1]) or \
        not (got["0"][0] > got["0"][1] > 0):
         fail("random:147831307 caching under all at half its peak: expected planned misses all "
@@ -770,19 +774,12 @@ def t_no_misses_random(args):
     # left are a backward filter's, beside the copy before it
     extra = ["--batch", "16", "--image", "64", "--iters", "8", "--alloc", "network",
              "--conv-api", "graph"]
-    base = mt(args, "random:2051145321", extra, {"SIMGPU_MEM": "4G"}, preload=False)
-    must_pass(base, "random:2051145321 without vmem")
-    b = mt_json(base, "random:2051145321")
+    b = unlimited(args, "random:2051145321", extra)
     limit = b["peak_bytes"] // 4 // (2 * MiB) * (2 * MiB)
     what = "random:2051145321 network graph under dyn at %d MiB" % (limit // MiB)
-    p = mt(args, "random:2051145321", extra, {"VMEM_DEVICE_LIMIT": str(limit),
-                                              "VMEM_STATS": "1", "VMEM_POLICY": "dyn"})
-    must_pass(p, what)
-    if mt_json(p, what)["checksum"] != b["checksum"]:
-        fail("%s: checksum %s, expected %s (unlimited)"
-             % (what, mt_json(p, what)["checksum"], b["checksum"]))
-    q = (policy_line(p.stderr, "misses in planned iterations") or 0,
-         policy_line(p.stderr, "  of them beside the call before") or 0)
+    q, p = planned_misses(args, "random:2051145321", extra, b, what,
+                          {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1",
+                           "VMEM_POLICY": "dyn"})
     if q[0] != q[1]:
         fail("%s: expected every planned miss beside the call before, got %d misses, %d "
              "beside\n%s" % (what, q[0], q[1], show(p)))
@@ -826,9 +823,7 @@ def t_foreach(args):
     misses = {}
     for optim in ("foreach", "fused"):
         e = extra + ["--optim", optim]
-        base = mt(args, "vgg16", e, {"SIMGPU_MEM": "4G"}, preload=False)
-        must_pass(base, "vgg16 --optim %s without vmem" % optim)
-        want = mt_json(base, "vgg16")
+        want = unlimited(args, "vgg16", e, "vgg16 --optim %s" % optim)
         limit = half(want["peak_bytes"])
         run = mt(args, "vgg16", e, {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1",
                                     "VMEM_POLICY": "all"})
