@@ -432,7 +432,11 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 	pool_status_t st;
 	uint32_t need = 0;
 
-	if (np * cs > p->cfg.budget || np > UINT32_MAX)
+	/* larger than the budget: only with host_map, where a call that
+	 * reaches past the budget runs with the rest mapped from the host;
+	 * mapped lazily (a call's stated extent still has to fit) */
+	bool over = np * cs > p->cfg.budget;
+	if ((over && !p->cfg.host_map) || np > UINT32_MAX)
 		return POOL_ENOMEM;
 	a = freed_find(p, (uint32_t)np);
 	if (a) {
@@ -462,7 +466,7 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 		need = a->npages;
 	}
 	a->freed = true;   /* not live until mapped: never evicted meanwhile */
-	if (p->cfg.lazy_map && lazy_ok(p, need)) {
+	if ((p->cfg.lazy_map || over) && lazy_ok(p, need)) {
 		/* map what is free now, first pages first; the rest is mapped
 		 * by the first call that touches it (a fresh map, no copy) */
 		uint32_t got = pool_chunks_free(p, need), left = need;
@@ -547,7 +551,8 @@ pool_status_t pool_create(const pool_config_t *cfg, const pool_ops_t *ops, pool_
 	pool_config_t c = *cfg;
 	if (!c.granularity || !c.chunk_size || c.chunk_size % c.granularity ||
 	    c.budget < c.chunk_size || !c.va_size || c.va_size % c.chunk_size ||
-	    c.small_threshold > c.chunk_size / 2 || c.va_size / c.chunk_size > UINT32_MAX)
+	    c.small_threshold > c.chunk_size / 2 || c.va_size / c.chunk_size > UINT32_MAX ||
+	    (c.host_map && !ops->map_slot))
 		return POOL_ECONFIG;
 	if (!c.host_block)
 		c.host_block = 32 * c.chunk_size;
@@ -640,6 +645,8 @@ void pool_destroy(pool_t *p)
 			page_unlist(p, pg);
 			if (pg->state == PG_RESIDENT)
 				pool_page_unmap(p, pg);
+			else if (pg->state == PG_HOSTMAP)
+				(void)p->ops.unmap(p->ops.ctx, page_va(p, pg), chunk_sz(p));
 		}
 		pool_vmap_set(p, a, a->npages, NULL);
 		pool_alloc_destroy(a);
@@ -783,6 +790,12 @@ pool_status_t pool_free_large(pool_t *p, struct alloc *a, void *stream, bool all
 	}
 	uint64_t resident = 0;
 	for (uint32_t i = 0; i < a->npages; i++) {
+		/* mapped from the host: unmapped once its uses completed (the
+		 * host waits), so that the range holds chunks only */
+		if (a->pages[i].state == PG_HOSTMAP && !pool_hostmap_leave(p, &a->pages[i], true))
+			return POOL_EDEVICE;
+	}
+	for (uint32_t i = 0; i < a->npages; i++) {
 		struct page *pg = &a->pages[i];
 		if (pg->state == PG_OFFLOADING || pg->state == PG_EVICTING) {
 			/* rare: the app frees what a policy is offloading or
@@ -850,6 +863,7 @@ void pool_poll(pool_t *p)
 	pthread_mutex_lock(&p->lock);
 	pool_offl_reap(p, false);
 	pool_small_reap(p);
+	pool_hostmap_reap(p, false);
 	pool_slot_reap(p, false);
 	pthread_mutex_unlock(&p->lock);
 }
@@ -883,6 +897,8 @@ pool_status_t pool_sync(pool_t *p)
 		pool_fence_put(p, f);
 		pool_small_reap(p);
 	}
+	if (st == POOL_OK)
+		pool_hostmap_reap(p, true);
 	while (st == POOL_OK && p->hpend_head) {
 		struct mark m = p->hpend_head->m;
 		if ((w = pool_mark_wait(p, m)))

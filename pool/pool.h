@@ -91,6 +91,12 @@ typedef struct {
 				     or a copy (first pages first); the rest is mapped by the
 				     first call that touches it, instead of evicting live
 				     pages for memory nobody touched yet */
+	bool host_map;            /* a call whose pointers of unknown extent reach more pages
+				     than the budget holds runs with the pages past their
+				     first mapped from their host slots (ops.map_slot): the
+				     kernel reaches them over the link if it touches them at
+				     all; an allocation larger than the budget is taken,
+				     mapped lazily (pool_acquire) */
 } pool_config_t;
 
 struct pool_event;
@@ -119,8 +125,15 @@ typedef struct {
 	int (*map_only)(void *ctx, uintptr_t va, uint64_t size, uint64_t handle);
 	int (*grant)(void *ctx, uintptr_t va, uint64_t size);
 	int (*unmap)(void *ctx, uintptr_t va, uint64_t size);
+	/* Pinned host memory for slots.  With cfg.host_map each chunk-sized,
+	 * chunk-aligned piece of a block must be mappable on its own by
+	 * map_slot, and the copies must accept its address. */
 	int (*host_alloc)(void *ctx, uint64_t size, void **p);
 	void (*host_free)(void *ctx, void *p);
+	/* Optional (needed by cfg.host_map): maps the host memory of a slot
+	 * (a chunk-sized piece host_alloc gave) at va, readable and writable
+	 * by the device; unmap undoes it. */
+	int (*map_slot)(void *ctx, uintptr_t va, uint64_t size, void *slot);
 	int (*copy_d2h)(void *ctx, void *dst, uintptr_t src, uint64_t n);       /* on d2h_stream */
 	int (*copy_h2d)(void *ctx, uintptr_t dst, const void *src, uint64_t n); /* on h2d_stream */
 	/* Records a fence after the work queued so far on `stream`, or on every
@@ -166,6 +179,8 @@ typedef struct {
 	pool_stat_count_t resident;   /* device bytes mapped for live allocations */
 	pool_stat_count_t held;       /* physical bytes created (mapped, cached, pending) */
 	pool_stat_count_t host;       /* host slot bytes holding data */
+	pool_stat_count_t host_mapped;/* bytes of pages mapped from their host slots for calls
+	                                 beyond the budget (cfg.host_map); counted in host too */
 	pool_stat_count_t small_slack;/* bytes of mapped small-allocation chunks that no live
 	                                 allocation requested (free space, rounding; empty
 	                                 chunks not counted); peak taken at allocations */
@@ -200,6 +215,9 @@ typedef struct {
 	uint64_t evictions_planned;   /* evictions chosen by the plan's order */
 	uint64_t stalls, stall_ns;    /* host waits on fences */
 	uint64_t oom;                 /* requests refused for lack of device memory */
+	uint64_t host_map_calls;      /* calls run with pages mapped from the host (host_map) */
+	uint64_t host_map_waits;      /* host waits for such a page's use before it left the
+	                                 host (a later call needed it on the device) */
 	uint64_t chunks_created, chunks_released, maps, unmaps;
 	uint64_t grants;              /* access grants (cuMemSetAccess calls) */
 	uint64_t ranges_reused;       /* allocations served from a freed range without mapping */
@@ -314,7 +332,12 @@ void pool_resolve(pool_t *p, const pool_ref_t *refs, int n, pool_span_t *out);
  * POOL_ELOST, with that ref's out[i].lost set and nothing locked - the
  * caller fails the call loudly (never computes on them).  An unknown extent (bytes 0) is the rest of the allocation from
  * ptr (never an extent learned from an earlier call: a caching allocator
- * reuses addresses for larger tensors unseen).  Returns POOL_OK, or POOL_ENOMEM / POOL_EHOST when
+ * reuses addresses for larger tensors unseen).  With cfg.host_map, when
+ * those unknown extents take the call past the budget, its stated pages
+ * (an unknown extent's first) are made resident as usual, resident pages
+ * past them stay while the budget holds them, and the others are mapped
+ * from their host slots (hostmap.c: correct if the kernel touches them,
+ * over the link).  Returns POOL_OK, or POOL_ENOMEM / POOL_EHOST when
  * the refs do not fit together, in which case nothing stays locked and
  * nothing is lost.  Every successful acquire must be followed by one
  * pool_release with the same spans. */
@@ -506,7 +529,9 @@ void pool_trim(pool_t *p);
 
 /* Page residency of one address, for tests and the trace. */
 typedef enum { POOL_PAGE_RESIDENT, POOL_PAGE_OFFLOADING, POOL_PAGE_HOST, POOL_PAGE_RELEASED,
-	       POOL_PAGE_SMALL, POOL_PAGE_NONE } pool_page_state_t;
+	       POOL_PAGE_SMALL, POOL_PAGE_NONE,
+	       POOL_PAGE_HOST_MAPPED   /* on the host, its slot mapped at its address (host_map) */
+} pool_page_state_t;
 pool_page_state_t pool_page_state(pool_t *p, uintptr_t addr);
 
 /* Device memory as the application should see it: the budget, and the

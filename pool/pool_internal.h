@@ -10,6 +10,8 @@
  *   small.c      the small-size sub-allocator (slabs of one chunk, packed)
  *   residency.c  residency per page: the LRU, eviction, fault-in, offload,
  *                prefetch (the reactive layer and the policies' operations)
+ *   hostmap.c    pages mapped from their host slots for calls whose
+ *                unknown extents reach past the budget (cfg.host_map)
  *   pool.c       creation, large allocations, freed ranges, the public
  *                allocation entry points
  *
@@ -60,8 +62,11 @@
 #include <string.h>
 
 /* PG_EVICTING: chosen by an eviction that waits (unlocked) for its copy or
- * last use; a use cancels it (the page is simply resident again). */
-enum { PG_RESIDENT, PG_OFFLOADING, PG_HOST, PG_RELEASED, PG_EVICTING };
+ * last use; a use cancels it (the page is simply resident again).
+ * PG_HOSTMAP: on the host, its slot mapped at its address for a call
+ * beyond the budget (hostmap.c); the slot is the page's memory, no
+ * device chunk, on the hmapl list until its uses complete. */
+enum { PG_RESIDENT, PG_OFFLOADING, PG_HOST, PG_RELEASED, PG_EVICTING, PG_HOSTMAP };
 enum {
 	PF_WRITTEN = 1u,     /* bytes are meaningful (written at least once) */
 	PF_HOST_VALID = 2u,  /* the host slot holds the current bytes */
@@ -246,6 +251,7 @@ struct pool {
 	struct alloc *freed_head, *freed_tail;
 	struct list lru, offl;
 	struct list heldl;           /* prefetched pages not used yet (PF_HELD) */
+	struct list hmapl;           /* PG_HOSTMAP pages, mapped first first */
 	/* allocation ids (idmap.c): id -> allocation, and block for small ones */
 	struct idslot *ids;
 	uint64_t nids, capids;
@@ -412,6 +418,8 @@ static inline void page_unlist(pool_t *p, struct page *pg)
 	if (pg->flags & PF_HELD) {
 		list_del(&p->heldl, pg);
 		pg->flags &= ~PF_HELD;
+	} else if (pg->state == PG_HOSTMAP) {
+		list_del(&p->hmapl, pg);
 	} else {
 		list_del(pg->state == PG_OFFLOADING ? &p->offl : &p->lru, pg);
 	}
@@ -574,6 +582,19 @@ struct resv {
 /* A fixed allocation's range is gone (reclaimed): the reservation gives
  * its pages back to the virtual range once released and empty. */
 void pool_resv_drop(pool_t *p, struct alloc *a);
+
+/* hostmap.c */
+/* Maps the page's host slot at its address (a released page gets a fresh
+ * slot, its bytes meaningless as a fresh chunk's): PG_HOST or PG_RELEASED
+ * -> PG_HOSTMAP.  The caller orders the use after pg->busy. */
+pool_status_t pool_hostmap_page(pool_t *p, struct page *pg);
+/* An unlocked PG_HOSTMAP page whose uses completed leaves the device's
+ * view: unmapped, PG_HOST (PG_RELEASED when never written).  With `wait`
+ * the host waits for the uses (the lock released, the allocation
+ * pinned).  True when the page is not mapped from the host any more. */
+bool pool_hostmap_leave(pool_t *p, struct page *pg, bool wait);
+/* pool_hostmap_leave without a wait for every such page (`wait`: with). */
+void pool_hostmap_reap(pool_t *p, bool wait);
 
 /* dead.c */
 /* Every byte of the page dead (of its bytes that belong to the allocation). */

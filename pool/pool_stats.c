@@ -48,6 +48,7 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line3(out, ctx, "physical held", &s->held);
 	line3(out, ctx, "host copies", &s->host);
 	line3(out, ctx, "small slack", &s->small_slack);
+	line3(out, ctx, "mapped from host", &s->host_mapped);
 	uint64_t frag = s->reserved.peak > s->requested.peak ? s->reserved.peak - s->requested.peak : 0;
 	line1(out, ctx, "internal frag. (peak)", frag, "MiB");
 	line1(out, ctx, "pinned host obtained", s->host_allocated, "MiB");
@@ -83,6 +84,8 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	snprintf(buf, sizeof(buf), "  %-22s %14.3f ms", "stall time", s->stall_ns / 1e6);
 	out(buf, ctx);
 	line1(out, ctx, "out of memory", s->oom, NULL);
+	line1(out, ctx, "calls run from host", s->host_map_calls, NULL);
+	line1(out, ctx, "  waits to leave host", s->host_map_waits, NULL);
 	line1(out, ctx, "chunks created", s->chunks_created, NULL);
 	line1(out, ctx, "maps", s->maps, NULL);
 	line1(out, ctx, "  unmaps", s->unmaps, NULL);

@@ -598,7 +598,9 @@ static bool resolve(pool_t *p, const pool_ref_t *r, int i, pool_span_t *out, rre
 
 static void lock_page(pool_t *p, struct page *pg)
 {
-	if (pg->state == PG_OFFLOADING || pg->state == PG_EVICTING) {
+	if (pg->state == PG_HOSTMAP) {
+		/* mapped from the host: stays listed there (hostmap.c) */
+	} else if (pg->state == PG_OFFLOADING || pg->state == PG_EVICTING) {
 		/* used again before its offload or eviction finished: cancel
 		 * it; the copy in flight stays valid as long as the page is not
 		 * written, and the user's stream waits for it (its mark is the
@@ -701,9 +703,17 @@ static page_old_t page_old_bytes(const pool_t *p, const pool_ref_t *refs, const 
 	return OLD_REST;
 }
 
-/* refs: the call's refs (NULL for a prefetch, which never overwrites). */
+/* Is the page mapped, by a chunk or from the host? */
+static inline bool page_mapped(const struct page *pg)
+{
+	return pg->state == PG_RESIDENT || pg->state == PG_HOSTMAP;
+}
+
+/* refs: the call's refs (NULL for a prefetch, which never overwrites);
+ * rr: the pages to bring, of the call's `all` (which decide whether a
+ * page's old bytes are needed). */
 static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rref *rr, int n,
-			      pool_event_kind_t kind, uint32_t *nfault)
+			      const struct rref *all, int nall, pool_event_kind_t kind, uint32_t *nfault)
 {
 	uint32_t need = 0, ncopy = 0;
 	pool_status_t st;
@@ -722,7 +732,7 @@ static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rr
 				struct page *pg = &rr[i].a->pages[k];
 				if (pass) {
 					pg->flags &= ~PF_MARK;
-				} else if (pg->state != PG_RESIDENT && !(pg->flags & PF_MARK)) {
+				} else if (!page_mapped(pg) && !(pg->flags & PF_MARK)) {
 					pg->flags |= PF_MARK;
 					need++;
 				}
@@ -751,7 +761,7 @@ static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rr
 			continue;
 		for (uint32_t k = rr[i].first; k <= rr[i].last; k++) {
 			struct page *pg = &rr[i].a->pages[k];
-			if (st || pg->state == PG_RESIDENT)
+			if (st || page_mapped(pg))
 				continue;
 			if (!(st = pool_page_map_run(p, pg, &g)))
 				pg->flags |= PF_MARK;
@@ -773,7 +783,7 @@ static pool_status_t fault_in(pool_t *p, const pool_ref_t *refs, const struct rr
 				continue;   /* its run's grant failed: unmapped again */
 			uint32_t wlo = 0, whi = 0;
 			page_old_t old = pg->flags & PF_HOST_VALID ?
-					 page_old_bytes(p, refs, rr, n, pg, &wlo, &whi) : OLD_NEEDED;
+					 page_old_bytes(p, refs, all, nall, pg, &wlo, &whi) : OLD_NEEDED;
 			if (old == OLD_OVERWRITTEN || old == OLD_DEAD) {
 				pool_slot_release(p, pg->host, pg->busy);
 				pg->host = NULL;
@@ -1119,13 +1129,168 @@ bool pool_oom_need(pool_t *p, const pool_ref_t *refs, int n, pool_oom_t *o)
 	return ok;
 }
 
+/* ------------------------------ calls beyond the budget (cfg.host_map)
+ *
+ * A ref of unknown extent (bytes 0, a scanned kernel argument) states its
+ * first page; the pages after it, to the end of the allocation and into
+ * the application's mappings that follow, are a guess.  When the guess
+ * takes a call past the budget, its pages that are not resident are
+ * mapped from their host slots instead (hostmap.c). */
+
+/* Is rr[j] a guess past its first page (j an unknown extent's)?  Then
+ * `continued`: rr[j] carries the extent on into a following mapping, all
+ * of it guessed. */
+static bool rref_guess(const pool_ref_t *refs, const struct rref *rr, int j, bool *continued)
+{
+	*continued = j > 0 && rr[j - 1].ref == rr[j].ref;
+	return !refs[rr[j].ref].bytes && rr[j].a->kind == A_LARGE;
+}
+
+/* The last page of rr[j] its ref states (first - 1 when none). */
+static int64_t rref_stated_last(const pool_ref_t *refs, const struct rref *rr, int j)
+{
+	bool cont;
+
+	if (!rref_guess(refs, rr, j, &cont))
+		return rr[j].last;
+	return cont ? (int64_t)rr[j].first - 1 : rr[j].first;
+}
+
+/* rr[j] cut to page k (a one-page rref of the same ref). */
+static struct rref rref_page(const pool_t *p, const struct rref *r, uint32_t k)
+{
+	uint64_t lo = (uint64_t)k * chunk_sz(p), hi = lo + chunk_sz(p);
+	struct rref o = *r;
+
+	o.first = o.last = k;
+	o.lo = r->lo > lo ? r->lo : lo;
+	o.hi = r->hi < hi ? r->hi : hi;
+	return o;
+}
+
+/* Pages of rr together, and of them those the refs state (*stated); false
+ * when the host has no memory to count. */
+static bool rref_pages(const pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr,
+		       uint32_t *pages, uint32_t *stated)
+{
+	struct pages_iv *iv = malloc(2 * (size_t)nrr * sizeof(*iv));
+	int ns = 0;
+
+	(void)p;
+	if (!iv)
+		return false;
+	for (int j = 0; j < nrr; j++) {
+		int64_t sl = rref_stated_last(refs, rr, j);
+
+		iv[j] = (struct pages_iv){ rr[j].a, rr[j].first, rr[j].last };
+		if (sl >= rr[j].first)
+			iv[nrr + ns++] = (struct pages_iv){ rr[j].a, rr[j].first, (uint32_t)sl };
+	}
+	*pages = pages_union(iv, nrr);
+	*stated = pages_union(iv + nrr, ns);
+	free(iv);
+	return true;
+}
+
+/* Splits a call whose guessed pages take it past the budget: `lk` gets
+ * what is locked and faulted in as usual - the stated pages, and guessed
+ * ones already resident while the budget holds them with the stated ones
+ * - and `dv` the other guessed pages, one rref each, which pool_acquire
+ * maps from the host after the fault-in unless they came back meanwhile.
+ * False (nothing split) when the call fits the budget or has no guess, or
+ * the host has no memory for the lists. */
+static bool tail_split(pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr,
+		       rrefs_t *lk, rrefs_t *dv)
+{
+	uint32_t pages, stated, bpages = (uint32_t)(p->cfg.budget / chunk_sz(p));
+	bool any = false, cont;
+
+	for (int j = 0; j < nrr && !any; j++)
+		any = rref_guess(refs, rr, j, &cont) && (cont || rr[j].last > rr[j].first);
+	if (!any || !rref_pages(p, refs, rr, nrr, &pages, &stated) || pages <= bpages)
+		return false;
+	uint32_t room = stated < bpages ? bpages - stated : 0;
+	for (int j = 0; j < nrr; j++) {
+		if (!rref_guess(refs, rr, j, &cont)) {
+			if (!rr_push(lk, rr[j]))
+				return false;
+			continue;
+		}
+		uint32_t k = rr[j].first;
+		if (!cont && !rr_push(lk, rref_page(p, &rr[j], k++)))
+			return false;
+		for (; k <= rr[j].last; k++) {
+			const struct page *pg = &rr[j].a->pages[k];
+			bool on = pg->state == PG_RESIDENT || pg->state == PG_OFFLOADING ||
+				  pg->state == PG_EVICTING;
+
+			if (!rr_push(on && room ? lk : dv, rref_page(p, &rr[j], k)))
+				return false;
+			room -= on && room;
+		}
+	}
+	return true;
+}
+
+/* A stated page of the call mapped from the host by an earlier call comes
+ * back to the device: the host waits for that call (lock released, the
+ * call's allocations pinned).  False when one of them was freed meanwhile
+ * (by another thread: the call is refused). */
+static bool stated_leave_host(pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr)
+{
+	bool freed = false;
+
+	pool_hostmap_reap(p, false);
+	if (!p->hmapl.head)
+		return true;
+	for (int j = 0; j < nrr; j++)
+		rr[j].a->pins++;
+	for (int j = 0; j < nrr; j++) {
+		int64_t sl = rref_stated_last(refs, rr, j);
+
+		for (int64_t k = rr[j].first; k <= sl; k++)
+			if (!rr[j].a->freed)
+				(void)pool_hostmap_leave(p, &rr[j].a->pages[k], true);
+	}
+	for (int j = 0; j < nrr; j++) {
+		rr[j].a->pins--;
+		freed |= rr[j].a->freed;
+	}
+	return !freed;
+}
+
+/* Maps the pages of dv that are not back on the device from the host, and
+ * locks each; *nmapped counts those mapped.  On failure the first *nlocked
+ * are locked. */
+static pool_status_t tail_map(pool_t *p, const rrefs_t *dv, int *nlocked, uint32_t *nmapped)
+{
+	pool_status_t st = POOL_OK;
+
+	*nlocked = 0;
+	*nmapped = 0;
+	for (int i = 0; i < dv->n; i++) {
+		struct page *pg = &dv->rr[i].a->pages[dv->rr[i].first];
+
+		if (pg->state == PG_HOST || pg->state == PG_RELEASED) {
+			if ((st = pool_hostmap_page(p, pg)))
+				return st;
+			(*nmapped)++;
+		}
+		lock_page(p, pg);
+		(*nlocked)++;
+	}
+	return st;
+}
+
 pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *stream, pool_span_t *out)
 {
-	rrefs_t v;
+	rrefs_t v, lv, dv;
 	pool_status_t st = POOL_OK;
 	uint32_t nfault;
 
 	rr_init(&v);
+	rr_init(&lv);
+	rr_init(&dv);
 	pthread_mutex_lock(&p->lock);
 	for (int i = 0; i < n && st == POOL_OK; i++)
 		if (!resolve(p, &refs[i], i, &out[i], &v))
@@ -1144,18 +1309,39 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 		rr_free(&v);
 		return POOL_ELOST;
 	}
-	for (int j = 0; j < nrr; j++)
-		for (uint32_t k = rr[j].first; k <= rr[j].last; k++)
-			lock_page(p, &rr[j].a->pages[k]);
+	if (p->hmapl.head && !stated_leave_host(p, refs, rr, nrr)) {
+		pthread_mutex_unlock(&p->lock);
+		rr_free(&v);
+		return POOL_EINVAL;
+	}
+	/* lk: what is locked now and faulted in; the rest of a call beyond
+	 * the budget (dv) is locked after, mapped from the host */
+	struct rref *lk = rr;
+	int nlk = nrr, ntail = 0;
+	if (p->cfg.host_map) {
+		if (tail_split(p, refs, rr, nrr, &lv, &dv)) {
+			lk = lv.rr;
+			nlk = lv.n;
+		} else {
+			lv.n = dv.n = 0;
+		}
+	}
+	for (int j = 0; j < nlk; j++)
+		for (uint32_t k = lk[j].first; k <= lk[j].last; k++)
+			lock_page(p, &lk[j].a->pages[k]);
 	/* a page whose rest is on the host, and the call reaches the rest */
-	uint32_t nfill = 0;
+	uint32_t nfill = 0, nmapped = 0;
 	if (p->nrest)
 		st = rest_for_call(p, refs, rr, nrr, &nfill);
 	if (!st)
-		st = fault_in(p, refs, rr, nrr, POOL_EV_FAULT_IN, &nfault);
+		st = fault_in(p, refs, lk, nlk, rr, nrr, POOL_EV_FAULT_IN, &nfault);
 	else
 		nfault = 0;
 	p->st.misses += nfault + nfill;
+	if (!st && dv.n) {
+		st = tail_map(p, &dv, &ntail, &nmapped);
+		p->st.host_map_calls += nmapped > 0;
+	}
 	/* Order the call after the copies and after earlier work on other
 	 * streams (a prefetch, a cancelled offload, another stream's use).
 	 * The same stream's earlier uses are ordered by the stream itself: in
@@ -1172,7 +1358,8 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 			}
 		}
 	if (st) {
-		unlock_spans(p, rr, nrr);
+		unlock_spans(p, lk, nlk);
+		unlock_spans(p, dv.rr, ntail);
 		if (st == POOL_ENOMEM || st == POOL_EHOST) {
 			/* a device failure is not an out-of-memory */
 			p->st.oom++;
@@ -1181,6 +1368,8 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 	}
 	pthread_mutex_unlock(&p->lock);
 	rr_free(&v);
+	rr_free(&lv);
+	rr_free(&dv);
 	return st;
 }
 
@@ -1241,7 +1430,10 @@ void pool_release(pool_t *p, const pool_ref_t *refs, const pool_span_t *spans, i
 			if (ref->write) {
 				pg->wrote = m;
 				pg->flags |= PF_WRITTEN;
-				if (pg->flags & PF_REST) {
+				if (pg->state == PG_HOSTMAP) {
+					/* written into its slot, which stays the
+					 * page's bytes (hostmap.c) */
+				} else if (pg->flags & PF_REST) {
 					/* inside what the device holds (acquire
 					 * brought the rest back otherwise): the slot
 					 * keeps the rest */
@@ -1736,8 +1928,10 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 	/* locked while chunks are found, so that finding them never takes
 	 * one of the range's own pages */
 	for (uint32_t k = rr.first; k <= rr.last; k++) {
+		if (a->pages[k].state == PG_HOSTMAP)
+			(void)pool_hostmap_leave(p, &a->pages[k], false);
 		lock_page(p, &a->pages[k]);
-		need += a->pages[k].state != PG_RESIDENT;
+		need += !page_mapped(&a->pages[k]);
 	}
 	if (need)
 		prefetch_fill(p, a, s.offset, s.bytes, need, wait, next_call);
@@ -1758,8 +1952,8 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 		struct page *pg = &a->pages[k];
 		if (pg->state == PG_RESIDENT)
 			continue;
-		if (!p->ncache || pool_page_map_run(p, pg, &g))
-			skipped++;
+		if (pg->state == PG_HOSTMAP || !p->ncache || pool_page_map_run(p, pg, &g))
+			skipped++;   /* mapped from the host still: its call runs on it */
 		else
 			pg->flags |= PF_MARK;
 	}
@@ -1907,7 +2101,7 @@ pool_page_state_t pool_page_state(pool_t *p, uintptr_t addr)
 		static const pool_page_state_t map[] = {
 			[PG_RESIDENT] = POOL_PAGE_RESIDENT, [PG_OFFLOADING] = POOL_PAGE_OFFLOADING,
 			[PG_HOST] = POOL_PAGE_HOST, [PG_RELEASED] = POOL_PAGE_RELEASED,
-			[PG_EVICTING] = POOL_PAGE_OFFLOADING,
+			[PG_EVICTING] = POOL_PAGE_OFFLOADING, [PG_HOSTMAP] = POOL_PAGE_HOST_MAPPED,
 		};
 		r = map[a->pages[page_of(p, addr - a->base)].state];
 	}

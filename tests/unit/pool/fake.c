@@ -351,6 +351,35 @@ static int f_map_only(void *ctx, uintptr_t va, uint64_t size, uint64_t h)
 	return map_chunk(ctx, va, size, h, false);
 }
 
+/* The host memory of a slot mapped at va, as cuMemMap of a host-located
+ * chunk: the page reads and writes the slot itself.  Not device memory:
+ * not counted in `mapped`. */
+static int f_map_slot(void *ctx, uintptr_t va, uint64_t size, void *slot)
+{
+	fake_t *f = ctx;
+	int rc = 0;
+	pthread_mutex_lock(&f->lock);
+	uint8_t **s = page_slot(f, va);
+	if (!s || (va - f->va_base) % f->chunk || size != f->chunk || !slot) {
+		violation(f, "slot map of a bad range 0x%lx+%lu", (unsigned long)va, (unsigned long)size);
+		rc = POOL_EDEVICE;
+	} else {
+		if (*s)
+			violation(f, "slot map over a mapped page 0x%lx", (unsigned long)va);
+		for (uint64_t i = 0; i < f->va_size / f->chunk; i++)
+			if (f->map[i] == slot)
+				violation(f, "slot mapped twice (at 0x%lx too)",
+					  (unsigned long)(f->va_base + i * f->chunk));
+		*s = slot;
+		f->noaccess[s - f->map] = 0;
+		f->slotmap[s - f->map] = 1;
+		f->slot_maps++;
+		f->slot_mapped++;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
 /* Access over [va, va+size): every page of it must be mapped. */
 static int f_grant(void *ctx, uintptr_t va, uint64_t size)
 {
@@ -396,7 +425,12 @@ static int f_unmap(void *ctx, uintptr_t va, uint64_t size)
 						  (unsigned long)va, op->kind == FAKE_KERNEL ? "a kernel" : "a copy");
 		*s = NULL;
 		f->noaccess[s - f->map] = 0;
-		f->mapped -= size;
+		if (f->slotmap[s - f->map]) {
+			f->slotmap[s - f->map] = 0;
+			f->slot_mapped--;
+		} else {
+			f->mapped -= size;
+		}
 		f->unmaps++;
 	}
 	pthread_mutex_unlock(&f->lock);
@@ -578,6 +612,7 @@ void fake_init(fake_t *f, uint64_t chunk, uint64_t budget, uint64_t va_size)
 	f->va_size = va_size;
 	f->map = calloc(va_size / chunk, sizeof(*f->map));
 	f->noaccess = calloc(va_size / chunk, 1);
+	f->slotmap = calloc(va_size / chunk, 1);
 	f->rng = 0x9e3779b97f4a7c15ull;
 }
 
@@ -591,6 +626,7 @@ void fake_fini(fake_t *f)
 	}
 	free(f->map);
 	free(f->noaccess);
+	free(f->slotmap);
 	pthread_mutex_destroy(&f->lock);
 }
 
@@ -604,7 +640,7 @@ pool_ops_t fake_ops(fake_t *f)
 		.va_reserve = f_va_reserve, .va_release = f_va_release,
 		.chunk_create = f_chunk_create, .chunk_release = f_chunk_release,
 		.map = f_map, .unmap = f_unmap,
-		.map_only = f_map_only, .grant = f_grant,
+		.map_only = f_map_only, .grant = f_grant, .map_slot = f_map_slot,
 		.host_alloc = f_host_alloc, .host_free = f_host_free,
 		.copy_d2h = f_copy_d2h, .copy_h2d = f_copy_h2d,
 		.fence_record = f_fence_record, .fence_query = f_fence_query,

@@ -77,6 +77,9 @@ typedef struct {
 	uint64_t va_size;
 	uint8_t **map;          /* per page: backing buffer or NULL */
 	uint8_t *noaccess;      /* per page: mapped by map_only, not granted yet */
+	uint8_t *slotmap;       /* per page: mapped from a host slot (map_slot) */
+	uint64_t slot_maps;     /* map_slot calls so far */
+	uint64_t slot_mapped;   /* pages mapped from host slots now */
 	uint64_t created, peak_created, mapped, peak_mapped;
 	uint64_t host_bytes, host_fail_after;  /* host_alloc fails past this (0 = never) */
 	uint64_t issued;

@@ -3494,6 +3494,253 @@ static void test_foreign_pointer_is_left_alone(void **state)
 	env_close(&e);
 }
 
+/* ------------------------------------- calls beyond the budget (host_map) */
+
+static void env_open_hostmap(env_t *e, uint64_t budget_chunks, bool host_map)
+{
+	fake_init(&e->f, CH, budget_chunks * CH, 64 * CH);
+	pool_config_t c = {
+		.budget = budget_chunks * CH, .chunk_size = CH, .granularity = CH,
+		.small_threshold = CH / 2, .va_size = 64 * CH, .host_block = 4 * CH,
+		.host_map = host_map,
+	};
+	pool_ops_t ops = fake_ops(&e->f);
+	pool_status_t st = pool_create(&c, &ops, &e->p);
+	if (st != POOL_OK)
+		fail_msg("pool_create: expected success, got %s", pool_strerror(st));
+}
+
+static void env_close_hostmap(env_t *e)
+{
+	pool_destroy(e->p);
+	if (e->f.slot_mapped)
+		fail_msg("after pool_destroy %lu pages were still mapped from host slots",
+			 (unsigned long)e->f.slot_mapped);
+	if (e->f.created)
+		fail_msg("after pool_destroy %lu physical bytes were still held",
+			 (unsigned long)e->f.created);
+	fake_fini(&e->f);
+	check_clean(e);
+}
+
+/* Two segments of 3 pages each written and evicted, budget 4: a kernel
+ * given a pointer into each (unknown extents) needs 6 pages.  Without
+ * host_map it is refused; with it, it runs: every byte reads right, the
+ * pages past the budget mapped from their slots, and a write there is
+ * kept (read back through the device after the page left the host). */
+static void run_two_segments(bool host_map)
+{
+	env_t e;
+	env_open_hostmap(&e, 4, host_map);
+	uintptr_t a = must_malloc(&e, 3 * CH), b = must_malloc(&e, 3 * CH);
+	put(&e, a, 3 * CH, 31);
+	put(&e, b, 3 * CH, 32);   /* evicts a's first pages */
+	pool_ref_t r[2] = { { .ptr = a + 8, .write = true }, { .ptr = b + 16, .write = true } };
+	pool_span_t sp[2];
+	pool_status_t st = pool_acquire(e.p, r, 2, NULL, sp);
+	if (!host_map) {
+		if (st != POOL_ENOMEM)
+			fail_msg("6 pages of unknown extent, budget 4, no host_map: expected "
+				 "POOL_ENOMEM, got %s", pool_strerror(st));
+		env_close(&e);
+		return;
+	}
+	if (st != POOL_OK)
+		fail_msg("6 pages of unknown extent, budget 4, host_map: expected POOL_OK, got %s",
+			 pool_strerror(st));
+	fake_drain(&e.f);
+	check_clean(&e);
+	/* the stated pages are on the device; two pages come from the host */
+	uintptr_t hm = 0;
+	int nhm = 0;
+	for (int i = 0; i < 6; i++) {
+		uintptr_t pg = (i < 3 ? a : b) + (uint64_t)(i % 3) * CH;
+		pool_page_state_t s = pool_page_state(e.p, pg);
+		if (s == POOL_PAGE_HOST_MAPPED) {
+			nhm++;
+			hm = pg;
+		} else if (s != POOL_PAGE_RESIDENT) {
+			fail_msg("page %d of the call: expected resident or mapped from the host, "
+				 "got state %d", i, s);
+		}
+	}
+	if (pool_page_state(e.p, a) != POOL_PAGE_RESIDENT ||
+	    pool_page_state(e.p, b) != POOL_PAGE_RESIDENT || nhm != 2 || e.f.mapped > 4 * CH)
+		fail_msg("expected the two stated pages resident, 2 mapped from the host and at "
+			 "most 4 device pages mapped; got states %d %d, %d from the host, %lu mapped",
+			 pool_page_state(e.p, a), pool_page_state(e.p, b), nhm,
+			 (unsigned long)(e.f.mapped / CH));
+	uint8_t *want = malloc(3 * CH), *got = malloc(3 * CH);
+	for (int s = 0; s < 2; s++) {
+		pattern(want, 3 * CH, 31 + (uint32_t)s);
+		assert_true(fake_read(&e.f, s ? b : a, got, 3 * CH));
+		if (memcmp(want, got, 3 * CH))
+			fail_msg("segment %d read through the call's mappings differs from what "
+				 "was written", s);
+	}
+	/* the kernel writes a page mapped from the host */
+	pattern(want, CH, 33);
+	assert_true(fake_write(&e.f, hm, want, CH));
+	pool_release(e.p, r, sp, 2, NULL);
+	pool_stats_t s = stats(&e);
+	if (s.host_map_calls != 1 || s.host_mapped.peak != 2 * CH || s.host_mapped.cur != 2 * CH)
+		fail_msg("expected 1 call run from the host, 2 pages mapped from it (peak and now); "
+			 "got %lu calls, peak %lu, now %lu pages", (unsigned long)s.host_map_calls,
+			 (unsigned long)(s.host_mapped.peak / CH),
+			 (unsigned long)(s.host_mapped.cur / CH));
+	/* its use done, the page leaves the host mapping; read back on the device */
+	pool_poll(e.p);
+	if (pool_page_state(e.p, hm) != POOL_PAGE_HOST || e.f.slot_mapped)
+		fail_msg("after the call completed and a poll: expected the page on the host "
+			 "(state %d), none mapped from slots; got state %d, %lu mapped",
+			 POOL_PAGE_HOST, pool_page_state(e.p, hm), (unsigned long)e.f.slot_mapped);
+	assert_true(check(&e, hm, CH, 33));
+	assert_int_equal(pool_page_state(e.p, hm), POOL_PAGE_RESIDENT);
+	free(want);
+	free(got);
+	check_clean(&e);
+	env_close_hostmap(&e);
+}
+
+static void test_call_beyond_budget_is_refused_without_host_map(void **state)
+{
+	(void)state;
+	run_two_segments(false);
+}
+
+static void test_call_beyond_budget_maps_its_tail_from_host(void **state)
+{
+	(void)state;
+	run_two_segments(true);
+}
+
+/* With host_map an allocation larger than the budget is taken, mapped
+ * lazily; a stated extent within the budget runs on the device, one past
+ * it is refused, and an unknown extent over all of it runs. */
+static void test_allocation_larger_than_budget_with_host_map(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open_hostmap(&e, 4, true);
+	uintptr_t a = must_malloc(&e, 6 * CH);
+	put(&e, a, 2 * CH, 41);
+	put(&e, a + 4 * CH, 2 * CH, 42);
+	pool_status_t st = use(&e, a, 6 * CH, false, NULL);
+	if (st != POOL_ENOMEM)
+		fail_msg("a stated extent of 6 pages, budget 4: expected POOL_ENOMEM, got %s",
+			 pool_strerror(st));
+	pool_ref_t r = { .ptr = a };
+	pool_span_t sp;
+	if ((st = pool_acquire(e.p, &r, 1, NULL, &sp)) != POOL_OK)
+		fail_msg("an unknown extent over 6 pages, budget 4: expected POOL_OK, got %s",
+			 pool_strerror(st));
+	fake_drain(&e.f);
+	uint8_t *want = malloc(2 * CH), *got = malloc(2 * CH);
+	for (int s = 0; s < 2; s++) {
+		pattern(want, 2 * CH, 41 + (uint32_t)s);
+		assert_true(fake_read(&e.f, a + (uint64_t)s * 4 * CH, got, 2 * CH));
+		if (memcmp(want, got, 2 * CH))
+			fail_msg("part %d of the allocation read in the call differs", s);
+	}
+	pool_release(e.p, &r, &sp, 1, NULL);
+	free(want);
+	free(got);
+	pool_poll(e.p);
+	assert_true(check(&e, a, 2 * CH, 41));
+	assert_true(check(&e, a + 4 * CH, 2 * CH, 42));
+	check_clean(&e);
+	env_close_hostmap(&e);
+}
+
+/* A page mapped from the host for a call still queued: a later call that
+ * states it waits for the first (a host wait) before the page is
+ * unmapped and brought to the device, and a free of the allocation waits
+ * the same way - the fake device catches an unmap under a queued kernel. */
+static void test_page_leaves_the_host_only_after_its_use(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open_hostmap(&e, 4, true);
+	uintptr_t a = must_malloc(&e, 3 * CH), b = must_malloc(&e, 3 * CH);
+	put(&e, a, 3 * CH, 51);
+	put(&e, b, 3 * CH, 52);
+	e.f.hold = true;
+	pool_ref_t r[2] = { { .ptr = a, .write = true }, { .ptr = b, .write = true } };
+	pool_span_t sp[2];
+	assert_int_equal(pool_acquire(e.p, r, 2, NULL, sp), POOL_OK);
+	uintptr_t hm = 0;
+	for (int i = 0; i < 6 && !hm; i++) {
+		uintptr_t pg = (i < 3 ? a : b) + (uint64_t)(i % 3) * CH;
+		if (pool_page_state(e.p, pg) == POOL_PAGE_HOST_MAPPED)
+			hm = pg;
+	}
+	assert_true(hm != 0);
+	uint8_t *buf = malloc(CH);
+	pattern(buf, CH, 53);
+	fake_kernel_write(&e.f, NULL, hm, buf, CH);
+	pool_release(e.p, r, sp, 2, NULL);
+	pool_poll(e.p);
+	if (pool_page_state(e.p, hm) != POOL_PAGE_HOST_MAPPED)
+		fail_msg("its kernel queued: expected the page still mapped from the host after a "
+			 "poll, got state %d", pool_page_state(e.p, hm));
+	/* a call that states the page: the host waits, then it comes to the device */
+	uint64_t waits = stats(&e).host_map_waits;
+	pool_ref_t r2 = { .ptr = hm, .bytes = CH };
+	pool_span_t sp2;
+	assert_int_equal(pool_acquire(e.p, &r2, 1, NULL, &sp2), POOL_OK);
+	if (stats(&e).host_map_waits != waits + 1 ||
+	    pool_page_state(e.p, hm) != POOL_PAGE_RESIDENT)
+		fail_msg("a stated use of a page mapped from the host for a queued kernel: expected "
+			 "1 wait and the page resident; got %lu waits, state %d",
+			 (unsigned long)(stats(&e).host_map_waits - waits), pool_page_state(e.p, hm));
+	pool_release(e.p, &r2, &sp2, 1, NULL);
+	e.f.hold = false;
+	fake_drain(&e.f);
+	assert_true(check(&e, hm, CH, 53));
+	/* the same again, then the allocation is freed under the queued kernel */
+	e.f.hold = true;
+	assert_int_equal(pool_acquire(e.p, r, 2, NULL, sp), POOL_OK);
+	int nhm = 0;
+	for (int i = 0; i < 6; i++) {
+		uintptr_t pg = (i < 3 ? a : b) + (uint64_t)(i % 3) * CH;
+		if (pool_page_state(e.p, pg) == POOL_PAGE_HOST_MAPPED) {
+			fake_kernel_write(&e.f, NULL, pg, buf, CH);
+			nhm++;
+		}
+	}
+	pool_release(e.p, r, sp, 2, NULL);
+	assert_true(nhm > 0);
+	assert_int_equal(pool_free(e.p, a, NULL, true), POOL_OK);
+	assert_int_equal(pool_free(e.p, b, NULL, true), POOL_OK);
+	e.f.hold = false;
+	fake_drain(&e.f);
+	if (e.f.slot_mapped)
+		fail_msg("after both frees: expected no page mapped from a slot, got %lu",
+			 (unsigned long)e.f.slot_mapped);
+	free(buf);
+	check_clean(&e);
+	env_close_hostmap(&e);
+}
+
+static void test_host_map_needs_map_slot(void **state)
+{
+	(void)state;
+	fake_t f;
+	fake_init(&f, CH, 4 * CH, 64 * CH);
+	pool_config_t c = {
+		.budget = 4 * CH, .chunk_size = CH, .granularity = CH,
+		.small_threshold = CH / 2, .va_size = 64 * CH, .host_map = true,
+	};
+	pool_ops_t ops = fake_ops(&f);
+	ops.map_slot = NULL;
+	pool_t *p = NULL;
+	pool_status_t st = pool_create(&c, &ops, &p);
+	if (st != POOL_ECONFIG)
+		fail_msg("host_map without ops.map_slot: expected POOL_ECONFIG, got %s",
+			 pool_strerror(st));
+	fake_fini(&f);
+}
+
 /* ---------------------------------------------------------- fragmentation */
 
 /* Out-of-core paper §4, Fig. 3: tensors of mixed sizes interleaved in
@@ -4227,6 +4474,11 @@ int main(void)
 		cmocka_unit_test(test_other_threads_run_while_one_waits_for_the_device),
 		cmocka_unit_test(test_an_unseen_call_waits_for_a_rest_another_thread_evicts),
 		cmocka_unit_test(test_stats_table_shows_the_counters),
+		cmocka_unit_test(test_call_beyond_budget_is_refused_without_host_map),
+		cmocka_unit_test(test_call_beyond_budget_maps_its_tail_from_host),
+		cmocka_unit_test(test_allocation_larger_than_budget_with_host_map),
+		cmocka_unit_test(test_page_leaves_the_host_only_after_its_use),
+		cmocka_unit_test(test_host_map_needs_map_slot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
