@@ -149,6 +149,16 @@ size_t sg_page;
 simgpu_clock_t sg_clk;
 uint64_t sg_bytes_h2d, sg_bytes_d2h, sg_bytes_d2d, sg_n_compute;
 bool sg_footprints;
+static bool sg_host_vmm = true;      /* SIMGPU_HOST_VMM */
+uint64_t sg_kernel_host_bytes;
+unsigned sg_host_phys;
+
+bool simgpu_host_vmm_supported(void)
+{
+	simgpu_init();
+	return sg_host_vmm;
+}
+
 uint64_t sg_kernel_footprint;
 const char *sg_kernel_footprint_name;
 
@@ -297,6 +307,7 @@ static void write_report(void)
 		(unsigned long long)sg_vmm_calls[SIMGPU_VMM_CREATE],
 		(unsigned long long)sg_vmm_calls[SIMGPU_VMM_RELEASE]);
 	fprintf(f, "vmm_host_s: %.9f\n", sg_vmm_host_s);
+	fprintf(f, "kernel_host_bytes: %llu\n", (unsigned long long)sg_kernel_host_bytes);
 	if (sg_race_mode)
 		fprintf(f, "largest_kernel_bytes: %llu %s\n",
 			(unsigned long long)sg_kernel_footprint,
@@ -336,6 +347,10 @@ static void init_once(void)
 	v = getenv("SIMGPU_POISON");
 	if (v && simgpu_parse_bool(v, &sg_poison))
 		bad_env("SIMGPU_POISON", v, "not a boolean; use 1 or 0");
+
+	v = getenv("SIMGPU_HOST_VMM");
+	if (v && simgpu_parse_bool(v, &sg_host_vmm))
+		bad_env("SIMGPU_HOST_VMM", v, "not a boolean; use 1 or 0");
 
 	v = getenv("SIMGPU_POLL_COST");
 	if (v && *v) {
@@ -495,7 +510,10 @@ static void phys_destroy(struct phys *ph)
 {
 	sg_phys_hazard(ph, "cuMemRelease", "releases");
 	phys_drop(ph->off, ph->size);
-	uncharge(ph->size);
+	if (!ph->host)
+		uncharge(ph->size);
+	else
+		sg_host_phys--;
 	simgpu_shadow_free(&ph->sh);
 	ph->magic = 0;
 	free(ph);
@@ -863,7 +881,7 @@ simgpu_status_t simgpu_vmm_free(void *p, size_t size)
 	return SIMGPU_OK;
 }
 
-simgpu_status_t simgpu_vmm_create(uint64_t *handle, size_t size)
+static simgpu_status_t vmm_create(uint64_t *handle, size_t size, bool host)
 {
 	struct phys *ph;
 
@@ -873,17 +891,22 @@ simgpu_status_t simgpu_vmm_create(uint64_t *handle, size_t size)
 	ph = calloc(1, sizeof(*ph));
 	if (!ph)
 		return SIMGPU_ENOMEM;
+	ph->host = host;
 	pthread_mutex_lock(&simgpu_lock);
-	if (charge(size)) {
+	sg_host_phys += host;
+	if (!host && charge(size)) {
 		/* memory cached by the stream-ordered pool comes first */
 		if (!sg_pool_release(true) || charge(size)) {
+			sg_host_phys -= host;
 			pthread_mutex_unlock(&simgpu_lock);
 			free(ph);
 			return SIMGPU_ENOMEM;
 		}
 	}
 	if (phys_take(size, &ph->off)) {
-		uncharge(size);
+		if (!host)
+			uncharge(size);
+		sg_host_phys -= host;
 		pthread_mutex_unlock(&simgpu_lock);
 		free(ph);
 		return SIMGPU_ENOMEM;
@@ -895,6 +918,16 @@ simgpu_status_t simgpu_vmm_create(uint64_t *handle, size_t size)
 	phys_poison(ph->off, size);
 	*handle = (uint64_t)(uintptr_t)ph;
 	return SIMGPU_OK;
+}
+
+simgpu_status_t simgpu_vmm_create(uint64_t *handle, size_t size)
+{
+	return vmm_create(handle, size, false);
+}
+
+simgpu_status_t simgpu_vmm_create_host(uint64_t *handle, size_t size)
+{
+	return vmm_create(handle, size, true);
 }
 
 static struct phys *phys_of(uint64_t handle)

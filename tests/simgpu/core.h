@@ -137,6 +137,12 @@ SIMGPU_API simgpu_status_t simgpu_vmm_reserve(void **p, size_t size,
 					      size_t align, void *hint);
 SIMGPU_API simgpu_status_t simgpu_vmm_free(void *p, size_t size);
 SIMGPU_API simgpu_status_t simgpu_vmm_create(uint64_t *handle, size_t size);
+/* The same in host memory (a host location): not charged to the device;
+ * mapped in a reservation, the device reaches it over the link. */
+SIMGPU_API simgpu_status_t simgpu_vmm_create_host(uint64_t *handle, size_t size);
+/* Whether the device can map host-located memory (SIMGPU_HOST_VMM, on by
+ * default: CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED). */
+SIMGPU_API bool simgpu_host_vmm_supported(void);
 /* Physical memory is returned when the handle is released and unmapped. */
 SIMGPU_API simgpu_status_t simgpu_vmm_release(uint64_t handle);
 SIMGPU_API simgpu_status_t simgpu_vmm_map(void *p, size_t size, size_t offset,

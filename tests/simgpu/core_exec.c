@@ -237,6 +237,7 @@ struct piece {
 	uint64_t off, len;      /* inside the shadowed object */
 	uintptr_t va;
 	struct host_range *host;
+	bool sysmem;            /* a mapping of host-located memory */
 };
 
 typedef void (*piece_fn)(const struct piece *pc, void *ctx);
@@ -260,6 +261,7 @@ static void for_pieces(uintptr_t p, size_t n, piece_fn fn, void *ctx)
 			pc.len = e - a;
 			pc.va = a;
 			pc.host = NULL;
+			pc.sysmem = r->phys && r->phys->host;
 			fn(&pc, ctx);
 			a = e;
 			continue;
@@ -274,6 +276,7 @@ static void for_pieces(uintptr_t p, size_t n, piece_fn fn, void *ctx)
 			pc.len = e - a;
 			pc.va = a;
 			pc.host = h;
+			pc.sysmem = false;
 			fn(&pc, ctx);
 			a = e;
 			continue;
@@ -359,7 +362,7 @@ void sg_host_hazard(const void *p, size_t n, const char *what, const char *verb)
 void sg_phys_hazard(struct phys *ph, const char *what, const char *verb)
 {
 	struct hazard_ctx c = { what, verb, 0 };
-	struct piece pc = { &ph->sh, 0, ph->size, 0, NULL };
+	struct piece pc = { &ph->sh, 0, ph->size, 0, NULL, ph->host };
 
 	if (sg_race_mode == 0 || !ph->sh.n)
 		return;
@@ -1009,7 +1012,7 @@ static __thread struct {
 
 void simgpu_access(const void *p, size_t n, unsigned mode)
 {
-	if (!p || !n || !(mode & SIMGPU_ACC_RW) || sg_race_mode == 0)
+	if (!p || !n || !(mode & SIMGPU_ACC_RW) || (sg_race_mode == 0 && !sg_host_phys))
 		return;
 	if (pend.n == pend.cap) {
 		size_t cap = pend.cap ? 2 * pend.cap : 32;
@@ -1054,8 +1057,8 @@ static void device_span(const struct piece *pc, void *ctx)
 {
 	struct span_list *l = ctx;
 
-	if (pc->host)
-		return;         /* pinned host memory is not the device's */
+	if (pc->host || pc->sysmem)
+		return;         /* host memory is not the device's */
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 64;
 		void *v = realloc(l->v, cap * sizeof(*l->v));
@@ -1075,6 +1078,40 @@ static int span_cmp(const void *a, const void *b)
 	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+static void sysmem_bytes(const struct piece *pc, void *ctx)
+{
+	if (pc->sysmem)
+		*(uint64_t *)ctx += pc->len;
+}
+
+/* Is p in a mapping of host-located memory? */
+static bool in_sysmem(const void *p)
+{
+	bool r = false;
+
+	pthread_mutex_lock(&simgpu_lock);
+	long i = sa_find(&sg_regions, (uintptr_t)p);
+	if (i >= 0) {
+		const struct region *rg = sa_at(&sg_regions, (size_t)i);
+
+		r = rg->phys && rg->phys->host;
+	}
+	pthread_mutex_unlock(&simgpu_lock);
+	return r;
+}
+
+/* (lock held) Bytes of host-located memory among the declared accesses
+ * (before pending_check clears them): the kernel reaches them over the
+ * link. */
+static uint64_t kernel_sysmem(void)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; sg_host_phys && i < pend.n; i++)
+		for_pieces((uintptr_t)pend.a[i].p, pend.a[i].n, sysmem_bytes, &n);
+	return n;
 }
 
 /* (lock held) Counts the distinct device bytes of the declared accesses
@@ -1300,6 +1337,13 @@ static simgpu_status_t copy_run(const struct copy_args *c, void *stream,
 		simgpu_check(c->src, sn, false);
 		simgpu_check(c->dst, dn, false);
 		e = SIMGPU_ENGINE_D2D;
+		if (sg_host_phys) {
+			/* a side in host-located memory: a copy over the link */
+			bool ds = in_sysmem(c->dst), ss = in_sysmem(c->src);
+
+			if (ds || ss)
+				e = ss ? SIMGPU_ENGINE_H2D : SIMGPU_ENGINE_D2H;
+		}
 		break;
 	case SIMGPU_COPY_H2H:
 		/* the host copies, synchronously */
@@ -1595,9 +1639,13 @@ static simgpu_status_t launch_run(const simgpu_kernel_t *k, void **args,
 	pthread_mutex_lock(&simgpu_lock);
 	sg_op_epoch(st, k->name, &ep);
 	kernel_footprint(k->name);
+	uint64_t sys = kernel_sysmem();
 	pending_check(st, &ep);
+	/* what it reaches in host memory crosses the link at the copy rate */
+	sg_kernel_host_bytes += sys;
 	submit_locked(st, SIMGPU_ENGINE_COMPUTE,
-		      simgpu_model_op_seconds(&sg_model, flops, bytes));
+		      simgpu_model_op_seconds(&sg_model, flops, bytes) +
+		      (sys ? simgpu_model_copy_seconds(&sg_model, (double)sys) : 0.0));
 	pthread_mutex_unlock(&simgpu_lock);
 	simgpu_op_end();
 	return SIMGPU_OK;
@@ -1736,7 +1784,7 @@ bool sg_pool_release(bool all)
 		 * is now really gone */
 		{
 			struct hazard_ctx c = { "cudaFreeAsync (release)", "releases", 0 };
-			struct piece pc = { &rv->obj->sh, 0, rv->map_len, rv->base, NULL };
+			struct piece pc = { &rv->obj->sh, 0, rv->map_len, rv->base, NULL, false };
 
 			if (sg_race_mode && rv->obj->sh.n) {
 				c.call = sg_next_seq();

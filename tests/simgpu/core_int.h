@@ -39,6 +39,10 @@ extern SG_HIDDEN uint64_t sg_bytes_h2d, sg_bytes_d2h, sg_bytes_d2d, sg_n_compute
  * the race checker is on (it declares the accesses).  Lock held. */
 extern SG_HIDDEN bool sg_footprints;
 extern SG_HIDDEN uint64_t sg_kernel_footprint;
+/* Bytes of host-located memory (cuMemCreate with a host location) kernels
+ * declared they touch, over the link; such objects alive now. */
+extern SG_HIDDEN uint64_t sg_kernel_host_bytes;
+extern SG_HIDDEN unsigned sg_host_phys;
 extern SG_HIDDEN const char *sg_kernel_footprint_name;
 
 /* ---- sorted arrays of ranges: every element starts with
@@ -65,6 +69,9 @@ struct phys {
 	int maps;               /* live mappings of this allocation */
 	bool released;          /* cuMemRelease called for every reference */
 	int retains;            /* cuMemRetainAllocationHandle references */
+	bool host;              /* located in host memory (cuMemCreate with a host
+				   location): not charged to the device, and a kernel
+				   or copy reaches it over the link */
 	uint64_t off;           /* file offset in the memfd */
 	size_t size;
 	simgpu_shadow_t sh;

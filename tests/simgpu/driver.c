@@ -233,6 +233,10 @@ API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute attr, CUdevice dev)
 	case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
 		*v = 1;
 		break;
+	case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+		*v = simgpu_host_vmm_supported();
+		break;
 	default:
 		*v = 0;
 		break;
@@ -576,14 +580,25 @@ API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr dptr)
 
 /* ---- virtual memory management ---- */
 
+/* The device (ordinal 0), or host memory where the device can map it
+ * (HOST: id ignored; HOST_NUMA: node 0, the simulator's only). */
 static CUresult check_prop(const CUmemAllocationProp *prop)
 {
-	if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
-	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+	if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (prop->location.id != 0)
-		return CUDA_ERROR_INVALID_DEVICE;
-	return CUDA_SUCCESS;
+	switch (prop->location.type) {
+	case CU_MEM_LOCATION_TYPE_DEVICE:
+		return prop->location.id != 0 ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+	case CU_MEM_LOCATION_TYPE_HOST:
+	case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+		if (!simgpu_host_vmm_supported())
+			return CUDA_ERROR_NOT_SUPPORTED;
+		if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && prop->location.id != 0)
+			return CUDA_ERROR_INVALID_VALUE;
+		return prop->requestedHandleTypes ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
 }
 
 API CUresult cuMemGetAllocationGranularity(size_t *gran,
@@ -632,7 +647,8 @@ API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 		return CUDA_ERROR_INVALID_VALUE;
 	if (r != CUDA_SUCCESS)
 		return r;
-	st = simgpu_vmm_create(&h, size);
+	st = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? simgpu_vmm_create(&h, size) :
+	     simgpu_vmm_create_host(&h, size);
 	if (st == SIMGPU_OK)
 		*handle = h;
 	return from_status(st);

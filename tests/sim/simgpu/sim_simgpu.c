@@ -529,6 +529,69 @@ static void case_report(void)
 	_exit(failures ? 1 : 0);
 }
 
+/* Host-located VMM memory (cuMemCreate with a host location): not charged
+ * to the device (64 MiB of it past a 64M capacity), mapped like device
+ * memory, its copies over the link (bytes_d2h) and a kernel's accesses to
+ * it counted (kernel_host_bytes); the bytes survive. */
+static void case_host_vmm(void)
+{
+	const char *path = getenv("SIMGPU_REPORT");
+	unsigned long long d2h = 0, hb = 0, big = 0;
+	char line[256];
+	pid_t pid;
+	FILE *f;
+
+	pid = report_fork(path);
+	if (pid == 0) {
+		CUmemAllocationProp prop = dev_prop();
+		CUmemGenericAllocationHandle h, large;
+		CUdeviceptr va;
+		cudaKernel_t fill;
+		float *dev, v = 2.5f, back[1024];
+		unsigned long long n = 1024;
+		void *args[] = { &va, &v, &n };
+		int attr = 0;
+
+		CU(cuInit(0));
+		CU(cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+					0));
+		EXPECT_EQ("host VMM supported", 1, attr);
+		prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
+		CU(cuMemCreate(&large, 64 * MIB, &prop, 0));   /* past the capacity: host memory */
+		CU(cuMemCreate(&h, GRAN, &prop, 0));
+		CU(cuMemAddressReserve(&va, GRAN, 0, 0, 0));
+		CU(cuMemMap(va, GRAN, 0, h, 0));
+		set_rw(va, GRAN);
+		CK(cudaMalloc((void **)&dev, GRAN));
+		CK(cudaMemset(dev, 0, GRAN));
+		CK(cudaMemcpy((void *)va, dev, GRAN, cudaMemcpyDefault));   /* to the host */
+		get_kernel("mt_fill", &fill);
+		CK(cudaLaunchKernel((const void *)fill, dim3_1(), dim3_1(), args, 0, NULL));
+		CK(cudaMemcpy(back, (void *)va, sizeof(back), cudaMemcpyDefault));
+		for (int i = 0; i < 1024; i++)
+			if (back[i] != 2.5f) {
+				EXPECT_EQ("the kernel's write through the host mapping", 1, 0);
+				break;
+			}
+		CK(cudaDeviceSynchronize());
+		exit(failures ? 1 : 0);
+	}
+	f = child_report(pid, path);
+	while (fgets(line, sizeof(line), f)) {
+		sscanf(line, "bytes_d2h: %llu", &d2h);
+		sscanf(line, "kernel_host_bytes: %llu", &hb);
+		sscanf(line, "peak_device_bytes: %llu", &big);
+	}
+	fclose(f);
+	/* 2 MiB device -> host memory, then 4 KiB host memory -> pageable */
+	EXPECT_EQ("bytes_d2h", 2 * MIB + 4096, d2h);
+	EXPECT_EQ("kernel_host_bytes", 4096, hb);
+	EXPECT_EQ("peak_device_bytes (host memory not counted)", 2 * MIB, big);
+	printf("host-vmm: %llu bytes to host memory, %llu reached by the kernel\n", d2h, hb);
+	fflush(NULL);
+	_exit(failures ? 1 : 0);
+}
+
 /* largest_kernel_bytes: the distinct device bytes of the launch that
  * touched the most; a strided copy counts only the blocks it moves, bytes
  * two arguments share once, and pinned host memory not at all. */
@@ -819,6 +882,7 @@ static const struct {
 	{ "dryrun", case_dryrun },
 	{ "report", case_report },
 	{ "report-footprint", case_report_footprint },
+	{ "host-vmm", case_host_vmm },
 	{ "vmm-cost", case_vmm_cost },
 	{ "vmm-cost-per-call", case_vmm_cost },
 	{ "kernel", case_kernel },
