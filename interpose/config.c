@@ -50,6 +50,7 @@ static const char *const ws_names[] = { "default", "off", "wr", "wd", NULL };
 static const char *const mb_names[] = { "all", "pow2", "undivided", NULL };
 static const char *const map_names[] = { "lazy", "eager", NULL };
 static const char *const fit_names[] = { "best", "exact", "pending", NULL };
+static const char *const host_map_names[] = { "auto", "1", "0", NULL };
 static const char *const log_names[] = { "error", "warn", "info", "debug", NULL };
 
 const char *vmem_policy_name(vmem_policy_t p)
@@ -101,6 +102,11 @@ static const cfg_var_t cfg_vars[] = {
 	{ "VMEM_GRANT_RUNS", CFG_BOOL, "1", NULL, 0, 0, 0, false, false, F(grant_runs), "",
 	  "1: adjacent chunks mapped together (an allocation, a fault-in, a prefetch) get their "
 	  "access in one cuMemSetAccess; 0: one call per chunk" },
+	{ "VMEM_HOST_MAP", CFG_ENUM, "auto", host_map_names, 0, 0, 0, false, false, F(host_map), "",
+	  "a kernel whose pointer arguments of unknown size reach past the budget runs with the "
+	  "pages past their first mapped from their pinned host copies (read over the link if the "
+	  "kernel touches them) instead of failing; auto: where the device maps host memory "
+	  "(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED); 1: required; 0: off" },
 	{ "VMEM_CHUNK_SIZE", CFG_SIZE, "0", NULL, 2 * MiB, 1 * GiB, 2 * MiB, true, false, F(chunk_size), "bytes",
 	  "physical chunk size, a multiple of 2 MiB; 0: chosen from the budget (budget / 128 "
 	  "rounded down to a power of two, 2 MiB to 16 MiB)" },

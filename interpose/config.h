@@ -32,6 +32,7 @@ typedef enum { VMEM_PREFETCH_VDNN, VMEM_PREFETCH_TIMED } vmem_prefetch_t;
 /* VMEM_MAP: a new allocation under a full budget maps only what is free
  * and the rest at first touch (lazy), or everything at once (eager). */
 typedef enum { VMEM_MAP_LAZY, VMEM_MAP_EAGER } vmem_map_t;
+typedef enum { VMEM_HOST_MAP_AUTO, VMEM_HOST_MAP_ON, VMEM_HOST_MAP_OFF } vmem_host_map_t;
 typedef enum { VMEM_FIT_BEST, VMEM_FIT_EXACT, VMEM_FIT_PENDING } vmem_fit_t;
 typedef enum { VMEM_LOG_ERROR, VMEM_LOG_WARN, VMEM_LOG_INFO, VMEM_LOG_DEBUG } vmem_log_level_t;
 
@@ -51,6 +52,7 @@ typedef struct {
 	vmem_map_t map;            /* VMEM_MAP */
 	vmem_fit_t range_fit;      /* VMEM_RANGE_FIT: how a freed range is reused */
 	bool grant_runs;           /* VMEM_GRANT_RUNS: one access grant per run of adjacent chunks */
+	vmem_host_map_t host_map;  /* VMEM_HOST_MAP: guessed extents past the budget mapped from host */
 	uint64_t chunk_size;       /* VMEM_CHUNK_SIZE: physical chunk, multiple of the granularity; 0 = granularity */
 	uint64_t small_threshold;  /* VMEM_SMALL_THRESHOLD: below it, allocations share chunks and stay resident */
 	uint64_t va_size;          /* VMEM_VA_SIZE: virtual range reserved at start-up */

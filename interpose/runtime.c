@@ -27,11 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cuda.h>
 
 #include "interpose/config.h"
 #include "interpose/hooks.h"
+#include "interpose/host_slots.h"
 #include "interpose/log.h"
 #include "interpose/pool_ref.h"
 #include "interpose/stats.h"
@@ -558,11 +560,16 @@ static void op_host_free(void *ctx, void *p)
 
 /* The first copies each way are timed for the policy (the link's
  * bandwidth: runtime_policy_copy_begin). */
+/* Host slots made with cuMemCreate (VMEM_HOST_MAP) live at device
+ * addresses: their copies name no direction (the driver infers it). */
+static bool g_slots_mapped;
+
 static int op_copy_d2h(void *ctx, void *dst, uintptr_t src, uint64_t n)
 {
 	(void)ctx;
 	void *t = runtime_policy_copy_begin(g_d2h, false, n);
-	cudaError_t e = R.memcpy_async(dst, (const void *)src, n, cudaMemcpyDeviceToHost, g_d2h);
+	cudaError_t e = R.memcpy_async(dst, (const void *)src, n,
+				       g_slots_mapped ? cudaMemcpyDefault : cudaMemcpyDeviceToHost, g_d2h);
 	runtime_policy_copy_end(t, g_d2h, false, n, e == cudaSuccess);
 	return e == cudaSuccess ? 0 : rt_fail(e);
 }
@@ -571,7 +578,8 @@ static int op_copy_h2d(void *ctx, uintptr_t dst, const void *src, uint64_t n)
 {
 	(void)ctx;
 	void *t = runtime_policy_copy_begin(g_h2d, true, n);
-	cudaError_t e = R.memcpy_async((void *)dst, src, n, cudaMemcpyHostToDevice, g_h2d);
+	cudaError_t e = R.memcpy_async((void *)dst, src, n,
+				       g_slots_mapped ? cudaMemcpyDefault : cudaMemcpyHostToDevice, g_h2d);
 	runtime_policy_copy_end(t, g_h2d, true, n, e == cudaSuccess);
 	return e == cudaSuccess ? 0 : rt_fail(e);
 }
@@ -633,6 +641,14 @@ static void op_record(void *ctx, const pool_event_t *ev)
 }
 
 /* ---- start-up ---- */
+
+/* The host's memory: the most host slots there can be. */
+static uint64_t host_ram(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+
+	return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 64 * GiB;
+}
 
 #define RESOLVE(field, name) do { \
 	*(void **)&R.field = hook_real_load(name); \
@@ -794,6 +810,28 @@ int runtime_init(void)
 		.fence_wait = op_fence_wait, .fence_destroy = op_fence_destroy,
 		.stream_wait = op_stream_wait, .now_ns = op_now, .record = op_record,
 	};
+	/* VMEM_HOST_MAP: slots the device can map at a page's address */
+	if (vmem_cfg.host_map != VMEM_HOST_MAP_OFF) {
+		const char *why = "";
+		uint64_t window = c.host_limit ? c.host_limit : host_ram();
+		int hs = host_slots_init(g_device, c.chunk_size, window, &why);
+
+		if (hs > 0) {
+			c.host_map = true;
+			g_slots_mapped = true;
+			ops.host_alloc = host_slots_alloc;
+			ops.host_free = host_slots_free;
+			ops.map_slot = host_slots_map;
+		} else if (vmem_cfg.host_map == VMEM_HOST_MAP_ON || hs < 0) {
+			vmem_error("VMEM_HOST_MAP%s: host memory cannot be mapped for the device: %s; "
+				   "set VMEM_HOST_MAP=0", vmem_cfg.host_map == VMEM_HOST_MAP_ON ? "=1" :
+				   " (auto)", why);
+			if (vmem_cfg.host_map == VMEM_HOST_MAP_ON)
+				return -1;
+		} else {
+			vmem_debug("VMEM_HOST_MAP (auto) off: %s", why);
+		}
+	}
 	pool_status_t st = pool_create(&c, &ops, &g_pool);
 	if (st != POOL_OK) {
 		vmem_error("the device pool could not be created: %s", pool_strerror(st));
@@ -807,11 +845,11 @@ int runtime_init(void)
 	runtime_policy_init(g_pool, c.budget, c.chunk_size);
 	vmem_info("pool: budget %" PRIu64 " MiB of %zu MiB free (%zu MiB total, reserve %" PRIu64
 		  " MiB), chunk %" PRIu64 " KiB, small below %" PRIu64 " KiB, virtual range %" PRIu64
-		  " GiB at 0x%" PRIxPTR ", host limit %s%" PRIu64 " MiB",
+		  " GiB at 0x%" PRIxPTR ", host limit %s%" PRIu64 " MiB, host mapping %s",
 		  c.budget / MiB, free_b / MiB, total_b / MiB,
 		  vmem_cfg.device_limit ? 0 : reserve / MiB, c.chunk_size / 1024,
 		  c.small_threshold / 1024, c.va_size / GiB, g_base,
-		  c.host_limit ? "" : "unlimited/", c.host_limit / MiB);
+		  c.host_limit ? "" : "unlimited/", c.host_limit / MiB, c.host_map ? "on" : "off");
 	__atomic_store_n(&g_active, true, __ATOMIC_RELEASE);
 	return 0;
 }

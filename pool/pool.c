@@ -432,11 +432,12 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 	pool_status_t st;
 	uint32_t need = 0;
 
-	/* larger than the budget: only with host_map, where a call that
-	 * reaches past the budget runs with the rest mapped from the host;
-	 * mapped lazily (a call's stated extent still has to fit) */
-	bool over = np * cs > p->cfg.budget;
-	if ((over && !p->cfg.host_map) || np > UINT32_MAX)
+	/* larger than the budget: refused even with host_map, which could
+	 * run its calls - applications probe with such requests and size
+	 * what they ask next by the answer (a convolution's workspace for
+	 * cudnnFind*AlgorithmEx: taken, minitrain's VGG-16 then asked for a
+	 * 568 MiB workspace in a 296 MiB budget) */
+	if (np * cs > p->cfg.budget || np > UINT32_MAX)
 		return POOL_ENOMEM;
 	a = freed_find(p, (uint32_t)np);
 	if (a) {
@@ -466,7 +467,7 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 		need = a->npages;
 	}
 	a->freed = true;   /* not live until mapped: never evicted meanwhile */
-	if ((p->cfg.lazy_map || over) && lazy_ok(p, need)) {
+	if (p->cfg.lazy_map && lazy_ok(p, need)) {
 		/* map what is free now, first pages first; the rest is mapped
 		 * by the first call that touches it (a fresh map, no copy) */
 		uint32_t got = pool_chunks_free(p, need), left = need;

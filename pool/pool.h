@@ -95,8 +95,7 @@ typedef struct {
 				     than the budget holds runs with the pages past their
 				     first mapped from their host slots (ops.map_slot): the
 				     kernel reaches them over the link if it touches them at
-				     all; an allocation larger than the budget is taken,
-				     mapped lazily (pool_acquire) */
+				     all (pool_acquire) */
 } pool_config_t;
 
 struct pool_event;

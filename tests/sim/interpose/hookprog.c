@@ -23,6 +23,10 @@
  *                      mt_list_fill launch that takes all 20 addresses in
  *                      one struct parameter (as PyTorch's foreach kernels
  *                      do); checks every tensor, prints "ok"
+ *   hookprog launch-host-map  (run with an 8 MiB budget, VMEM_HOST_MAP on)
+ *                      the launch of launch-oom runs: the pages past its
+ *                      pointers' first mapped from the host; checks every
+ *                      byte of both tensors after it, prints "ok"
  *   hookprog launch-oom  (run with a budget under 12 MiB) one mt_probe
  *                      launch whose two 6 MiB arguments cannot be resident
  *                      together, its return value ignored as a <<<>>>
@@ -354,6 +358,49 @@ static int launch_oom(void)
 	return 0;
 }
 
+/* The launch of launch_oom where vmem maps what the budget cannot hold
+ * from the host: it succeeds, writes its two floats, and every other byte
+ * of both tensors (written before, partly evicted to the host) is kept. */
+static int launch_host_map(void)
+{
+	enum { MB6 = 6 << 20, N = MB6 / sizeof(float) };
+	float *a, *b, *h = malloc(MB6);
+	unsigned long long x = 0;
+	int y = 7;
+	double z = 3.5;
+	const void *c = NULL;
+	void *args[] = { &a, &x, &b, &y, &z, &c };
+
+	if (!h)
+		return 1;
+	CHECK(cudaMalloc((void **)&a, MB6));
+	CHECK(cudaMalloc((void **)&b, MB6));
+	for (int t = 0; t < 2; t++) {
+		for (size_t i = 0; i < N; i++)
+			h[i] = (float)(t * 1000000 + (int)i);
+		CHECK(cudaMemcpy(t ? b : a, h, MB6, cudaMemcpyHostToDevice));
+	}
+	CHECK(cudaLaunchKernel((const void *)k_probe, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, args, 0, NULL));
+	CHECK(cudaDeviceSynchronize());
+	for (int t = 0; t < 2; t++) {
+		CHECK(cudaMemcpy(h, t ? b : a, MB6, cudaMemcpyDeviceToHost));
+		for (size_t i = 0; i < N; i++) {
+			float want = i ? (float)(t * 1000000 + (int)i) : (t ? 3.5f : 7.0f);
+
+			if (h[i] != want) {
+				fprintf(stderr, "hookprog: %s[%zu] = %g after the launch, expected %g\n",
+					t ? "b" : "a", i, h[i], want);
+				return 1;
+			}
+		}
+	}
+	CHECK(cudaFree(a));
+	CHECK(cudaFree(b));
+	free(h);
+	printf("ok\n");
+	return 0;
+}
+
 /* PyTorch's vectorized fill and foreach add (the simulator has both under
  * their mangled names) over 4 MiB tensors at the heads of 20 MiB segments,
  * as a caching allocator hands them out, under a budget
@@ -647,6 +694,8 @@ int main(int argc, char **argv)
 		return stub_launch();
 	if (strcmp(mode, "launch-oom") == 0)
 		return launch_oom();
+	if (strcmp(mode, "launch-host-map") == 0)
+		return launch_host_map();
 	if (strcmp(mode, "torch-bounds") == 0)
 		return torch_bounds();
 	if (strcmp(mode, "destroyed-streams") == 0)
@@ -655,7 +704,7 @@ int main(int argc, char **argv)
 		return ipc();
 
 	fprintf(stderr, "hookprog: unknown mode '%s'; expected basic, threads, probe, driver, "
-		"stub-launch, many-args, launch-oom, destroyed-streams, unseen-write, unseen-rest "
+		"stub-launch, many-args, launch-oom, launch-host-map, destroyed-streams, unseen-write, unseen-rest "
 		"or ipc\n", mode);
 	return 2;
 }

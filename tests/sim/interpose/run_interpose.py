@@ -468,7 +468,8 @@ def t_launch_oom(args):
     # A launch whose arguments cannot be resident together is not made; a
     # <<<>>> launch ignores the status, so the error must reach
     # cudaGetLastError (PyTorch's C10_CUDA_KERNEL_LAUNCH_CHECK).
-    p = run(args, [args.prog, "launch-oom"], {"VMEM_DEVICE_LIMIT": "8M"}, check=False)
+    p = run(args, [args.prog, "launch-oom"], {"VMEM_DEVICE_LIMIT": "8M", "VMEM_HOST_MAP": "0"},
+            check=False)
     if p.returncode != 0 or "last=cudaErrorMemoryAllocation" not in p.stdout:
         fail("launch-oom under VMEM_DEVICE_LIMIT=8M: expected exit 0 and "
              "last=cudaErrorMemoryAllocation, got exit %d\n--- stdout\n%s--- stderr\n%s"
@@ -488,6 +489,29 @@ def t_launch_oom(args):
           "vmem's error line says what it needed and why")
 
 
+def t_launch_host_map(args):
+    # The same launch where the device maps host memory (the simulator
+    # says it can): it runs, with the pages past its pointers' first that
+    # the budget cannot hold mapped from the host; every byte is right.
+    p = run(args, [args.prog, "launch-host-map"], {"VMEM_DEVICE_LIMIT": "8M", "VMEM_STATS": "1"},
+            check=False)
+    got = [int(l.split()[-1]) for l in p.stderr.splitlines() if "calls run from host" in l]
+    if p.returncode != 0 or p.stdout.strip() != "ok" or got != [1]:
+        fail("launch-host-map under VMEM_DEVICE_LIMIT=8M: expected exit 0, ok and 1 call run "
+             "from host in VMEM_STATS; got exit %d, %r, %s\n%s"
+             % (p.returncode, p.stdout, got, p.stderr[-3000:]))
+    # VMEM_HOST_MAP=1 where the device cannot: vmem says so and stays
+    # pass-through (as for any pool it cannot set up)
+    p = run(args, [args.prog, "launch-host-map"],
+            {"VMEM_DEVICE_LIMIT": "8M", "VMEM_HOST_MAP": "1", "SIMGPU_HOST_VMM": "0"}, check=False)
+    if ("VMEM_HOST_MAP=1: host memory cannot be mapped" not in p.stderr or
+            "vmem stays pass-through" not in p.stderr):
+        fail("VMEM_HOST_MAP=1 on a device without host VMM: expected vmem's line naming it and "
+             "pass-through, got exit %d\n%s" % (p.returncode, p.stderr[-2000:]))
+    print("ok: a launch past the budget runs with its tail mapped from the host, bytes intact; "
+          "VMEM_HOST_MAP=1 without device support is refused")
+
+
 def t_torch_bounds(args):
     # PyTorch's vectorized fill and foreach add over the heads of 20 MiB
     # segments under a 24 MiB budget: the foreach add fits only when vmem
@@ -496,7 +520,7 @@ def t_torch_bounds(args):
     # fills, then a and b of the foreach add) and the stale slot's c as
     # untouched (no block of the launch names its slot).
     p = run(args, [args.prog, "torch-bounds"],
-            {"VMEM_DEVICE_LIMIT": "24M", "VMEM_STATS": "1"}, check=False)
+            {"VMEM_DEVICE_LIMIT": "24M", "VMEM_STATS": "1", "VMEM_HOST_MAP": "0"}, check=False)
     if p.returncode != 0 or p.stdout.strip() != "ok":
         fail("torch-bounds under VMEM_DEVICE_LIMIT=24M: expected exit 0 and 'ok', got exit %d"
              "\n--- stdout\n%s--- stderr\n%s" % (p.returncode, p.stdout, p.stderr))
@@ -768,7 +792,7 @@ TESTS = {
     "exports": t_exports, "passthrough": t_passthrough, "bad-settings": t_bad_settings,
     "unimplemented-settings": t_unimplemented_settings,
     "bad-trace-path": t_bad_trace_path, "threads": t_threads, "probe": t_probe,
-    "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom, "torch-bounds": t_torch_bounds,
+    "driver-entry-points": t_driver, "stats": t_stats, "launch-oom": t_launch_oom, "launch-host-map": t_launch_host_map, "torch-bounds": t_torch_bounds,
     "stub-launch": t_stub_launch, "small-device": t_small_device,
     "copies-and-sets": t_copies_and_sets, "unseen-write": t_unseen_write,
     "unseen-rest": t_unseen_rest, "ipc": t_ipc,
