@@ -13,6 +13,8 @@
 #include "interpose/host_slots.h"
 
 #include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -32,6 +34,8 @@ typedef CUresult (*map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHa
 typedef CUresult (*unmap_fn)(CUdeviceptr, size_t);
 typedef CUresult (*access_fn)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 typedef CUresult (*gran_fn)(size_t *, const CUmemAllocationProp *, CUmemAllocationGranularity_flags);
+typedef CUresult (*addr_free_fn)(CUdeviceptr, size_t);
+typedef cudaError_t (*memcpy_fn)(void *, const void *, size_t, enum cudaMemcpyKind);
 
 static struct {
 	attr_fn attr;
@@ -42,6 +46,8 @@ static struct {
 	unmap_fn unmap;
 	access_fn access;
 	gran_fn gran;
+	addr_free_fn addr_free;
+	memcpy_fn memcpy;            /* cudaMemcpy */
 } D;
 
 static struct {
@@ -66,6 +72,57 @@ static CUresult grant(uintptr_t va, uint64_t size)
 	return D.access((CUdeviceptr)va, size, &d, 1);
 }
 
+/* Tries the path once before trusting it (no card has run it for vmem
+ * yet): one chunk of host memory mapped at two addresses, a pattern
+ * copied in through one and back through the other.  False, with `why`,
+ * when any step fails or the bytes differ. */
+static bool probe(const char **why)
+{
+	enum { N = 4096 };
+	CUmemGenericAllocationHandle h = 0;
+	CUdeviceptr va = 0;
+	unsigned char *in = malloc(N), *out = malloc(N);
+	bool ok = false;
+	int stage = 0;
+
+	if (!in || !out)
+		goto done;
+	for (int i = 0; i < N; i++)
+		in[i] = (unsigned char)(i * 29 + 3);
+	if (D.reserve(&va, 2 * S.chunk, S.chunk, 0, 0) != CUDA_SUCCESS)
+		goto done;
+	stage = 1;
+	if (D.create(&h, S.chunk, &S.prop, 0) != CUDA_SUCCESS)
+		goto done;
+	stage = 2;
+	if (D.map(va, S.chunk, 0, h, 0) != CUDA_SUCCESS)
+		goto done;
+	stage = 3;
+	if (D.map(va + S.chunk, S.chunk, 0, h, 0) != CUDA_SUCCESS)
+		goto done;
+	stage = 4;
+	if (grant((uintptr_t)va, 2 * S.chunk) != CUDA_SUCCESS ||
+	    D.memcpy((void *)(uintptr_t)va, in, N, cudaMemcpyDefault) != cudaSuccess ||
+	    D.memcpy(out, (const void *)(uintptr_t)(va + S.chunk), N, cudaMemcpyDefault) != cudaSuccess)
+		goto done;
+	ok = !memcmp(in, out, N);
+done:
+	if (stage >= 4)
+		D.unmap(va + S.chunk, S.chunk);
+	if (stage >= 3)
+		D.unmap(va, S.chunk);
+	if (stage >= 2)
+		D.release(h);
+	if (stage >= 1)
+		D.addr_free(va, 2 * S.chunk);
+	free(in);
+	free(out);
+	if (!ok)
+		*why = "a chunk of host memory mapped at two addresses did not carry bytes from one "
+		       "to the other (the start-up probe of cuMemCreate/cuMemMap/cudaMemcpy)";
+	return ok;
+}
+
 int host_slots_init(int device, uint64_t chunk, uint64_t window, const char **why)
 {
 	int host = 0, numa = 0;
@@ -84,6 +141,8 @@ int host_slots_init(int device, uint64_t chunk, uint64_t window, const char **wh
 	LOAD(unmap, "cuMemUnmap");
 	LOAD(access, "cuMemSetAccess");
 	LOAD(gran, "cuMemGetAllocationGranularity");
+	LOAD(addr_free, "cuMemAddressFree");
+	LOAD(memcpy, "cudaMemcpy");
 #undef LOAD
 	if (D.attr(&host, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) !=
 	    CUDA_SUCCESS)
@@ -106,6 +165,10 @@ int host_slots_init(int device, uint64_t chunk, uint64_t window, const char **wh
 		*why = "host memory's allocation granularity does not divide vmem's chunk";
 		return 0;
 	}
+	S.device = device;
+	S.chunk = chunk;
+	if (!probe(why))
+		return 0;
 	window -= window % chunk;
 	CUdeviceptr base = 0;
 	if (!window || D.reserve(&base, window, chunk, 0, 0) != CUDA_SUCCESS) {
@@ -118,8 +181,6 @@ int host_slots_init(int device, uint64_t chunk, uint64_t window, const char **wh
 		*why = "no host memory for the host slots' table";
 		return -1;
 	}
-	S.device = device;
-	S.chunk = chunk;
 	S.base = (uintptr_t)base;
 	S.size = window;
 	return 1;
