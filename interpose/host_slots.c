@@ -123,7 +123,7 @@ done:
 	return ok;
 }
 
-int host_slots_init(int device, uint64_t chunk, uint64_t window, const char **why)
+int host_slots_init(int device, uint64_t chunk, uint64_t window, bool probe_it, const char **why)
 {
 	int host = 0, numa = 0;
 	size_t gran = 0;
@@ -167,7 +167,7 @@ int host_slots_init(int device, uint64_t chunk, uint64_t window, const char **wh
 	}
 	S.device = device;
 	S.chunk = chunk;
-	if (!probe(why))
+	if (probe_it && !probe(why))
 		return 0;
 	window -= window % chunk;
 	CUdeviceptr base = 0;

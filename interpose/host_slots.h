@@ -12,13 +12,16 @@
 #ifndef VMEM_INTERPOSE_HOST_SLOTS_H
 #define VMEM_INTERPOSE_HOST_SLOTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Whether device `device` can map host memory with the VMM calls, in
- * chunks of `chunk` bytes; if so reserves a window of `window` bytes for
- * the slots.  1: ready; 0: not supported (`why` says what was missing);
- * -1: supported but the window could not be reserved (`why` says). */
-int host_slots_init(int device, uint64_t chunk, uint64_t window, const char **why);
+ * chunks of `chunk` bytes - with `probe`, also whether one such chunk
+ * mapped at two addresses carries bytes from one to the other; if so
+ * reserves a window of `window` bytes for the slots.  1: ready; 0: not
+ * supported (`why` says what was missing or failed); -1: supported but
+ * the window could not be reserved (`why` says). */
+int host_slots_init(int device, uint64_t chunk, uint64_t window, bool probe, const char **why);
 /* pool_ops_t.host_alloc, .host_free and .map_slot for such slots. */
 int host_slots_alloc(void *ctx, uint64_t size, void **p);
 void host_slots_free(void *ctx, void *p);

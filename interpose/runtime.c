@@ -814,7 +814,10 @@ int runtime_init(void)
 	if (vmem_cfg.host_map != VMEM_HOST_MAP_OFF) {
 		const char *why = "";
 		uint64_t window = c.host_limit ? c.host_limit : host_ram();
-		int hs = host_slots_init(g_device, c.chunk_size, window, &why);
+		/* auto trusts the path once a probe carried bytes through it;
+		 * 1 is the user's word (the simulator's dry-run moves no bytes) */
+		int hs = host_slots_init(g_device, c.chunk_size, window,
+					 vmem_cfg.host_map == VMEM_HOST_MAP_AUTO, &why);
 
 		if (hs > 0) {
 			c.host_map = true;

@@ -1170,13 +1170,12 @@ static struct rref rref_page(const pool_t *p, const struct rref *r, uint32_t k)
 
 /* Pages of rr together, and of them those the refs state (*stated); false
  * when the host has no memory to count. */
-static bool rref_pages(const pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr,
-		       uint32_t *pages, uint32_t *stated)
+static bool rref_pages(const pool_ref_t *refs, const struct rref *rr, int nrr, uint32_t *pages,
+		       uint32_t *stated)
 {
 	struct pages_iv *iv = malloc(2 * (size_t)nrr * sizeof(*iv));
 	int ns = 0;
 
-	(void)p;
 	if (!iv)
 		return false;
 	for (int j = 0; j < nrr; j++) {
@@ -1207,7 +1206,7 @@ static bool tail_split(pool_t *p, const pool_ref_t *refs, const struct rref *rr,
 
 	for (int j = 0; j < nrr && !any; j++)
 		any = rref_guess(refs, rr, j, &cont) && (cont || rr[j].last > rr[j].first);
-	if (!any || !rref_pages(p, refs, rr, nrr, &pages, &stated) || pages <= bpages)
+	if (!any || !rref_pages(refs, rr, nrr, &pages, &stated) || pages <= bpages)
 		return false;
 	uint32_t room = stated < bpages ? bpages - stated : 0;
 	for (int j = 0; j < nrr; j++) {
