@@ -106,7 +106,8 @@ static const cfg_var_t cfg_vars[] = {
 	  "a kernel whose pointer arguments of unknown size reach past the budget runs with the "
 	  "pages past their first mapped from their pinned host copies (read over the link if the "
 	  "kernel touches them) instead of failing; auto: where the device maps host memory "
-	  "(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED); 1: required; 0: off" },
+	  "(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) and a start-up probe carries "
+	  "bytes through it; 1: on without the probe (vmem stays off where the device cannot); 0: off" },
 	{ "VMEM_CHUNK_SIZE", CFG_SIZE, "0", NULL, 2 * MiB, 1 * GiB, 2 * MiB, true, false, F(chunk_size), "bytes",
 	  "physical chunk size, a multiple of 2 MiB; 0: chosen from the budget (budget / 128 "
 	  "rounded down to a power of two, 2 MiB to 16 MiB)" },
