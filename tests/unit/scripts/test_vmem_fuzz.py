@@ -98,6 +98,15 @@ class KernelFloorTest(unittest.TestCase):
 		got = VF.kernel_floor('/nonexistent/report.txt')
 		self.assertIsNone(got, 'no report: expected None, got %r' % (got,))
 
+	def test_infeasible_only_with_host_mapping_off(self):
+		# with host mapping (the simulated GPU's default) a launch past
+		# the budget runs: its floor no longer names a run infeasible
+		for env, want in (({}, True), ({'VMEM_HOST_MAP': '0'}, False),
+				  ({'VMEM_HOST_MAP': 'off'}, False), ({'VMEM_HOST_MAP': '1'}, True),
+				  ({'SIMGPU_HOST_VMM': '0'}, False)):
+			got = VF.host_mapping(env)
+			self.assertEqual(got, want, '%r: expected host mapping %s, got %s' % (env, want, got))
+
 
 if __name__ == '__main__':
 	unittest.main()
