@@ -598,6 +598,7 @@ static void op_record(void *ctx, const pool_event_t *ev)
 		[POOL_EV_OFFLOAD] = TRACE_MEM_OFFLOAD, [POOL_EV_PREFETCH] = TRACE_MEM_PREFETCH,
 		[POOL_EV_FAULT_IN] = TRACE_MEM_FAULT_IN, [POOL_EV_EVICT] = TRACE_MEM_EVICT,
 		[POOL_EV_OOM] = TRACE_MEM_OOM, [POOL_EV_DROP] = TRACE_MEM_DROP,
+		[POOL_EV_HOST_MAP] = TRACE_MEM_HOST_MAP,
 	};
 	(void)ctx;
 	switch (ev->kind) {
@@ -631,6 +632,8 @@ static void op_record(void *ctx, const pool_event_t *ev)
 		break;
 	case POOL_EV_DROP:
 		break;   /* counted by the pool ("pages dropped as dead") */
+	case POOL_EV_HOST_MAP:
+		break;   /* counted by the pool ("mapped from host") */
 	}
 	stats_gauge_set(STATS_RESIDENT, ev->resident);
 	stats_gauge_set(STATS_MAPPED, ev->resident);

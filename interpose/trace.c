@@ -411,7 +411,7 @@ static const char *const mem_names[] = {
 	[TRACE_MEM_ALLOC] = "alloc", [TRACE_MEM_FREE] = "free",
 	[TRACE_MEM_OFFLOAD] = "offload", [TRACE_MEM_PREFETCH] = "prefetch",
 	[TRACE_MEM_FAULT_IN] = "fault_in", [TRACE_MEM_EVICT] = "evict",
-	[TRACE_MEM_OOM] = "oom", [TRACE_MEM_DROP] = "drop",
+	[TRACE_MEM_OOM] = "oom", [TRACE_MEM_DROP] = "drop", [TRACE_MEM_HOST_MAP] = "host_map",
 };
 
 void trace_mem(trace_mem_kind_t kind, uint64_t alloc_id, uintptr_t ptr,
@@ -422,7 +422,7 @@ void trace_mem(trace_mem_kind_t kind, uint64_t alloc_id, uintptr_t ptr,
 	char line[1024];
 	fmt_t f = { line, 0, sizeof(line), false };
 
-	if (!trace_enabled() || (unsigned)kind > TRACE_MEM_DROP)
+	if (!trace_enabled() || (unsigned)kind > TRACE_MEM_HOST_MAP)
 		return;
 	PUT_LIT(&f, "{\"type\":\"");
 	put_lit(&f, mem_names[kind], strlen(mem_names[kind]));

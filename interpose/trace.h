@@ -49,6 +49,7 @@ void trace_op(uint64_t seq, uint64_t t_ns, uint64_t dur_ns, vmem_op_kind_t kind,
 typedef enum {
 	TRACE_MEM_ALLOC, TRACE_MEM_FREE, TRACE_MEM_OFFLOAD, TRACE_MEM_PREFETCH,
 	TRACE_MEM_FAULT_IN, TRACE_MEM_EVICT, TRACE_MEM_OOM, TRACE_MEM_DROP,
+	TRACE_MEM_HOST_MAP,
 } trace_mem_kind_t;
 
 /* One memory event.  `resident`, `host`, `budget` are the totals after the

@@ -47,6 +47,8 @@ pool_status_t pool_hostmap_page(pool_t *p, struct page *pg)
 	list_push_back(&p->hmapl, pg);
 	p->st.maps++;
 	stat_add(&p->st.host_mapped, cs);
+	pool_emit(p, POOL_EV_HOST_MAP, pg->a, (uint64_t)pg->idx * cs, page_bytes(p, pg->a, pg->idx),
+		  0, NULL);
 	return POOL_OK;
 }
 

@@ -151,6 +151,7 @@ typedef enum {
 	POOL_EV_ALLOC, POOL_EV_FREE, POOL_EV_OFFLOAD, POOL_EV_PREFETCH,
 	POOL_EV_FAULT_IN, POOL_EV_EVICT, POOL_EV_OOM,
 	POOL_EV_DROP,       /* a page whose every byte was dead, dropped without a copy */
+	POOL_EV_HOST_MAP,   /* a page mapped from its host slot for a call past the budget */
 } pool_event_kind_t;
 
 /* One memory event; totals are after the event. */

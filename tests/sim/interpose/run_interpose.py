@@ -5,6 +5,7 @@ stderr and the VMEM_TRACE file.  Every failure prints what was expected and
 what was got.  Exit 0 pass, 1 fail, 77 skipped."""
 import argparse
 import json
+import shutil
 import os
 import re
 import subprocess
@@ -493,13 +494,21 @@ def t_launch_host_map(args):
     # The same launch where the device maps host memory (the simulator
     # says it can): it runs, with the pages past its pointers' first that
     # the budget cannot hold mapped from the host; every byte is right.
-    p = run(args, [args.prog, "launch-host-map"], {"VMEM_DEVICE_LIMIT": "8M", "VMEM_STATS": "1"},
-            check=False)
+    d = tempfile.mkdtemp()
+    trace = os.path.join(d, "t.jsonl")
+    p = run(args, [args.prog, "launch-host-map"], {"VMEM_DEVICE_LIMIT": "8M", "VMEM_STATS": "1",
+                                                   "VMEM_TRACE": trace}, check=False)
     got = [int(l.split()[-1]) for l in p.stderr.splitlines() if "calls run from host" in l]
     if p.returncode != 0 or p.stdout.strip() != "ok" or got != [1]:
         fail("launch-host-map under VMEM_DEVICE_LIMIT=8M: expected exit 0, ok and 1 call run "
              "from host in VMEM_STATS; got exit %d, %r, %s\n%s"
              % (p.returncode, p.stdout, got, p.stderr[-3000:]))
+    # the trace has a host_map record for each page mapped so
+    maps = [r for r in read_trace(trace) if r.get("type") == "host_map"]
+    if not maps or any(r.get("mapped") != 0 or not r.get("alloc") for r in maps):
+        fail("launch-host-map's trace: expected host_map records (mapped 0, an allocation), "
+             "got %r" % maps[:3])
+    shutil.rmtree(d)
     # VMEM_HOST_MAP=1 where the device cannot: vmem says so and stays
     # pass-through (as for any pool it cannot set up)
     p = run(args, [args.prog, "launch-host-map"],

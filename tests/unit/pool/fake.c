@@ -594,7 +594,7 @@ static void f_record(void *ctx, const pool_event_t *ev)
 {
 	fake_t *f = ctx;
 	pthread_mutex_lock(&f->lock);
-	if ((unsigned)ev->kind < 8)
+	if ((unsigned)ev->kind < sizeof(f->events) / sizeof(f->events[0]))
 		f->events[ev->kind]++;
 	if (ev->resident > f->budget)
 		violation(f, "event reports %lu resident bytes over the budget %lu",

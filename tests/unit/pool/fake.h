@@ -105,7 +105,7 @@ typedef struct {
 	uint64_t now;
 	int errors;
 	char last_error[256];
-	uint64_t events[8];     /* per pool_event_kind_t */
+	uint64_t events[16];    /* per pool_event_kind_t */
 } fake_t;
 
 void fake_init(fake_t *f, uint64_t chunk, uint64_t budget, uint64_t va_size);
