@@ -5,7 +5,7 @@
  * them only when it is destroyed.  Each chunk of a block is its own
  * cuMemCreate handle (a host location: CU_MEM_LOCATION_TYPE_HOST where the
  * device supports it, else HOST_NUMA on node 0), kept by its index in the
- * window so that host_slots_map finds the handle of a slot address.  The
+ * window so that host_slots_handle finds the handle of a slot address.  The
  * device is granted read-write access to both mappings; the host never
  * touches slots itself (the pool's copies go through the device), so no
  * host access is asked for.
@@ -260,24 +260,14 @@ void host_slots_free(void *ctx, void *p)
 	pthread_mutex_unlock(&S.lock);
 }
 
-int host_slots_map(void *ctx, uintptr_t va, uint64_t size, void *slot)
+uint64_t host_slots_handle(const void *slot)
 {
 	uintptr_t a = (uintptr_t)slot;
-	CUresult r;
+	uint64_t h = 0;
 
-	(void)ctx;
-	if (a < S.base || a >= S.base + S.used || (a - S.base) % S.chunk || size != S.chunk)
-		return POOL_EINVAL;
-	CUmemGenericAllocationHandle h = S.h[(a - S.base) / S.chunk];
-	if ((r = D.map((CUdeviceptr)va, size, 0, h, 0)) != CUDA_SUCCESS) {
-		vmem_error("mapping a host slot at 0x%" PRIxPTR " failed with CUDA error %d", va, (int)r);
-		return r == CUDA_ERROR_OUT_OF_MEMORY ? POOL_ENOMEM : POOL_EDEVICE;
-	}
-	if ((r = grant(va, size)) != CUDA_SUCCESS) {
-		D.unmap((CUdeviceptr)va, size);
-		vmem_error("granting the device access to a host slot at 0x%" PRIxPTR " failed with "
-			   "CUDA error %d", va, (int)r);
-		return POOL_EDEVICE;
-	}
-	return 0;
+	pthread_mutex_lock(&S.lock);
+	if (a >= S.base && a < S.base + S.used && !((a - S.base) % S.chunk))
+		h = (uint64_t)S.h[(a - S.base) / S.chunk];
+	pthread_mutex_unlock(&S.lock);
+	return h;
 }

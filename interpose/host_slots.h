@@ -22,9 +22,12 @@
  * supported (`why` says what was missing or failed); -1: supported but
  * the window could not be reserved (`why` says). */
 int host_slots_init(int device, uint64_t chunk, uint64_t window, bool probe, const char **why);
-/* pool_ops_t.host_alloc, .host_free and .map_slot for such slots. */
+/* pool_ops_t.host_alloc and .host_free for such slots. */
 int host_slots_alloc(void *ctx, uint64_t size, void **p);
 void host_slots_free(void *ctx, void *p);
-int host_slots_map(void *ctx, uintptr_t va, uint64_t size, void *slot);
+/* The physical handle of a chunk-sized slot (for pool_ops_t.map_slot:
+ * mapped at a page's address like any chunk); 0 for an address that is
+ * not one. */
+uint64_t host_slots_handle(const void *slot);
 
 #endif

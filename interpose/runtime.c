@@ -558,12 +558,20 @@ static void op_host_free(void *ctx, void *p)
 	R.free_host(p);
 }
 
-/* The first copies each way are timed for the policy (the link's
- * bandwidth: runtime_policy_copy_begin). */
 /* Host slots made with cuMemCreate (VMEM_HOST_MAP) live at device
  * addresses: their copies name no direction (the driver infers it). */
 static bool g_slots_mapped;
 
+/* A host slot's own chunk mapped at va, as any chunk is (VMEM_HOST_MAP). */
+static int op_map_slot(void *ctx, uintptr_t va, uint64_t size, void *slot)
+{
+	uint64_t h = host_slots_handle(slot);
+
+	return h ? op_map(ctx, va, size, h) : POOL_EINVAL;
+}
+
+/* The first copies each way are timed for the policy (the link's
+ * bandwidth: runtime_policy_copy_begin). */
 static int op_copy_d2h(void *ctx, void *dst, uintptr_t src, uint64_t n)
 {
 	(void)ctx;
@@ -827,7 +835,7 @@ int runtime_init(void)
 			g_slots_mapped = true;
 			ops.host_alloc = host_slots_alloc;
 			ops.host_free = host_slots_free;
-			ops.map_slot = host_slots_map;
+			ops.map_slot = op_map_slot;
 		} else if (vmem_cfg.host_map == VMEM_HOST_MAP_ON || hs < 0) {
 			vmem_error("VMEM_HOST_MAP%s: host memory cannot be mapped for the device: %s; "
 				   "set VMEM_HOST_MAP=0", vmem_cfg.host_map == VMEM_HOST_MAP_ON ? "=1" :

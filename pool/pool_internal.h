@@ -347,6 +347,13 @@ static inline uintptr_t page_va(const pool_t *p, const struct page *pg)
 	return pg->a->base + (uintptr_t)pg->idx * chunk_sz(p);
 }
 
+/* The page holds a device chunk (mapped, or leaving with a copy or its
+ * last use still to come). */
+static inline bool page_has_chunk(const struct page *pg)
+{
+	return pg->state == PG_RESIDENT || pg->state == PG_OFFLOADING || pg->state == PG_EVICTING;
+}
+
 /* ------------------------------------------------------------ page lists */
 
 /* True when the page's bytes need no copy to be dropped: a valid host

@@ -1219,9 +1219,7 @@ static bool tail_split(pool_t *p, const pool_ref_t *refs, const struct rref *rr,
 		if (!cont && !rr_push(lk, rref_page(p, &rr[j], k++)))
 			return false;
 		for (; k <= rr[j].last; k++) {
-			const struct page *pg = &rr[j].a->pages[k];
-			bool on = pg->state == PG_RESIDENT || pg->state == PG_OFFLOADING ||
-				  pg->state == PG_EVICTING;
+			bool on = page_has_chunk(&rr[j].a->pages[k]);
 
 			if (!rr_push(on && room ? lk : dv, rref_page(p, &rr[j], k)))
 				return false;

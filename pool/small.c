@@ -27,8 +27,7 @@
 
 static bool slab_mapped(const struct alloc *s)
 {
-	uint8_t st = s->pages[0].state;
-	return st == PG_RESIDENT || st == PG_OFFLOADING || st == PG_EVICTING;
+	return page_has_chunk(&s->pages[0]);
 }
 
 static void slab_max_update(struct alloc *s)

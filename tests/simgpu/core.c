@@ -893,11 +893,9 @@ static simgpu_status_t vmm_create(uint64_t *handle, size_t size, bool host)
 		return SIMGPU_ENOMEM;
 	ph->host = host;
 	pthread_mutex_lock(&simgpu_lock);
-	sg_host_phys += host;
 	if (!host && charge(size)) {
 		/* memory cached by the stream-ordered pool comes first */
 		if (!sg_pool_release(true) || charge(size)) {
-			sg_host_phys -= host;
 			pthread_mutex_unlock(&simgpu_lock);
 			free(ph);
 			return SIMGPU_ENOMEM;
@@ -906,13 +904,13 @@ static simgpu_status_t vmm_create(uint64_t *handle, size_t size, bool host)
 	if (phys_take(size, &ph->off)) {
 		if (!host)
 			uncharge(size);
-		sg_host_phys -= host;
 		pthread_mutex_unlock(&simgpu_lock);
 		free(ph);
 		return SIMGPU_ENOMEM;
 	}
 	ph->magic = PHYS_MAGIC;
 	ph->size = size;
+	sg_host_phys += host;
 	vmm_spend(SIMGPU_VMM_CREATE, 1);
 	pthread_mutex_unlock(&simgpu_lock);
 	phys_poison(ph->off, size);

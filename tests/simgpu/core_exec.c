@@ -1089,17 +1089,12 @@ static void sysmem_bytes(const struct piece *pc, void *ctx)
 /* Is p in a mapping of host-located memory? */
 static bool in_sysmem(const void *p)
 {
-	bool r = false;
+	uint64_t n = 0;
 
 	pthread_mutex_lock(&simgpu_lock);
-	long i = sa_find(&sg_regions, (uintptr_t)p);
-	if (i >= 0) {
-		const struct region *rg = sa_at(&sg_regions, (size_t)i);
-
-		r = rg->phys && rg->phys->host;
-	}
+	for_pieces((uintptr_t)p, 1, sysmem_bytes, &n);
 	pthread_mutex_unlock(&simgpu_lock);
-	return r;
+	return n > 0;
 }
 
 /* (lock held) Bytes of host-located memory among the declared accesses
