@@ -1202,11 +1202,15 @@ static bool tail_split(pool_t *p, const pool_ref_t *refs, const struct rref *rr,
 		       rrefs_t *lk, rrefs_t *dv)
 {
 	uint32_t pages, stated, bpages = (uint32_t)(p->cfg.budget / chunk_sz(p));
+	uint64_t most = 0;   /* pages counted per rref: the union is at most this */
 	bool any = false, cont;
 
-	for (int j = 0; j < nrr && !any; j++)
-		any = rref_guess(refs, rr, j, &cont) && (cont || rr[j].last > rr[j].first);
-	if (!any || !rref_pages(refs, rr, nrr, &pages, &stated) || pages <= bpages)
+	for (int j = 0; j < nrr; j++) {
+		any |= rref_guess(refs, rr, j, &cont) && (cont || rr[j].last > rr[j].first);
+		most += rr[j].last - rr[j].first + 1;
+	}
+	/* most calls fit: no list, no sort on every launch */
+	if (!any || most <= bpages || !rref_pages(refs, rr, nrr, &pages, &stated) || pages <= bpages)
 		return false;
 	uint32_t room = stated < bpages ? bpages - stated : 0;
 	for (int j = 0; j < nrr; j++) {
