@@ -432,12 +432,12 @@ static pool_status_t large_malloc(pool_t *p, uint64_t bytes, uintptr_t *addr, ui
 	pool_status_t st;
 	uint32_t need = 0;
 
-	/* larger than the budget: refused even with host_map, which could
-	 * run its calls - applications probe with such requests and size
-	 * what they ask next by the answer (a convolution's workspace for
-	 * cudnnFind*AlgorithmEx: taken, minitrain's VGG-16 then asked for a
-	 * 568 MiB workspace in a 296 MiB budget) */
-	if (np * cs > p->cfg.budget || np > UINT32_MAX)
+	/* larger than the budget: taken only with host_map (a call needing
+	 * more of it than the budget holds maps the rest from the host,
+	 * pool_acquire_flags) and lazy_map (only what fits is mapped now);
+	 * otherwise refused here, where an application's caching allocator
+	 * or batch-size search recovers, not at the first call over it */
+	if (np > UINT32_MAX || (np * cs > p->cfg.budget && !(p->cfg.host_map && p->cfg.lazy_map)))
 		return POOL_ENOMEM;
 	a = freed_find(p, (uint32_t)np);
 	if (a) {

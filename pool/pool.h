@@ -95,7 +95,9 @@ typedef struct {
 				     than the budget holds runs with the pages past their
 				     first mapped from their host slots (ops.map_slot): the
 				     kernel reaches them over the link if it touches them at
-				     all (pool_acquire) */
+				     all (pool_acquire); with lazy_map an allocation larger
+				     than the budget is taken, and pool_acquire_flags runs a
+				     call whose stated pages exceed it likewise */
 } pool_config_t;
 
 struct pool_event;
@@ -342,6 +344,16 @@ void pool_resolve(pool_t *p, const pool_ref_t *refs, int n, pool_span_t *out);
  * nothing is lost.  Every successful acquire must be followed by one
  * pool_release with the same spans. */
 pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *stream, pool_span_t *out);
+/* pool_acquire with flags: POOL_ACQ_HOST_STATED lets a call whose stated
+ * pages (of large allocations) alone exceed the budget run as well, with
+ * cfg.host_map: its resident pages stay while the budget holds them, then
+ * the others in order, and the rest are mapped from their host slots.
+ * For a call the caller cannot run any other way (no slices, no other
+ * algorithm): such a kernel reads and writes those pages over the link.
+ * Slabs of small allocations always stay on the device. */
+enum { POOL_ACQ_HOST_STATED = 1u << 0 };
+pool_status_t pool_acquire_flags(pool_t *p, const pool_ref_t *refs, int n, void *stream,
+				 pool_span_t *out, unsigned flags);
 /* What a call of these refs needs against the budget, counted now under
  * the lock (after a pool_acquire of them answered POOL_ENOMEM, or for refs
  * no acquire was tried on: a convolution whose rescue found nothing to

@@ -1191,6 +1191,54 @@ static bool rref_pages(const pool_ref_t *refs, const struct rref *rr, int nrr, u
 	return true;
 }
 
+/* Splits a call whose stated pages alone exceed the budget (bpages):
+ * slabs' pages go to `lk`, then pages of large allocations while the
+ * budget holds them - resident ones first, then stated ones, then guessed
+ * ones, each in order; the rest go to `dv`, one rref a page.  A page two
+ * refs name is counted twice (the budget is then not quite filled).
+ * False when the slabs alone fill it or the host has no memory for the
+ * lists. */
+static bool stated_split(pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr,
+			 uint32_t bpages, rrefs_t *lk, rrefs_t *dv)
+{
+	rrefs_t later[2];   /* stated, guessed */
+	struct pages_iv *iv = malloc((size_t)nrr * sizeof(*iv));
+	uint32_t room = bpages, slabs;
+	int ns = 0;
+	bool ok = iv != NULL;
+
+	for (int j = 0; ok && j < nrr; j++)
+		if (rr[j].a->kind != A_LARGE) {
+			iv[ns++] = (struct pages_iv){ rr[j].a, rr[j].first, rr[j].last };
+			ok = rr_push(lk, rr[j]);
+		}
+	slabs = ok ? pages_union(iv, ns) : 0;
+	free(iv);
+	if (!ok || slabs > room)
+		return false;
+	room -= slabs;
+	rr_init(&later[0]);
+	rr_init(&later[1]);
+	for (int j = 0; ok && j < nrr; j++) {
+		int64_t sl = rref_stated_last(refs, rr, j);
+
+		for (uint32_t k = rr[j].first; ok && rr[j].a->kind == A_LARGE && k <= rr[j].last; k++) {
+			bool on = page_has_chunk(&rr[j].a->pages[k]);
+
+			ok = rr_push(on && room ? lk : &later[(int64_t)k > sl], rref_page(p, &rr[j], k));
+			room -= on && room;
+		}
+	}
+	for (int l = 0; l < 2; l++)
+		for (int i = 0; ok && i < later[l].n; i++) {
+			ok = rr_push(room ? lk : dv, later[l].rr[i]);
+			room -= room > 0;
+		}
+	rr_free(&later[0]);
+	rr_free(&later[1]);
+	return ok;
+}
+
 /* Splits a call whose guessed pages take it past the budget: `lk` gets
  * what is locked and faulted in as usual - the stated pages, and guessed
  * ones already resident while the budget holds them with the stated ones
@@ -1199,11 +1247,11 @@ static bool rref_pages(const pool_ref_t *refs, const struct rref *rr, int nrr, u
  * False (nothing split) when the call fits the budget or has no guess, or
  * the host has no memory for the lists. */
 static bool tail_split(pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr,
-		       rrefs_t *lk, rrefs_t *dv)
+		       bool host_stated, rrefs_t *lk, rrefs_t *dv)
 {
 	uint32_t pages, stated, bpages = (uint32_t)(p->cfg.budget / chunk_sz(p));
 	uint64_t most = 0;   /* pages counted per rref: the union is at most this */
-	bool any = false, cont;
+	bool any = host_stated, cont;
 
 	for (int j = 0; j < nrr; j++) {
 		any |= rref_guess(refs, rr, j, &cont) && (cont || rr[j].last > rr[j].first);
@@ -1212,7 +1260,9 @@ static bool tail_split(pool_t *p, const pool_ref_t *refs, const struct rref *rr,
 	/* most calls fit: no list, no sort on every launch */
 	if (!any || most <= bpages || !rref_pages(refs, rr, nrr, &pages, &stated) || pages <= bpages)
 		return false;
-	uint32_t room = stated < bpages ? bpages - stated : 0;
+	if (stated > bpages)
+		return host_stated && stated_split(p, refs, rr, nrr, bpages, lk, dv);
+	uint32_t room = bpages - stated;
 	for (int j = 0; j < nrr; j++) {
 		if (!rref_guess(refs, rr, j, &cont)) {
 			if (!rr_push(lk, rr[j]))
@@ -1285,6 +1335,12 @@ static pool_status_t tail_map(pool_t *p, const rrefs_t *dv, int *nlocked, uint32
 
 pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *stream, pool_span_t *out)
 {
+	return pool_acquire_flags(p, refs, n, stream, out, 0);
+}
+
+pool_status_t pool_acquire_flags(pool_t *p, const pool_ref_t *refs, int n, void *stream,
+				 pool_span_t *out, unsigned flags)
+{
 	rrefs_t v, lv, dv;
 	pool_status_t st = POOL_OK;
 	uint32_t nfault;
@@ -1320,7 +1376,7 @@ pool_status_t pool_acquire(pool_t *p, const pool_ref_t *refs, int n, void *strea
 	struct rref *lk = rr;
 	int nlk = nrr, ntail = 0;
 	if (p->cfg.host_map) {
-		if (tail_split(p, refs, rr, nrr, &lv, &dv)) {
+		if (tail_split(p, refs, rr, nrr, flags & POOL_ACQ_HOST_STATED, &lv, &dv)) {
 			lk = lv.rr;
 			nlk = lv.n;
 		} else {

@@ -3496,18 +3496,23 @@ static void test_foreign_pointer_is_left_alone(void **state)
 
 /* ------------------------------------- calls beyond the budget (host_map) */
 
-static void env_open_hostmap(env_t *e, uint64_t budget_chunks, bool host_map)
+static void env_open_hostmap_lazy(env_t *e, uint64_t budget_chunks, bool host_map, bool lazy)
 {
 	fake_init(&e->f, CH, budget_chunks * CH, 64 * CH);
 	pool_config_t c = {
 		.budget = budget_chunks * CH, .chunk_size = CH, .granularity = CH,
 		.small_threshold = CH / 2, .va_size = 64 * CH, .host_block = 4 * CH,
-		.host_map = host_map,
+		.host_map = host_map, .lazy_map = lazy,
 	};
 	pool_ops_t ops = fake_ops(&e->f);
 	pool_status_t st = pool_create(&c, &ops, &e->p);
 	if (st != POOL_OK)
 		fail_msg("pool_create: expected success, got %s", pool_strerror(st));
+}
+
+static void env_open_hostmap(env_t *e, uint64_t budget_chunks, bool host_map)
+{
+	env_open_hostmap_lazy(e, budget_chunks, host_map, false);
 }
 
 static void env_close_hostmap(env_t *e)
@@ -3616,19 +3621,149 @@ static void test_call_beyond_budget_maps_its_tail_from_host(void **state)
 	run_two_segments(true);
 }
 
-/* Even with host_map an allocation larger than the budget is refused:
- * applications size what they ask next by that answer. */
-static void test_allocation_larger_than_budget_refused_with_host_map(void **state)
+/* An allocation larger than the budget: refused without host_map, or
+ * without lazy_map (whose allocations map only what fits); taken with
+ * both - its pages past the budget are mapped by the calls that touch
+ * them, from the host when those calls cannot have them on the device. */
+static void test_allocation_larger_than_budget(void **state)
+{
+	(void)state;
+	const struct {
+		bool host_map, lazy;
+		pool_status_t want;
+	} cases[] = {
+		{ false, true, POOL_ENOMEM }, { true, false, POOL_ENOMEM }, { true, true, POOL_OK },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		env_t e;
+		env_open_hostmap_lazy(&e, 4, cases[i].host_map, cases[i].lazy);
+		uintptr_t a;
+		uint64_t id;
+		pool_status_t st = pool_malloc(e.p, 5 * CH, &a, &id);
+		if (st != cases[i].want)
+			fail_msg("5 pages, budget 4, host_map %d, lazy_map %d: expected %s, got %s",
+				 cases[i].host_map, cases[i].lazy, pool_strerror(cases[i].want),
+				 pool_strerror(st));
+		if (st == POOL_OK) {
+			if (e.f.mapped > 4 * CH)
+				fail_msg("an allocation of 5 pages in a budget of 4: expected at most 4 "
+					 "device pages mapped, got %lu", (unsigned long)(e.f.mapped / CH));
+			assert_int_equal(pool_free(e.p, a, NULL, false), POOL_OK);
+		}
+		env_close_hostmap(&e);
+	}
+}
+
+/* One call whose stated pages alone exceed the budget (a 6-page tensor,
+ * budget 4): refused by pool_acquire - nothing locked, nothing lost - and
+ * run by pool_acquire_flags(POOL_ACQ_HOST_STATED): the pages already
+ * resident stay, 4 pages on the device in all, 2 mapped from the host;
+ * every byte reads right and a write through every page is kept. */
+static void test_stated_pages_past_the_budget_map_from_host(void **state)
 {
 	(void)state;
 	env_t e;
-	env_open_hostmap(&e, 4, true);
-	uintptr_t a;
-	uint64_t id;
-	pool_status_t st = pool_malloc(e.p, 5 * CH, &a, &id);
+	env_open_hostmap_lazy(&e, 4, true, true);
+	uintptr_t a = must_malloc(&e, 6 * CH);
+	for (int k = 0; k < 6; k++)
+		put(&e, a + (uint64_t)k * CH, CH, 40 + (uint32_t)k);
+	/* the last pages written are the resident ones */
+	pool_ref_t r = { .ptr = a, .bytes = 6 * CH, .write = true };
+	pool_span_t sp;
+	pool_status_t st = pool_acquire(e.p, &r, 1, NULL, &sp);
 	if (st != POOL_ENOMEM)
-		fail_msg("5 pages, budget 4, host_map: expected POOL_ENOMEM, got %s",
+		fail_msg("6 stated pages, budget 4, no flag: expected POOL_ENOMEM, got %s",
 			 pool_strerror(st));
+	check_clean(&e);
+	bool was[6];
+	for (int k = 0; k < 6; k++)
+		was[k] = pool_page_state(e.p, a + (uint64_t)k * CH) == POOL_PAGE_RESIDENT;
+	st = pool_acquire_flags(e.p, &r, 1, NULL, &sp, POOL_ACQ_HOST_STATED);
+	if (st != POOL_OK)
+		fail_msg("6 stated pages, budget 4, POOL_ACQ_HOST_STATED: expected POOL_OK, got %s",
+			 pool_strerror(st));
+	fake_drain(&e.f);
+	int on = 0, hm = 0;
+	for (int k = 0; k < 6; k++) {
+		pool_page_state_t ps = pool_page_state(e.p, a + (uint64_t)k * CH);
+		on += ps == POOL_PAGE_RESIDENT;
+		hm += ps == POOL_PAGE_HOST_MAPPED;
+		if (was[k] && ps != POOL_PAGE_RESIDENT)
+			fail_msg("page %d was resident before the call: expected it kept on the "
+				 "device, got state %d", k, ps);
+	}
+	if (on != 4 || hm != 2 || e.f.mapped > 4 * CH)
+		fail_msg("expected 4 pages on the device and 2 mapped from the host, at most 4 "
+			 "device pages mapped; got %d, %d, %lu", on, hm,
+			 (unsigned long)(e.f.mapped / CH));
+	uint8_t *want = malloc(CH), *got = malloc(CH);
+	for (int k = 0; k < 6; k++) {
+		pattern(want, CH, 40 + (uint32_t)k);
+		assert_true(fake_read(&e.f, a + (uint64_t)k * CH, got, CH));
+		if (memcmp(want, got, CH))
+			fail_msg("page %d read through the call's mappings differs from what was "
+				 "written", k);
+		pattern(want, CH, 50 + (uint32_t)k);
+		assert_true(fake_write(&e.f, a + (uint64_t)k * CH, want, CH));
+	}
+	pool_release(e.p, &r, &sp, 1, NULL);
+	pool_poll(e.p);
+	for (int k = 0; k < 6; k++)
+		if (!check(&e, a + (uint64_t)k * CH, CH, 50 + (uint32_t)k))
+			fail_msg("page %d after the call: expected what the call wrote", k);
+	free(want);
+	free(got);
+	assert_int_equal(pool_free(e.p, a, NULL, false), POOL_OK);
+	check_clean(&e);
+	env_close_hostmap(&e);
+}
+
+/* Slabs of small allocations never come from the host: a call whose slab
+ * pages alone exceed the budget is refused even with the flag, and one
+ * whose slab pages fit keeps them on the device and maps the rest. */
+static void test_stated_pages_past_the_budget_keep_slabs_on_device(void **state)
+{
+	(void)state;
+	env_t e;
+	env_open_hostmap_lazy(&e, 2, true, true);
+	uintptr_t s[3], big = must_malloc(&e, 3 * CH);
+	for (int i = 0; i < 3; i++) {
+		/* each fills most of a slab: three slabs */
+		s[i] = must_malloc(&e, CH / 2 - 512);
+		put(&e, s[i], CH / 2 - 512, 60 + (uint32_t)i);
+		(void)must_malloc(&e, CH / 2 - 512);
+	}
+	for (int k = 0; k < 3; k++)
+		put(&e, big + (uint64_t)k * CH, CH, 63 + (uint32_t)k);
+	pool_ref_t r[4] = { { .ptr = s[0], .bytes = CH / 2 - 512 },
+			    { .ptr = s[1], .bytes = CH / 2 - 512 },
+			    { .ptr = s[2], .bytes = CH / 2 - 512 },
+			    { .ptr = big, .bytes = 3 * CH } };
+	pool_span_t sp[4];
+	pool_status_t st = pool_acquire_flags(e.p, r, 4, NULL, sp, POOL_ACQ_HOST_STATED);
+	if (st != POOL_ENOMEM)
+		fail_msg("3 slab pages in a budget of 2, POOL_ACQ_HOST_STATED: expected "
+			 "POOL_ENOMEM, got %s", pool_strerror(st));
+	check_clean(&e);
+	st = pool_acquire_flags(e.p, &r[2], 2, NULL, &sp[2], POOL_ACQ_HOST_STATED);
+	if (st != POOL_OK)
+		fail_msg("1 slab page and 3 pages in a budget of 2, POOL_ACQ_HOST_STATED: "
+			 "expected POOL_OK, got %s", pool_strerror(st));
+	fake_drain(&e.f);
+	int hm = 0;
+	for (int k = 0; k < 3; k++)
+		hm += pool_page_state(e.p, big + (uint64_t)k * CH) == POOL_PAGE_HOST_MAPPED;
+	/* the slab is the one device page beside the big one's first */
+	if (hm != 2 || e.f.slot_mapped != 2 || e.f.mapped > 2 * CH)
+		fail_msg("expected 2 of the 3 pages mapped from the host (and only those from "
+			 "slots), at most 2 device pages mapped; got %d, %lu from slots, %lu mapped",
+			 hm, (unsigned long)e.f.slot_mapped, (unsigned long)(e.f.mapped / CH));
+	pool_release(e.p, &r[2], &sp[2], 2, NULL);
+	pool_poll(e.p);
+	assert_true(check(&e, s[2], CH / 2 - 512, 62));
+	for (int k = 0; k < 3; k++)
+		assert_true(check(&e, big + (uint64_t)k * CH, CH, 63 + (uint32_t)k));
+	check_clean(&e);
 	env_close_hostmap(&e);
 }
 
@@ -4456,7 +4591,9 @@ int main(void)
 		cmocka_unit_test(test_stats_table_shows_the_counters),
 		cmocka_unit_test(test_call_beyond_budget_is_refused_without_host_map),
 		cmocka_unit_test(test_call_beyond_budget_maps_its_tail_from_host),
-		cmocka_unit_test(test_allocation_larger_than_budget_refused_with_host_map),
+		cmocka_unit_test(test_allocation_larger_than_budget),
+		cmocka_unit_test(test_stated_pages_past_the_budget_map_from_host),
+		cmocka_unit_test(test_stated_pages_past_the_budget_keep_slabs_on_device),
 		cmocka_unit_test(test_page_leaves_the_host_only_after_its_use),
 		cmocka_unit_test(test_host_map_needs_map_slot),
 	};
