@@ -105,7 +105,9 @@ static const cfg_var_t cfg_vars[] = {
 	{ "VMEM_HOST_MAP", CFG_ENUM, "auto", host_map_names, 0, 0, 0, false, false, F(host_map), "",
 	  "a kernel whose pointer arguments of unknown size reach past the budget runs with the "
 	  "pages past their first mapped from their pinned host copies (read over the link if the "
-	  "kernel touches them) instead of failing; auto: where the device maps host memory "
+	  "kernel touches them) instead of failing; likewise an allocation larger than the budget "
+	  "is taken, and a call nothing else fits runs with its pages past the budget from the "
+	  "host (slow, but it runs); auto: where the device maps host memory "
 	  "(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) and a start-up probe carries "
 	  "bytes through it; 1: on without the probe (vmem stays off where the device cannot); 0: off" },
 	{ "VMEM_CHUNK_SIZE", CFG_SIZE, "0", NULL, 2 * MiB, 1 * GiB, 2 * MiB, true, false, F(chunk_size), "bytes",

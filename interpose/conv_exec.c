@@ -331,6 +331,26 @@ uint64_t conv_ws_pages(const void *p, uint64_t ws)
 	return p ? conv_pages_bytes((uintptr_t)p, ws, chunk) : est_pages(ws, chunk);
 }
 
+size_t conv_exec_find_ws(const hook_call_t *c, const void *ws, size_t bytes)
+{
+	uint64_t budget, chunk, tensors, off, most;
+
+	runtime_budget_free(&budget, NULL, &chunk);
+	if (!ws || !bytes || !budget || !chunk || !runtime_owns((uintptr_t)ws))
+		return bytes;
+	tensors = conv_call_tensor_pages(c);
+	if (tensors + conv_pages_bytes((uintptr_t)ws, bytes, chunk) <= budget)
+		return bytes;
+	/* the most whole pages left, less the workspace's start in its first */
+	off = (uintptr_t)ws % chunk;
+	most = budget > tensors ? (budget - tensors) / chunk * chunk : 0;
+	most = most > off ? most - off : 0;
+	vmem_debug("%s: a workspace of %zu bytes cannot sit beside the call's %" PRIu64
+		   " bytes of tensor pages in the budget of %" PRIu64 "; passed on as %" PRIu64
+		   " bytes", c->api, bytes, tensors, budget, most);
+	return (size_t)(most < bytes ? most : bytes);
+}
+
 static bool g_ws_lowered;             /* some kernel's ws_lowered is set */
 
 uint64_t conv_ws_fitted(conv_kernel_t *k, uint64_t asked)
@@ -1362,7 +1382,7 @@ static bool scratch_get(scratch_t *s, const conv_kernel_t *k, int bmax, uint64_t
 	refs[1] = (vmem_ref_t){ (uintptr_t)s->y, s->yb, VMEM_ACCESS_RW, "y" };
 	refs[2] = (vmem_ref_t){ (uintptr_t)s->w, s->wb, VMEM_ACCESS_RW, "w" };
 	refs[3] = (vmem_ref_t){ (uintptr_t)s->ws, s->wsb, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "ws" };
-	if (runtime_prepare(refs, s->ws ? 4 : 3, stream, s->res) != cudaSuccess) {
+	if (runtime_prepare(refs, s->ws ? 4 : 3, stream, s->res, false) != cudaSuccess) {
 		scratch_free(s);
 		return false;
 	}
@@ -1768,6 +1788,7 @@ static cudnnStatus_t issue_slice(void *v, int algo, int64_t off, int b)
 	hook_call_t sc;
 
 	hook_call_init(&sc, c->kind, c->api, c->stream);
+	sc.no_host_stated = c->no_host_stated;
 	sc.info = c->info;
 	for (int i = 0; i < c->nrefs; i++) {
 		const vmem_ref_t *ref = &c->refs[i];
@@ -1999,6 +2020,8 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 	conv_init();
 	runtime_budget_free(&budget, NULL, NULL);
 	tensors = conv_call_tensor_pages(c);
+	/* other algorithms and slices come before the host's memory */
+	c->no_host_stated = true;
 
 	/* 1. a µ-cuDNN configuration (conv_lock is held until it is issued:
 	 *    a WD re-solve must not move the shared buffer under it) */
@@ -2150,6 +2173,30 @@ cudnnStatus_t conv_exec_legacy(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 			how = "sliced";
 	}
 done:
+	/* 5. nothing ran and nothing fits: the application's choice whole (or,
+	 *    when vmem's answers made it no pair cuDNN runs, the least-workspace
+	 *    algorithm within its workspace), its pages past the budget mapped
+	 *    from the host */
+	if (st == CONV_OOM && ((!micro && !sliced) || !ncalls) && !hook_call_is_prepared() &&
+	    runtime_host_mapping()) {
+		int i = app_ok || !k || !k->have_list ? -1 :
+			conv_pick(k->list, k->nlist, CONV_PICK_MEM, ws ? wsb : 0);
+		size_t use_b = i < 0 ? wsb : (size_t)k->list[i].ws;
+
+		conv_free(own, stream);
+		own = NULL;
+		if (app_ok || i >= 0) {
+			sliced = false;
+			ncalls = 1;
+			ran = i < 0 ? algo : k->list[i].algo;
+			conv_set_ws_ref(c, use_b ? ws : NULL, use_b);
+			c->no_host_stated = false;
+			how = "host";
+			if (hook_call_prepare(c) == cudaSuccess)
+				st = legacy_call(dir, h, alpha, xd, x, wd, w, yd, y, cd, ran,
+						 use_b ? ws : NULL, use_b, beta);
+		}
+	}
 	return conv_call_done(c, k, sliced, how, "ran_algo", ran, ncalls, own, st);
 }
 

@@ -64,6 +64,15 @@ void conv_exec_answer(hook_call_t *c, conv_dir_t dir, cudnnHandle_t h,
 		      cudnnTensorDescriptor_t yd, cudnnConvolutionDescriptor_t cd,
 		      cudnnStatus_t st, int req, int *ret, void *perf);
 
+/* The workspace a cudnnFind*AlgorithmEx call c (its tensors referenced,
+ * not yet its workspace) is passed on with: `bytes`, or less when the
+ * workspace's pages beside the tensors' would not fit the budget - cuDNN
+ * then tries only the algorithms whose workspace fits, those vmem could
+ * run the layer with.  An application sizes this buffer by the largest
+ * algorithm's need (PyTorch, minitrain --algo-mode find-ex), which under
+ * host mapping vmem grants even past the budget. */
+size_t conv_exec_find_ws(const hook_call_t *c, const void *ws, size_t bytes);
+
 /* After a real cudnnGet*WorkspaceSize: under VMEM_WORKSPACE=wr the
  * configuration's workspace, under wd 0, otherwise cuDNN's answer - or,
  * under a budget where the algorithm asked about cannot have its

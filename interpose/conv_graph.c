@@ -507,7 +507,7 @@ static void measure_graph(conv_kernel_t *k, const hook_conv_geom_t *gm)
 							VMEM_ACCESS_RW, "w" };
 				refs[3] = (vmem_ref_t){ (uintptr_t)ws, wsb,
 							VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "ws" };
-				if (runtime_prepare(refs, ws ? 4 : 3, stream, res) == cudaSuccess) {
+				if (runtime_prepare(refs, ws ? 4 : 3, stream, res, false) == cudaSuccess) {
 					if (!ws)
 						memset(&res[3], 0, sizeof(res[3]));
 					locked = true;
@@ -816,6 +816,7 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 		return st;
 	}
 	gm.handle = (uintptr_t)h;   /* plans vmem builds run on the caller's handle */
+	c->no_host_stated = true;   /* other engines and slices come before the host's memory */
 	x = ref_of(ex, "x", "dx");
 	w = ref_of(ex, "w", "dw");
 	y = ref_of(ex, "y", "dy");
@@ -989,5 +990,36 @@ cudnnStatus_t conv_exec_graph(hook_call_t *c, hook_bdt_t *t, cudnnHandle_t h,
 	}
 	pthread_mutex_unlock(&conv_lock);
 out:
+	/* 5. nothing ran and nothing fits: the application's plan whole (or,
+	 *    when vmem's answers left it short of its workspace, vmem's plan of
+	 *    the least-workspace engine that needs none), its pages past the
+	 *    budget mapped from the host */
+	if (st == CONV_OOM && (!done || (sliced && !ncalls)) && !hook_call_is_prepared() &&
+	    runtime_host_mapping()) {
+		vplan_t *p = NULL;
+
+		conv_free(own, stream);
+		own = NULL;
+		pthread_mutex_lock(&conv_lock);   /* vmem's plan, as step 4 runs it */
+		if (!app_ok && k && x && w && y) {
+			graph_list(k, &gm);
+			int i = conv_pick(k->list, k->nlist, CONV_PICK_MEM, 0);
+			vgraph_t *g = i >= 0 && !k->list[i].ws ? vgraph_get(k, &gm, k->batch, gm.beta)
+							      : NULL;
+			p = g ? vplan_get(g, &gm, k->list[i].algo) : NULL;
+		}
+		if (app_ok || (p && p->plan && !p->ws)) {
+			sliced = false;
+			ncalls = 1;
+			conv_set_ws_ref(c, app_ok ? ws : NULL, app_ok ? app_ws : 0);
+			c->no_host_stated = false;
+			how = "host";
+			ran = app_ok ? -1 : (int)p->engine;
+			if (hook_call_prepare(c) == cudaSuccess)
+				st = app_ok ? real_cudnnBackendExecute()(h, plan, vpack)
+					    : vexec(h, &gm, p, x, w, y, NULL);
+		}
+		pthread_mutex_unlock(&conv_lock);
+	}
 	return conv_call_done(c, k, sliced, how, "ran_engine", ran, ncalls, own, st);
 }

@@ -1317,13 +1317,16 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(
 	const int requestedAlgoCount, int *returnedAlgoCount,
 	cudnnConvolutionFwdAlgoPerf_t *perfResults, void *workSpace, size_t workSpaceSizeInBytes)
 {
+	size_t wsb = workSpaceSizeInBytes;
+
 	ALGO_QUERY(cudnnFindConvolutionForwardAlgorithmEx,
 		   (hook_call_ref(&c, x, xi.bytes, VMEM_ACCESS_R, "x"),
 		    hook_call_ref(&c, w, wi.bytes, VMEM_ACCESS_R, "w"),
 		    ref_t(&c, yDesc, y, VMEM_ACCESS_W, "y", NULL),
-		    hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws")),
+		    wsb = conv_exec_find_ws(&c, workSpace, workSpaceSizeInBytes),
+		    hook_call_ref(&c, wsb ? workSpace : NULL, wsb, VMEM_ACCESS_W, "ws")),
 		   (handle, xDesc, x, wDesc, w, convDesc, yDesc, y, requestedAlgoCount,
-		    returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes),
+		    returnedAlgoCount, perfResults, workSpace, wsb),
 		   tensor_info(xDesc, &xi), filter_info(wDesc, &wi),
 		   conv_exec_answer(&c, CONV_DIR_FWD, handle, xDesc, wDesc, yDesc, convDesc, st,
 				    requestedAlgoCount, returnedAlgoCount, perfResults));
@@ -1337,13 +1340,16 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
 	cudnnConvolutionBwdDataAlgoPerf_t *perfResults, void *workSpace,
 	size_t workSpaceSizeInBytes)
 {
+	size_t wsb = workSpaceSizeInBytes;
+
 	ALGO_QUERY(cudnnFindConvolutionBackwardDataAlgorithmEx,
 		   (hook_call_ref(&c, w, wi.bytes, VMEM_ACCESS_R, "w"),
 		    ref_t(&c, dyDesc, dy, VMEM_ACCESS_R, "dy", NULL),
 		    hook_call_ref(&c, dx, xi.bytes, VMEM_ACCESS_W, "dx"),
-		    hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws")),
+		    wsb = conv_exec_find_ws(&c, workSpace, workSpaceSizeInBytes),
+		    hook_call_ref(&c, wsb ? workSpace : NULL, wsb, VMEM_ACCESS_W, "ws")),
 		   (handle, wDesc, w, dyDesc, dy, convDesc, dxDesc, dx, requestedAlgoCount,
-		    returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes),
+		    returnedAlgoCount, perfResults, workSpace, wsb),
 		   tensor_info(dxDesc, &xi), filter_info(wDesc, &wi),
 		   conv_exec_answer(&c, CONV_DIR_BWD_DATA, handle, dxDesc, wDesc, dyDesc, convDesc, st,
 				    requestedAlgoCount, returnedAlgoCount, perfResults));
@@ -1357,13 +1363,16 @@ HOOK_EXPORT cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
 	cudnnConvolutionBwdFilterAlgoPerf_t *perfResults, void *workSpace,
 	size_t workSpaceSizeInBytes)
 {
+	size_t wsb = workSpaceSizeInBytes;
+
 	ALGO_QUERY(cudnnFindConvolutionBackwardFilterAlgorithmEx,
 		   (hook_call_ref(&c, x, xi.bytes, VMEM_ACCESS_R, "x"),
 		    ref_t(&c, dyDesc, y, VMEM_ACCESS_R, "dy", NULL),
 		    hook_call_ref(&c, dw, wi.bytes, VMEM_ACCESS_W, "dw"),
-		    hook_call_ref(&c, workSpace, workSpaceSizeInBytes, VMEM_ACCESS_W, "ws")),
+		    wsb = conv_exec_find_ws(&c, workSpace, workSpaceSizeInBytes),
+		    hook_call_ref(&c, wsb ? workSpace : NULL, wsb, VMEM_ACCESS_W, "ws")),
 		   (handle, xDesc, x, dyDesc, y, convDesc, dwDesc, dw, requestedAlgoCount,
-		    returnedAlgoCount, perfResults, workSpace, workSpaceSizeInBytes),
+		    returnedAlgoCount, perfResults, workSpace, wsb),
 		   tensor_info(xDesc, &xi), filter_info(dwDesc, &wi),
 		   conv_exec_answer(&c, CONV_DIR_BWD_FILTER, handle, xDesc, dwDesc, dyDesc, convDesc, st,
 				    requestedAlgoCount, returnedAlgoCount, perfResults));

@@ -307,6 +307,7 @@ void hook_call_init(hook_call_t *c, vmem_op_kind_t kind, const char *api, const 
 	c->unseen = false;
 	c->captured = false;
 	c->policy_seen = false;
+	c->no_host_stated = false;
 	c->kernel = NULL;
 	c->refs = c->refs_inline;
 	c->resolved = c->resolved_inline;
@@ -495,7 +496,8 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 			st = runtime_policy_before(&rc);
 		}
 		if (st == cudaSuccess) {
-			st = runtime_prepare(c->refs, c->nrefs, (cudaStream_t)c->stream, c->resolved);
+			st = runtime_prepare(c->refs, c->nrefs, (cudaStream_t)c->stream, c->resolved,
+					     !c->no_host_stated);
 			call_prepared = st == cudaSuccess;
 			if (st == cudaErrorMemoryAllocation)
 				runtime_oom_name(c->api, c->kernel);
@@ -521,6 +523,11 @@ cudaError_t hook_call_prepare(hook_call_t *c)
 	c->seq = trace_next_seq();
 	guard_real_start = call_clock();
 	return st;
+}
+
+bool hook_call_is_prepared(void)
+{
+	return call_prepared;
 }
 
 void hook_call_finish(hook_call_t *c)

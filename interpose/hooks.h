@@ -56,6 +56,10 @@ typedef struct {
 				     cudaGraphLaunch, not now */
 	bool policy_seen;         /* the policy saw the call (prepare may run
 				     more than once: the conv hooks retry) */
+	bool no_host_stated;      /* the hook has other ways to run the call
+				     (another algorithm, slices): its stated
+				     pages are never mapped from the host
+				     (runtime_prepare's last_resort) */
 	const char *kernel;       /* a launch's kernel name when known (error lines) */
 	vmem_ref_t *refs;         /* refs_inline, or a heap array past VMEM_INLINE_REFS */
 	trace_ref_t *resolved;    /* likewise */
@@ -88,6 +92,10 @@ void hook_call_args(hook_call_t *c, const char *fmt, ...) __attribute__((format(
  * made resident together within the budget (or could not all be held). */
 cudaError_t hook_call_prepare(hook_call_t *c);
 void hook_call_finish(hook_call_t *c);
+/* True while this thread's call in flight is prepared (a successful
+ * hook_call_prepare not yet finished): preparing it again would lose the
+ * first acquire's locks. */
+bool hook_call_is_prepared(void);
 /* Forgets a call that was never prepared and will not run as such (it ran
  * as other calls: dnn_split.c): no trace record, no stats. */
 void hook_call_drop(hook_call_t *c);

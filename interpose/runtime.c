@@ -1052,7 +1052,9 @@ cudaError_t runtime_malloc(void **ptr, size_t bytes, cudaStream_t stream, const 
 			char b[24], n[24];
 
 			vmem_error("%s of %s is answered out of memory: an allocation larger than the "
-				   "budget (%s) cannot be resident, and vmem does not take one.  Raise the "
+				   "budget (%s) cannot be resident, and vmem takes one only with host "
+				   "mapping (VMEM_HOST_MAP, where the device maps host memory, and "
+				   "VMEM_MAP=lazy).  Raise the "
 				   "budget (VMEM_DEVICE_LIMIT, or a smaller VMEM_DEVICE_RESERVE) or lower "
 				   "the batch size", api, size_text(n, sizeof(n), bytes),
 				   size_text(b, sizeof(b), g_budget));
@@ -1122,6 +1124,11 @@ void runtime_budget_free(uint64_t *budget, uint64_t *free_bytes, uint64_t *chunk
 		*free_bytes = fr;
 	if (chunk)
 		*chunk = runtime_active() ? pool_config(g_pool)->chunk_size : 0;
+}
+
+bool runtime_host_mapping(void)
+{
+	return runtime_active() && g_slots_mapped;
 }
 
 bool runtime_budget_binds(void)
@@ -1246,7 +1253,8 @@ void runtime_oom_explain(const vmem_ref_t *refs, int n, const char *reason)
 	ref_buf_free(&b);
 }
 
-cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, trace_ref_t *out)
+cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, trace_ref_t *out,
+			    bool last_resort)
 {
 	ref_buf_t b;
 	pool_ref_t *pr;
@@ -1275,7 +1283,8 @@ cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, 
 	stream_seen(stream);
 	tl_dev_err = cudaSuccess;
 	int mode = relax_begin();
-	pool_status_t st = pool_acquire(g_pool, pr, n, stream, sp);
+	pool_status_t st = pool_acquire_flags(g_pool, pr, n, stream, sp,
+					      last_resort ? POOL_ACQ_HOST_STATED : 0);
 	relax_end(mode);
 	if (st == POOL_ELOST) {
 		/* issue 11: never compute on bytes a liveness plan dropped */

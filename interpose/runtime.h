@@ -58,6 +58,9 @@ void runtime_budget_free(uint64_t *budget, uint64_t *free_bytes, uint64_t *chunk
 /* True once the budget has bound: the pool evicted or dropped
  * pages to make room (so memory a call takes is memory another gives up). */
 bool runtime_budget_binds(void);
+/* True when the pool maps pages from their host slots (VMEM_HOST_MAP on
+ * and the device supports it): a call past the budget can still run. */
+bool runtime_host_mapping(void);
 
 /* A hooked call that vmem could not see into may have written device
  * memory (a launch whose parameter layout is unknown or that comes while
@@ -93,8 +96,12 @@ bool runtime_owns(uintptr_t p);
  * resident on `stream`'s timeline and lock it.  `out` (n entries) receives
  * the resolved refs for the trace; foreign pointers get alloc_id 0 and are
  * left alone.  Returns cudaSuccess, or cudaErrorMemoryAllocation when the
- * refs of this one call do not fit in the budget together. */
-cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, trace_ref_t *out);
+ * refs of this one call do not fit in the budget together - unless
+ * `last_resort` (the caller has no other way to run the call) and host
+ * mapping is on: then the pages past the budget are mapped from the host
+ * (pool_acquire_flags, POOL_ACQ_HOST_STATED). */
+cudaError_t runtime_prepare(const vmem_ref_t *refs, int n, cudaStream_t stream, trace_ref_t *out,
+			    bool last_resort);
 /* After runtime_prepare answered cudaErrorMemoryAllocation: names the call
  * (its API, and the kernel of a launch, or NULL) for the error line. */
 void runtime_oom_name(const char *api, const char *kernel);

@@ -9,9 +9,15 @@ Checks (each prints what it expected and what it got, exit 1 on failure):
   same ARGSETS...                 every ';'-separated argument set gives the
                                   same checksum (and the same losses)
   oom MEM [args]                  with SIMGPU_MEM=MEM: exit 3, 'out of memory'
-  vmem-oom LIB BUDGET WANT [args] under libvmem LIB with that budget and a
+  vmem-oom LIB BUDGET WANT [args] under libvmem LIB with that budget, host
+                                  mapping off (VMEM_HOST_MAP=0) and a
                                   trace: exit 3, vmem's one error line
                                   contains WANT, the trace is whole
+  vmem-host LIB BUDGET API [args] the same with host mapping on: trains to
+                                  the unlimited run's checksum, and the
+                                  trace shows API calls run with their
+                                  pages past the budget from the host
+                                  ("ran":"host")
   dryrun MEM [args]               with SIMGPU_DRYRUN=1 SIMGPU_MEM=MEM: runs,
                                   reports the peak (and --mem-report lines)
   badargs                         bad options exit 2 naming option and value
@@ -158,8 +164,10 @@ def check_vmem_oom(binary, lib, budget, want, args):
     any prepare once wrote uninitialised ones and crashed)."""
     with tempfile.TemporaryDirectory() as d:
         tr = os.path.join(d, "t.jsonl")
+        # host mapping off: with it a call nothing else fits runs with its
+        # pages past the budget mapped from the host instead
         p = run(binary, args, {"LD_PRELOAD": lib, "VMEM_DEVICE_LIMIT": budget,
-                               "VMEM_TRACE": tr}, expect_rc=None)
+                               "VMEM_TRACE": tr, "VMEM_HOST_MAP": "0"}, expect_rc=None)
         lines = [l for l in p.stderr.splitlines()
                  if l.startswith("vmem: error:") and "answered out of memory" in l]
         if p.returncode != 3 or len(lines) != 1 or want not in lines[0]:
@@ -180,6 +188,33 @@ def check_vmem_oom(binary, lib, budget, want, args):
             fail("expected the refused %s's op record with its tensors' roles in the trace, "
                  "got %s" % (api, ops[-1] if ops else "none"))
     print("OK: %s" % lines[0])
+
+
+def check_vmem_host(binary, lib, budget, api, args):
+    """Under vmem (LIB) with VMEM_DEVICE_LIMIT=BUDGET and host mapping on,
+    a net check_vmem_oom sees refused trains to the unlimited run's
+    checksum, and API's calls ran from the host (the trace's "ran")."""
+    base = CHECKSUM.findall(run(binary, args).stdout)
+    with tempfile.TemporaryDirectory() as d:
+        tr = os.path.join(d, "t.jsonl")
+        p = run(binary, args, {"LD_PRELOAD": lib, "VMEM_DEVICE_LIMIT": budget,
+                               "VMEM_TRACE": tr, "VMEM_HOST_MAP": "1"}, expect_rc=None)
+        got = CHECKSUM.findall(p.stdout)
+        if p.returncode != 0 or not base or got != base:
+            print(p.stderr[-3000:])
+            fail("expected exit 0 and the unlimited checksum %s, got exit %d and %s"
+                 % (base, p.returncode, got))
+        ran = 0
+        with open(tr) as f:
+            for line in f:
+                r = json.loads(line)
+                if r.get("type") == "op" and r.get("api") == api and \
+                        r.get("args", {}).get("ran") == "host":
+                    ran += 1
+        if not ran:
+            fail("expected %s calls run from the host (\"ran\":\"host\") in the trace, "
+                 "got none" % api)
+    print("OK: checksum %s, %d %s calls run from the host" % (got[0], ran, api))
 
 
 def check_dryrun(binary, mem, args):
@@ -231,6 +266,8 @@ def main():
         check_oom(binary, rest[0], rest[1:])
     elif check == "vmem-oom":
         check_vmem_oom(binary, rest[0], rest[1], rest[2], rest[3:])
+    elif check == "vmem-host":
+        check_vmem_host(binary, rest[0], rest[1], rest[2], rest[3:])
     elif check == "dryrun":
         check_dryrun(binary, rest[0], rest[1:])
     elif check == "fuzz":
