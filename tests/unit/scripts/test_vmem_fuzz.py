@@ -73,6 +73,20 @@ class PolicyStatTest(unittest.TestCase):
 		self.assertEqual(got, 0, 'no line: expected 0, got %d' % got)
 
 
+class StatTest(unittest.TestCase):
+	# the runtime's VMEM_STATS lines start with 'vmem: ', the pool's with
+	# spaces (calls run with pages mapped from the host)
+	ERR = ('vmem: misses (fault-ins)                             62\n'
+	       '  calls run from host                30\n'
+	       '  evictions                         101\n')
+
+	def test_runtime_and_pool_lines(self):
+		for name, want in (('misses (fault-ins)', 62), ('calls run from host', 30),
+				   ('evictions', 101), ('waits to leave host', 0)):
+			got = VF.stat(self.ERR, name)
+			self.assertEqual(got, want, '%r: expected %d, got %d' % (name, want, got))
+
+
 class KernelFloorTest(unittest.TestCase):
 	def floor(self, text):
 		import tempfile
