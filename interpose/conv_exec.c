@@ -2179,16 +2179,24 @@ done:
 	 *    from the host */
 	if (st == CONV_OOM && ((!micro && !sliced) || !ncalls) && !hook_call_is_prepared() &&
 	    runtime_host_mapping()) {
-		int i = app_ok || !k || !k->have_list ? -1 :
-			conv_pick(k->list, k->nlist, CONV_PICK_MEM, ws ? wsb : 0);
-		size_t use_b = i < 0 ? wsb : (size_t)k->list[i].ws;
+		int i = -1;
+		size_t use_b = wsb;
 
+		if (!app_ok && k) {
+			pthread_mutex_lock(&conv_lock);
+			if (k->have_list && (i = conv_pick(k->list, k->nlist, CONV_PICK_MEM,
+							   ws ? wsb : 0)) >= 0) {
+				use_b = (size_t)k->list[i].ws;
+				algo = k->list[i].algo;
+			}
+			pthread_mutex_unlock(&conv_lock);
+		}
 		conv_free(own, stream);
 		own = NULL;
 		if (app_ok || i >= 0) {
 			sliced = false;
 			ncalls = 1;
-			ran = i < 0 ? algo : k->list[i].algo;
+			ran = algo;
 			conv_set_ws_ref(c, use_b ? ws : NULL, use_b);
 			c->no_host_stated = false;
 			how = "host";
