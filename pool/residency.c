@@ -1245,7 +1245,8 @@ static bool stated_split(pool_t *p, const pool_ref_t *refs, const struct rref *r
  * - and `dv` the other guessed pages, one rref each, which pool_acquire
  * maps from the host after the fault-in unless they came back meanwhile.
  * False (nothing split) when the call fits the budget or has no guess, or
- * the host has no memory for the lists. */
+ * the host has no memory for the lists.  A call whose stated pages alone
+ * exceed the budget is split by stated_split when host_stated, else not. */
 static bool tail_split(pool_t *p, const pool_ref_t *refs, const struct rref *rr, int nrr,
 		       bool host_stated, rrefs_t *lk, rrefs_t *dv)
 {
