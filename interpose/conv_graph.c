@@ -1000,15 +1000,22 @@ out:
 
 		conv_free(own, stream);
 		own = NULL;
-		pthread_mutex_lock(&conv_lock);   /* vmem's plan, as step 4 runs it */
+		/* vmem's plan is held under conv_lock, as step 4 runs it; the
+		 * application's runs without it, as step 3 does (p set: the
+		 * lock is held) */
 		if (!app_ok && k && x && w && y) {
+			pthread_mutex_lock(&conv_lock);
 			graph_list(k, &gm);
 			int i = conv_pick(k->list, k->nlist, CONV_PICK_MEM, 0);
 			vgraph_t *g = i >= 0 && !k->list[i].ws ? vgraph_get(k, &gm, k->batch, gm.beta)
 							      : NULL;
 			p = g ? vplan_get(g, &gm, k->list[i].algo) : NULL;
+			if (!p || !p->plan || p->ws) {
+				pthread_mutex_unlock(&conv_lock);
+				p = NULL;
+			}
 		}
-		if (app_ok || (p && p->plan && !p->ws)) {
+		if (app_ok || p) {
 			sliced = false;
 			ncalls = 1;
 			conv_set_ws_ref(c, app_ok ? ws : NULL, app_ok ? app_ws : 0);
@@ -1018,8 +1025,9 @@ out:
 			if (hook_call_prepare(c) == cudaSuccess)
 				st = app_ok ? real_cudnnBackendExecute()(h, plan, vpack)
 					    : vexec(h, &gm, p, x, w, y, NULL);
+			if (p)
+				pthread_mutex_unlock(&conv_lock);
 		}
-		pthread_mutex_unlock(&conv_lock);
 	}
 	return conv_call_done(c, k, sliced, how, "ran_engine", ran, ncalls, own, st);
 }

@@ -1222,7 +1222,9 @@ static bool stated_split(pool_t *p, const pool_ref_t *refs, const struct rref *r
 	for (int j = 0; ok && j < nrr; j++) {
 		int64_t sl = rref_stated_last(refs, rr, j);
 
-		for (uint32_t k = rr[j].first; ok && rr[j].a->kind == A_LARGE && k <= rr[j].last; k++) {
+		if (rr[j].a->kind != A_LARGE)
+			continue;   /* a slab: in lk already */
+		for (uint32_t k = rr[j].first; ok && k <= rr[j].last; k++) {
 			bool on = page_has_chunk(&rr[j].a->pages[k]);
 
 			ok = rr_push(on && room ? lk : &later[(int64_t)k > sl], rref_page(p, &rr[j], k));
