@@ -238,6 +238,7 @@ struct piece {
 	uintptr_t va;
 	struct host_range *host;
 	bool sysmem;            /* a mapping of host-located memory */
+	struct region *rg;      /* the mapping it is reached through; NULL: none */
 };
 
 typedef void (*piece_fn)(const struct piece *pc, void *ctx);
@@ -260,6 +261,7 @@ static void for_pieces(uintptr_t p, size_t n, piece_fn fn, void *ctx)
 			pc.off = r->obj_off + (a - r->base);
 			pc.len = e - a;
 			pc.va = a;
+			pc.rg = r;
 			pc.host = NULL;
 			pc.sysmem = r->phys && r->phys->host;
 			fn(&pc, ctx);
@@ -275,6 +277,7 @@ static void for_pieces(uintptr_t p, size_t n, piece_fn fn, void *ctx)
 			pc.off = a - h->base;
 			pc.len = e - a;
 			pc.va = a;
+			pc.rg = NULL;
 			pc.host = h;
 			pc.sysmem = false;
 			fn(&pc, ctx);
@@ -303,6 +306,21 @@ struct access_ctx {
 	unsigned mode;
 };
 
+/* Remembers an access through a VMM mapping: the agent's latest one. */
+static void thru_note(struct region *rg, const simgpu_epoch_t *e, bool write)
+{
+	for (uint8_t i = 0; i < rg->nthru; i++)
+		if (rg->thru[i].e.agent == e->agent) {
+			if (e->clock >= rg->thru[i].e.clock)
+				rg->thru[i] = (struct thru){ *e, write };
+			return;
+		}
+	if (rg->nthru == REGION_THRU)
+		rg->thru_full = true;
+	else
+		rg->thru[rg->nthru++] = (struct thru){ *e, write };
+}
+
 static void access_piece(const struct piece *pc, void *ctx)
 {
 	struct access_ctx *c = ctx;
@@ -314,6 +332,8 @@ static void access_piece(const struct piece *pc, void *ctx)
 		out_of_memory();
 	if (rc > 0)
 		report_op_race(c->e, pc->va + (uintptr_t)(r.base - pc->off), &r);
+	if (pc->rg && pc->rg->phys)
+		thru_note(pc->rg, c->e, c->mode != SIMGPU_ACC_R);
 }
 
 /* (lock held) Checks and records one access of the op with epoch e. */
@@ -337,6 +357,23 @@ static void hazard_piece(const struct piece *pc, void *ctx)
 	struct hazard_ctx *c = ctx;
 	simgpu_race_t r;
 	uint64_t off = pc->off, end = pc->off + pc->len;
+
+	if (pc->rg && pc->rg->phys && pc->rg->phys->maps > 1 && !pc->rg->thru_full) {
+		/* mapped elsewhere too (vmem hands a chunk to another page
+		 * while the old one's last use runs): the bytes live on, and
+		 * what must be done before this address goes is what went
+		 * through it */
+		for (uint8_t i = 0; i < pc->rg->nthru; i++) {
+			const struct thru *t = &pc->rg->thru[i];
+
+			if (simgpu_epoch_ordered(&t->e, &sg_host_vc, AGENT_HOST))
+				continue;
+			r = (simgpu_race_t){ t->write ? SIMGPU_RACE_WAW : SIMGPU_RACE_WAR,
+					     pc->off, pc->len, t->e };
+			report_host_race(c->what, c->call, c->verb, pc->va, &r);
+		}
+		return;
+	}
 
 	/* every conflict, lowest address first */
 	while (off < end &&
@@ -362,7 +399,7 @@ void sg_host_hazard(const void *p, size_t n, const char *what, const char *verb)
 void sg_phys_hazard(struct phys *ph, const char *what, const char *verb)
 {
 	struct hazard_ctx c = { what, verb, 0 };
-	struct piece pc = { &ph->sh, 0, ph->size, 0, NULL, ph->host };
+	struct piece pc = { &ph->sh, 0, ph->size, 0, NULL, ph->host, NULL };
 
 	if (sg_race_mode == 0 || !ph->sh.n)
 		return;
@@ -1779,7 +1816,7 @@ bool sg_pool_release(bool all)
 		 * is now really gone */
 		{
 			struct hazard_ctx c = { "cudaFreeAsync (release)", "releases", 0 };
-			struct piece pc = { &rv->obj->sh, 0, rv->map_len, rv->base, NULL, false };
+			struct piece pc = { &rv->obj->sh, 0, rv->map_len, rv->base, NULL, false, NULL };
 
 			if (sg_race_mode && rv->obj->sh.n) {
 				c.call = sg_next_seq();
@@ -1823,7 +1860,7 @@ simgpu_status_t simgpu_mem_alloc_async(void **p, size_t size, void *stream)
 	i = pool_find(size, &st->vc, st->agent);
 	if (i >= 0) {
 		struct resv *rv = sa_at(&sg_resvs, (size_t)i);
-		struct region rg = { rv->base, size, 3, NULL, 0, rv->obj, 0 };
+		struct region rg = { .base = rv->base, .size = size, .prot = 3, .obj = rv->obj };
 
 		if (mprotect((void *)rv->base, rv->map_len, PROT_READ | PROT_WRITE) == 0 &&
 		    sg_region_insert(&rg) == 0) {

@@ -99,6 +99,17 @@ extern SG_HIDDEN struct sarr sg_resvs;
 
 /* Accessible device memory: a cudaMalloc'd block (exact size) or a VMM
  * mapping.  prot: 0 none, 1 read, 3 read-write. */
+/* The last access through a VMM mapping by each agent (up to
+ * REGION_THRU agents; `thru_full`: more came, and the mapping's own record
+ * is not to be trusted).  A physical allocation mapped at two addresses
+ * lives on when one of them is unmapped: that unmap ends only what went
+ * through it (core_exec.c, hazard_piece). */
+#define REGION_THRU 8
+struct thru {
+	simgpu_epoch_t e;
+	bool write;
+};
+
 struct region {
 	uintptr_t base;
 	size_t size;
@@ -107,6 +118,9 @@ struct region {
 	size_t phys_off;        /* offset inside phys */
 	struct phys *obj;       /* whose shadow: phys, or the block's own */
 	uint64_t obj_off;       /* offset of base inside obj */
+	uint8_t nthru;
+	bool thru_full;
+	struct thru thru[REGION_THRU];
 };
 
 enum { HOST_ALLOC, HOST_REGISTERED };

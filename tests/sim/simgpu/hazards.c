@@ -332,6 +332,46 @@ static void remap_write(bool ok)
 	done("remap-write-ok");
 }
 
+/* ---- a chunk mapped at two addresses (vmem's handoff, docs/pool.md):
+ * the first unmapped while a copy through it is still queued.  The twin
+ * waits for that copy, and unmaps the first address while a copy through
+ * the second one is queued: the chunk lives on there, and that copy is
+ * not the unmap's business ---- */
+static void unmap_alias(bool ok)
+{
+	chunk_t c;
+	void *h;
+	cudaStream_t s1, s2;
+	char n1[64];
+
+	chunk_new(&c, true);
+	CK(cudaMallocHost(&h, GRAN));
+	CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+	CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+	CK(cudaMemsetAsync((void *)c.va, 5, GRAN, s1));
+	CK(cudaMemcpyAsync(h, (void *)c.va, GRAN, cudaMemcpyDeviceToHost, s1));
+	uint64_t copy = calls();
+	if (ok) {
+		CK(cudaStreamSynchronize(s1));
+		CK(cudaMemsetAsync((void *)c.va2, 6, GRAN, s2));
+		CK(cudaMemcpyAsync(h, (void *)c.va2, GRAN, cudaMemcpyDeviceToHost, s2));
+	} else {
+		stream_name(s1, n1, sizeof(n1));
+		expect((void *)c.va, GRAN, "cuMemUnmap", calls() + 1, "the host",
+		       "unmaps", "cudaMemcpyAsync", copy, n1, "reads");
+	}
+	CU(cuMemUnmap(c.va, GRAN));
+	if (!ok)
+		not_caught("an unmap of one of two mappings under a copy through it");
+	CK(cudaStreamSynchronize(s2));
+	CU(cuMemUnmap(c.va2, GRAN));
+	CU(cuMemRelease(c.h));
+	if (((unsigned char *)h)[GRAN - 1] != 6)
+		failures++, fprintf(stderr, "FAIL: copied byte: expected 6, got %d\n",
+				    ((unsigned char *)h)[GRAN - 1]);
+	done("unmap-alias-ok");
+}
+
 /* ---- host code reading a pinned buffer before synchronising with the
  * copy into it ---- */
 static void host_read(bool ok)
@@ -554,6 +594,7 @@ static const struct {
 	{ "event-early", event_early },
 	{ "unmap-queued", unmap_queued },
 	{ "remap-write", remap_write },
+	{ "unmap-alias", unmap_alias },
 	{ "host-read", host_read },
 	{ "poison", poison },
 	{ "async-reuse", async_reuse },
