@@ -71,6 +71,11 @@ bool pool_range_ready(pool_t *p, struct alloc *a, bool wait)
 			return false;
 		pg->busy.tl = NULL;
 	}
+	/* pages handed off before the free: their uses are done, so their
+	 * addresses can be unmapped (the range holds its own chunks only) */
+	for (uint32_t i = 0; a->handoffs && i < a->npages; i++)
+		if (a->pages[i].state == PG_HANDOFF && !pool_handoff_leave(p, &a->pages[i], false))
+			return false;
 	pool_fence_put(p, a->free_fence);
 	a->free_fence = NULL;
 	a->free_mark.tl = NULL;
@@ -353,8 +358,8 @@ static bool fit_scan(pool_t *p, uint32_t npages, struct fit *f)
 		ready = pool_range_ready(p, a, false);
 		if (!ready && pending < 0)
 			pending = pending_ok(p);
-		if (!ready && !pending)
-			continue;
+		if (!ready && (!pending || a->handoffs))
+			continue;   /* a handed-off page's address is mapped until it leaves */
 		s = best_window(a, npages, &m);
 		if (!f->a || m > f->mapped || (m == f->mapped && ready > f->ready) ||
 		    (m == f->mapped && ready == f->ready && a->npages < f->a->npages))
@@ -618,6 +623,15 @@ void pool_destroy(pool_t *p)
 	while (p->offl.head && pool_offl_reap(p, true))
 		;
 	/* teardown: waits that failed (a dead device) are not retried */
+	(void)pool_handoff_reap(p, true);
+	while (p->handl.head) {
+		struct page *pg = p->handl.head;
+		(void)p->ops.unmap(p->ops.ctx, page_va(p, pg), chunk_sz(p));
+		list_del(&p->handl, pg);
+		pg->a->handoffs--;
+		pg->chunk = 0;
+		pg->state = PG_RELEASED;
+	}
 	while (p->offl.head) {
 		struct page *pg = p->offl.head;
 		list_del(&p->offl, pg);
@@ -798,7 +812,10 @@ pool_status_t pool_free_large(pool_t *p, struct alloc *a, void *stream, bool all
 	}
 	for (uint32_t i = 0; i < a->npages; i++) {
 		struct page *pg = &a->pages[i];
-		if (pg->state == PG_OFFLOADING || pg->state == PG_EVICTING) {
+		if (pg->state == PG_HANDOFF) {
+			/* its address stays mapped until its busy mark (last
+			 * use, copy out) completed: pool_range_ready unmaps it */
+		} else if (pg->state == PG_OFFLOADING || pg->state == PG_EVICTING) {
 			/* rare: the app frees what a policy is offloading or
 			 * another thread evicting.  The copy may still read the
 			 * page: its mark stays the page's busy one, which the
@@ -821,7 +838,7 @@ pool_status_t pool_free_large(pool_t *p, struct alloc *a, void *stream, bool all
 			pg->state = PG_RELEASED;
 		pool_page_forget(p, pg);
 		page_rest_forget(p, pg);
-		pg->flags = 0;
+		pg->flags &= PG_HANDOFF == pg->state ? PF_LISTED : 0;   /* still on handl */
 		pg->locks = 0;
 	}
 	pool_id_del(p, a->id);
@@ -865,6 +882,7 @@ void pool_poll(pool_t *p)
 	pool_offl_reap(p, false);
 	pool_small_reap(p);
 	pool_hostmap_reap(p, false);
+	(void)pool_handoff_reap(p, false);
 	pool_slot_reap(p, false);
 	pthread_mutex_unlock(&p->lock);
 }
@@ -900,6 +918,8 @@ pool_status_t pool_sync(pool_t *p)
 	}
 	if (st == POOL_OK)
 		pool_hostmap_reap(p, true);
+	if (st == POOL_OK && !pool_handoff_reap(p, true))
+		st = POOL_EDEVICE;
 	while (st == POOL_OK && p->hpend_head) {
 		struct mark m = p->hpend_head->m;
 		if ((w = pool_mark_wait(p, m)))

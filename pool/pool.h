@@ -98,6 +98,11 @@ typedef struct {
 				     all (pool_acquire); with lazy_map an allocation larger
 				     than the budget is taken, and pool_acquire_flags runs a
 				     call whose stated pages exceed it likewise */
+	bool handoff;             /* a prefetch for the next call, once the call before it
+				     is queued (POOL_WAIT_USE), takes the chunks of pages
+				     the plan needs later whose last use is still queued:
+				     mapped at once at the new page too, written by the copy
+				     streams after that use (pool/handoff.c), no host wait */
 } pool_config_t;
 
 struct pool_event;
@@ -220,6 +225,10 @@ typedef struct {
 	uint64_t host_map_calls;      /* calls run with pages mapped from the host (host_map) */
 	uint64_t host_map_waits;      /* host waits for such a page's use before it left the
 	                                 host (a later call needed it on the device) */
+	uint64_t handoffs;            /* pages whose chunk went to a prefetched page while their
+	                                 last use was queued (cfg.handoff) */
+	uint64_t handoff_waits;       /* host waits for such a page's last use or copy (a call
+	                                 needed it again, a free, an unseen launch) */
 	uint64_t chunks_created, chunks_released, maps, unmaps;
 	uint64_t grants;              /* access grants (cuMemSetAccess calls) */
 	uint64_t ranges_reused;       /* allocations served from a freed range without mapping */
@@ -442,7 +451,10 @@ typedef enum {
 	POOL_WAIT_ALL,        /* and for the room copies it starts itself */
 	POOL_WAIT_USE,        /* and, for the call right after the one just queued,
 				 for the last use of clean pages needed later, when a
-				 fence before that call covers it */
+				 fence before that call covers it; before that (with
+				 cfg.handoff) it takes the chunks of pages needed later
+				 whose last use is still queued, the copies ordered
+				 after it on the device (pool/handoff.c) */
 } pool_wait_t;
 
 pool_status_t pool_prefetch(pool_t *p, const pool_range_t *r, pool_wait_t wait);

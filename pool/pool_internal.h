@@ -65,8 +65,13 @@
  * last use; a use cancels it (the page is simply resident again).
  * PG_HOSTMAP: on the host, its slot mapped at its address for a call
  * beyond the budget (hostmap.c); the slot is the page's memory, no
- * device chunk, on the hmapl list until its uses complete. */
-enum { PG_RESIDENT, PG_OFFLOADING, PG_HOST, PG_RELEASED, PG_EVICTING, PG_HOSTMAP };
+ * device chunk, on the hmapl list until its uses complete.
+ * PG_HANDOFF: left the device without a host wait (handoff.c): its chunk
+ * now belongs to a page of the next call, which the copy streams fill
+ * only after this page's last use and its copy out; its own address still
+ * maps the chunk until then (on the handl list), and nothing may use it
+ * before pool_handoff_leave unmapped it. */
+enum { PG_RESIDENT, PG_OFFLOADING, PG_HOST, PG_RELEASED, PG_EVICTING, PG_HOSTMAP, PG_HANDOFF };
 enum {
 	PF_WRITTEN = 1u,     /* bytes are meaningful (written at least once) */
 	PF_HOST_VALID = 2u,  /* the host slot holds the current bytes */
@@ -76,7 +81,8 @@ enum {
 	PF_COPY = 32u,       /* scratch: copied back by the current fault-in */
 	PF_HELD = 64u,       /* prefetched, on the held list until its first use */
 	PF_DROPPED = 128u,   /* its dead bytes were dropped: a read of them is a loss */
-	PF_DROP = 256u,      /* on the offloading list to be dropped, not copied */
+	PF_DROP = 256u,      /* on the offloading list to be dropped, not copied; PG_HANDOFF:
+				its bytes were dropped (dead), nothing kept */
 	PF_REST = 512u,      /* mapped without its copy for a call that rewrote [rlo, rhi)
 				of it: the host slot holds the other bytes, the device's
 				are garbage until rest_fill (residency.c) */
@@ -186,6 +192,7 @@ struct alloc {
 	uint64_t id;
 	uint32_t npages;
 	uint32_t pins;               /* threads waiting (unlocked) with a pointer to it: never destroyed meanwhile */
+	uint32_t handoffs;           /* its pages in PG_HANDOFF (handoff.c) */
 	uint8_t kind;
 	bool freed;
 	bool fixed;                  /* mapped by the application at its own address (fixed.c) */
@@ -252,6 +259,7 @@ struct pool {
 	struct list lru, offl;
 	struct list heldl;           /* prefetched pages not used yet (PF_HELD) */
 	struct list hmapl;           /* PG_HOSTMAP pages, mapped first first */
+	struct list handl;           /* PG_HANDOFF pages, handed off first first */
 	/* allocation ids (idmap.c): id -> allocation, and block for small ones */
 	struct idslot *ids;
 	uint64_t nids, capids;
@@ -427,6 +435,8 @@ static inline void page_unlist(pool_t *p, struct page *pg)
 		pg->flags &= ~PF_HELD;
 	} else if (pg->state == PG_HOSTMAP) {
 		list_del(&p->hmapl, pg);
+	} else if (pg->state == PG_HANDOFF) {
+		list_del(&p->handl, pg);
 	} else {
 		list_del(pg->state == PG_OFFLOADING ? &p->offl : &p->lru, pg);
 	}
@@ -602,6 +612,30 @@ pool_status_t pool_hostmap_page(pool_t *p, struct page *pg);
 bool pool_hostmap_leave(pool_t *p, struct page *pg, bool wait);
 /* pool_hostmap_leave without a wait for every such page (`wait`: with). */
 void pool_hostmap_reap(pool_t *p, bool wait);
+
+/* handoff.c */
+/* Gives the chunk of `from`, an unlocked resident page of a large
+ * allocation (a slab gets new blocks meanwhile) whose last use -
+ * and copy out, when it has one: the caller makes that its busy mark - may
+ * still be queued, to `to`, a page that is not mapped: `to` maps it at once
+ * (RESIDENT, its busy mark from's, which the copy streams must follow
+ * before they write the chunk); `from` becomes PG_HANDOFF (dropped when
+ * `dead`).  The caller fills `to` (a copy in on the H2D stream after
+ * to->busy) or leaves it to its call, which orders after to->busy.  A
+ * failed map changes nothing. */
+pool_status_t pool_handoff(pool_t *p, struct page *from, struct page *to, bool dead);
+/* A PG_HANDOFF page whose busy mark (last use, copy out) completed: its address
+ * unmapped, PG_HOST (PG_RELEASED when nothing is kept).  With `wait` the
+ * host waits for them (the lock released, the allocation pinned).  True
+ * when the page is no longer PG_HANDOFF. */
+bool pool_handoff_leave(pool_t *p, struct page *pg, bool wait);
+/* A page handed to (`to`, mapped, nothing queued into it yet) gives the
+ * chunk back to the page it came from, resident again; false when `to` was
+ * not handed to, or the device refused to unmap it. */
+bool pool_handoff_undo(pool_t *p, struct page *to);
+/* pool_handoff_leave for every such page (`wait`: waiting for each; false
+ * when one is left, the device having refused a wait or an unmap). */
+bool pool_handoff_reap(pool_t *p, bool wait);
 
 /* dead.c */
 /* Every byte of the page dead (of its bytes that belong to the allocation). */

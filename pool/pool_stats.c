@@ -80,6 +80,8 @@ void pool_stats_print(const pool_stats_t *s, pool_output_fn out, void *ctx)
 	line1(out, ctx, "reads of dropped bytes", s->lost_reads, NULL);
 	line1(out, ctx, "  unknown extents over them", s->lost_maybe, NULL);
 	line1(out, ctx, "evictions by the plan", s->evictions_planned, NULL);
+	line1(out, ctx, "  handed to the next call", s->handoffs, NULL);
+	line1(out, ctx, "  waits for a handoff", s->handoff_waits, NULL);
 	line1(out, ctx, "host stalls", s->stalls, NULL);
 	snprintf(buf, sizeof(buf), "  %-22s %14.3f ms", "stall time", s->stall_ns / 1e6);
 	out(buf, ctx);

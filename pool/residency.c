@@ -598,8 +598,9 @@ static bool resolve(pool_t *p, const pool_ref_t *r, int i, pool_span_t *out, rre
 
 static void lock_page(pool_t *p, struct page *pg)
 {
-	if (pg->state == PG_HOSTMAP) {
-		/* mapped from the host: stays listed there (hostmap.c) */
+	if (pg->state == PG_HOSTMAP || pg->state == PG_HANDOFF) {
+		/* mapped from the host, or handed off: stays listed there
+		 * (hostmap.c, handoff.c) */
 	} else if (pg->state == PG_OFFLOADING || pg->state == PG_EVICTING) {
 		/* used again before its offload or eviction finished: cancel
 		 * it; the copy in flight stays valid as long as the page is not
@@ -1313,6 +1314,40 @@ static bool stated_leave_host(pool_t *p, const pool_ref_t *refs, const struct rr
 	return !freed;
 }
 
+/* The call's pages that were handed off (their chunks went to a
+ * prefetched page while their last use was queued: handoff.c) leave
+ * first, once that use and their copy out completed - the host waits for
+ * them (lock released, the call's allocations pinned) - and are then on
+ * the host as any evicted page.  Until none is left: another thread may
+ * hand one off while this one waits.  POOL_EINVAL when one of the
+ * allocations was freed meanwhile (by another thread: the call is
+ * refused), POOL_EDEVICE when the device refused a wait or an unmap. */
+static pool_status_t handoff_settle(pool_t *p, const struct rref *rr, int nrr)
+{
+	pool_status_t st = POOL_OK;
+	bool again = true;
+
+	pool_handoff_reap(p, false);
+	if (!p->handl.head)
+		return POOL_OK;
+	for (int j = 0; j < nrr; j++)
+		rr[j].a->pins++;
+	while (again && !st) {
+		again = false;
+		for (int j = 0; j < nrr && !st; j++)
+			for (uint32_t k = rr[j].first; k <= rr[j].last && !st; k++) {
+				if (rr[j].a->freed)
+					st = POOL_EINVAL;
+				else if (rr[j].a->pages[k].state == PG_HANDOFF)
+					st = pool_handoff_leave(p, &rr[j].a->pages[k], true) ?
+						     (again = true, POOL_OK) : POOL_EDEVICE;
+			}
+	}
+	for (int j = 0; j < nrr; j++)
+		rr[j].a->pins--;
+	return st;
+}
+
 /* Maps the pages of dv that are not back on the device from the host, and
  * locks each; *nmapped counts those mapped.  On failure the first *nlocked
  * are locked. */
@@ -1373,6 +1408,11 @@ pool_status_t pool_acquire_flags(pool_t *p, const pool_ref_t *refs, int n, void 
 		pthread_mutex_unlock(&p->lock);
 		rr_free(&v);
 		return POOL_EINVAL;
+	}
+	if (p->handl.head && (st = handoff_settle(p, rr, nrr))) {
+		pthread_mutex_unlock(&p->lock);
+		rr_free(&v);
+		return st;
 	}
 	/* lk: what is locked now and faulted in; the rest of a call beyond
 	 * the budget (dv) is locked after, mapped from the host */
@@ -1931,7 +1971,96 @@ static uint32_t take_clean_fenced(pool_t *p, uint32_t need, uint64_t floor)
 	return done;
 }
 
-/* Chunks for a prefetch of `need` pages of allocation a (its range at
+/* The pages of a prefetch for the next call that the cache cannot give a
+ * chunk, once the call before it is queued (POOL_WAIT_USE): pages the plan
+ * needs later than `floor` (or dead ones), whose last use may still be
+ * queued - the call before's, typically - hand their chunks straight to
+ * the range's pages that have none, the last ones first (pool_handoff):
+ * the H2D stream waits on the device for that use and for a dirty page's
+ * copy out, and the host waits for nothing.  Before the ways that wait:
+ * two calls in a row can need more pages than the budget, and then the
+ * second one's last pages could only come once the first ended, with a
+ * host wait (take_clean_fenced) or as the call's own fault (the misses
+ * beside the call before, docs/pool.md).  Returns the pages handed to. */
+static uint32_t take_handoff(pool_t *p, struct alloc *a, uint32_t first, uint32_t last,
+			     uint32_t need, uint64_t floor)
+{
+	struct page *cand[EVICT_BATCH], *from[EVICT_BATCH];
+	bool dead[EVICT_BATCH], copied[EVICT_BATCH];
+	uint32_t nplanned, ncand, ndead = 0, n = 0, ncopy = 0, done = 0;
+
+	ncand = evict_candidates(p, cand, EVICT_BATCH, &nplanned, floor, false);
+	while (ndead < ncand && pool_page_all_dead(p, cand[ndead]))
+		ndead++;
+	for (uint32_t c = 0; c < ncand && c < ndead + nplanned && n < need; c++) {
+		struct page *pg = cand[c];
+		uint64_t key;
+
+		/* not a slab: a block allocated in it meanwhile (the plan's
+		 * next iteration makes its small tensors anew) would make the
+		 * next call that uses it wait for the handoff */
+		if (pg->locks || pg->state != PG_RESIDENT || (pg->flags & PF_REST) ||
+		    pg->a->kind != A_LARGE || pg->a->fixed)
+			continue;
+		/* a dead page the next call writes: not worth a handoff */
+		if (c < ndead && (key = page_key(p, pg)) != POOL_ORDER_UNKNOWN && key <= floor)
+			continue;
+		dead[n] = c < ndead;
+		copied[n] = !dead[n] && !page_clean(p, pg);
+		/* after its last use (reads too: the chunk is rewritten next) */
+		if (copied[n]) {
+			if (copy_out(p, pg, pg->busy))
+				break;
+			ncopy++;
+		}
+		from[n++] = pg;
+	}
+	if (!n)
+		return 0;
+	/* a copied page's busy mark becomes its copy's (which followed its
+	 * last use): every later unmap or reuse of the chunk waits for it */
+	if (ncopy) {
+		struct mark out = pool_mark_now(p, p->tl_d2h);
+
+		for (uint32_t i = 0; i < n; i++)
+			if (copied[i])
+				from[i]->busy = out;
+	}
+	/* the H2D stream follows each victim's busy mark, so the range's
+	 * copies in go after them; a victim it cannot be made to follow is
+	 * not handed off (it stays, clean if it was copied) */
+	struct mark last_m = { 0 };
+	uint32_t k = last + 1;
+	for (uint32_t i = 0; i < n; i++) {
+		struct page *v = from[i], *to = NULL;
+
+		if (v->busy.tl && !mark_same(v->busy, last_m)) {
+			if (pool_stream_after(p, p->tl_h2d, p->ops.h2d_stream, v->busy))
+				continue;
+			last_m = v->busy;
+		}
+		while (k > first && !to) {
+			struct page *pg = &a->pages[--k];
+
+			if (pg->state == PG_HOST || pg->state == PG_RELEASED)
+				to = pg;
+		}
+		if (!to || pool_handoff(p, v, to, dead[i]))
+			break;
+		to->flags |= PF_MARK;
+		done++;
+		p->st.evictions++;
+		p->st.evictions_planned += !dead[i];
+		if (copied[i])
+			p->st.bytes_evicted += page_bytes(p, v->a, v->idx);
+		pool_emit(p, POOL_EV_EVICT, v->a, (uint64_t)v->idx * chunk_sz(p),
+			  page_bytes(p, v->a, v->idx), copied[i] ? page_bytes(p, v->a, v->idx) : 0,
+			  p->ops.d2h_stream);
+	}
+	return done;
+}
+
+/* Chunks for a prefetch of `need` pages of rr's allocation (its range at
  * off/bytes): first what needs neither a wait nor a copy; then, with
  * `wait`, the host waits for the frees and offloads already under way -
  * the memory the plan freed for this range (the call, soon, would wait for the same copies with its own
@@ -1940,12 +2069,16 @@ static uint32_t take_clean_fenced(pool_t *p, uint32_t need, uint64_t floor)
  * again after each call); then clean pages, none the plan needs before
  * this range (the range's own next use is the floor; for `next_call`, the
  * next call); then, with `wait`, pages prefetched for calls needed last
- * (take_held_later), and dirty pages needed later start to leave
+ * (take_held_later); for the next call once the call before it is
+ * queued, chunks handed from pages still in use to the range's pages
+ * (take_handoff: those pages then need nothing from the cache); and dirty
+ * pages needed later start to leave
  * (offload_later): waited for with POOL_WAIT_ALL, else for the prefetch
  * tried again.  Lock held; the waits release it (a is pinned meanwhile). */
-static void prefetch_fill(pool_t *p, struct alloc *a, uint64_t off, uint64_t bytes, uint32_t need,
-			  pool_wait_t wait, bool next_call)
+static void prefetch_fill(pool_t *p, const struct rref *rr, uint64_t off, uint64_t bytes,
+			  uint32_t need, pool_wait_t wait, bool next_call)
 {
+	struct alloc *a = rr->a;
 	/* 0 (unknown): no floor; for the next call, everything else the
 	 * plan knows is needed later (keys count from 1, the next call) */
 	uint64_t floor = next_call && p->order ? 1 : range_key(p, a, off, bytes);
@@ -1958,6 +2091,9 @@ static void prefetch_fill(pool_t *p, struct alloc *a, uint64_t off, uint64_t byt
 		fill_nowait(p, need, true, floor);
 	if (wait && p->ncache < need)
 		take_held_later(p, need - p->ncache, floor);
+	if (p->cfg.handoff && wait == POOL_WAIT_USE && p->ncache < need &&
+	    floor != POOL_ORDER_UNKNOWN)
+		need -= take_handoff(p, a, rr->first, rr->last, need - p->ncache, floor);
 	if (wait == POOL_WAIT_USE && p->ncache < need && floor != POOL_ORDER_UNKNOWN &&
 	    take_clean_fenced(p, need - p->ncache, floor))
 		fill_nowait(p, need, false, 0);
@@ -1990,11 +2126,13 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 	for (uint32_t k = rr.first; k <= rr.last; k++) {
 		if (a->pages[k].state == PG_HOSTMAP)
 			(void)pool_hostmap_leave(p, &a->pages[k], false);
+		else if (a->pages[k].state == PG_HANDOFF)
+			(void)pool_handoff_leave(p, &a->pages[k], false);
 		lock_page(p, &a->pages[k]);
 		need += !page_mapped(&a->pages[k]);
 	}
 	if (need)
-		prefetch_fill(p, a, s.offset, s.bytes, need, wait, next_call);
+		prefetch_fill(p, &rr, s.offset, s.bytes, need, wait, next_call);
 	if (a->freed) {
 		/* by another thread while this one waited: pool_free reset
 		 * the pages, locks included; nothing to bring */
@@ -2012,8 +2150,10 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 		struct page *pg = &a->pages[k];
 		if (pg->state == PG_RESIDENT)
 			continue;
-		if (pg->state == PG_HOSTMAP || !p->ncache || pool_page_map_run(p, pg, &g))
-			skipped++;   /* mapped from the host still: its call runs on it */
+		if (pg->state == PG_HOSTMAP || pg->state == PG_HANDOFF || !p->ncache ||
+		    pool_page_map_run(p, pg, &g))
+			skipped++;   /* mapped from the host, or its handoff not done:
+					its call settles it */
 		else
 			pg->flags |= PF_MARK;
 	}
@@ -2029,8 +2169,10 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 		}
 		uint64_t nb = page_bytes(p, a, k);
 		if ((pg->flags & PF_HOST_VALID) && p->ops.copy_h2d(p->ops.ctx, page_va(p, pg), pg->host, nb)) {
-			pool_page_unmap(p, pg);
-			pg->state = PG_HOST;
+			if (!pool_handoff_undo(p, pg)) {
+				pool_page_unmap(p, pg);
+				pg->state = PG_HOST;
+			}
 			skipped++;
 			continue;
 		}
@@ -2113,6 +2255,8 @@ pool_status_t pool_census(pool_t *p, const pool_range_t *r, pool_census_t *out)
 		out->held++;
 	for (struct page *pg = p->offl.head; pg; pg = pg->next)
 		out->offloading++;
+	for (struct page *pg = p->handl.head; pg; pg = pg->next)
+		out->offloading++;
 	out->resident = (uint32_t)(p->st.resident.cur / chunk_sz(p));
 	pthread_mutex_unlock(&p->lock);
 	return POOL_OK;
@@ -2162,6 +2306,7 @@ pool_page_state_t pool_page_state(pool_t *p, uintptr_t addr)
 			[PG_RESIDENT] = POOL_PAGE_RESIDENT, [PG_OFFLOADING] = POOL_PAGE_OFFLOADING,
 			[PG_HOST] = POOL_PAGE_HOST, [PG_RELEASED] = POOL_PAGE_RELEASED,
 			[PG_EVICTING] = POOL_PAGE_OFFLOADING, [PG_HOSTMAP] = POOL_PAGE_HOST_MAPPED,
+			[PG_HANDOFF] = POOL_PAGE_OFFLOADING,
 		};
 		r = map[a->pages[page_of(p, addr - a->base)].state];
 	}
@@ -2175,6 +2320,10 @@ pool_status_t pool_fill_rests(pool_t *p, void *stream)
 	uint32_t n = 0;
 
 	pthread_mutex_lock(&p->lock);
+	/* a handed-off page's address maps the chunk of another page until
+	 * it leaves: a write through it would land in that page's bytes */
+	if (!pool_handoff_reap(p, true))
+		st = POOL_EDEVICE;
 	for (;;) {
 		uint32_t evicting = 0;
 

@@ -98,10 +98,25 @@ static bool runnable(const fake_op_t *op)
 	return op->kind != FAKE_WAIT || op->fence->pending == 0;
 }
 
+/* A copy into host memory that a copy issued before it has still to read
+ * (a host slot given to another page too early): that copy would read the
+ * new bytes. */
+static void check_slot_overwrite(fake_t *f, const fake_op_t *op)
+{
+	for (int i = 0; i < f->nstreams; i++)
+		for (const fake_op_t *o = f->streams[i].head; o; o = o->next)
+			if (o->kind == FAKE_H2D && o->seq < op->seq &&
+			    (uint8_t *)o->host < (uint8_t *)op->host + op->n &&
+			    (uint8_t *)op->host < (uint8_t *)o->host + o->n)
+				violation(f, "a copy out overwrote host memory %p that a copy in issued "
+					  "before it had still to read", op->host);
+}
+
 static void run_one(fake_t *f, fake_op_t *op)
 {
 	switch (op->kind) {
 	case FAKE_D2H:
+		check_slot_overwrite(f, op);
 		access_range(f, op->va, op->host, op->n, false);
 		break;
 	case FAKE_H2D:
@@ -327,7 +342,7 @@ static int map_chunk(fake_t *f, uintptr_t va, uint64_t size, uint64_t h, bool ac
 	} else {
 		if (*s)
 			violation(f, "map over a mapped page 0x%lx", (unsigned long)va);
-		for (uint64_t i = 0; i < f->va_size / f->chunk; i++)
+		for (uint64_t i = 0; i < f->va_size / f->chunk && !f->alias_ok; i++)
 			if (f->map[i] == (uint8_t *)(uintptr_t)h)
 				violation(f, "chunk mapped twice (at 0x%lx too)",
 					  (unsigned long)(f->va_base + i * f->chunk));

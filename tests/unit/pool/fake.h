@@ -98,6 +98,8 @@ typedef struct {
 	uint64_t grant_fail_at; /* that grant call (1-based) fails; 0 = never */
 	uint64_t map_fail_at;   /* that map call (1-based) fails like a dead context; 0 = never */
 	uint64_t h2d_fail_at, d2h_fail_at;  /* that copy call (1-based, per direction) fails */
+	bool alias_ok;          /* a chunk may be mapped at two addresses (cfg.handoff);
+				   else that is a violation */
 	bool wait_fails;        /* fence_wait answers an error (and waits for nothing) */
 	bool query_fails;       /* fence_query answers an error */
 	void (*on_wait)(void *arg);  /* called at the start of each fence_wait, unlocked */

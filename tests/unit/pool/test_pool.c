@@ -29,6 +29,9 @@ typedef struct {
 	pool_t *p;
 } env_t;
 
+/* cfg.handoff for the pools opened while it is set (handoff tests) */
+static bool g_handoff;
+
 /* runs: cfg.grant_runs; runs_ops: the fake's map_only and grant offered;
  * fit: 0 exact fit, 1 best fit (cfg.range_fit), 2 also pending ranges
  * (cfg.range_pending) */
@@ -40,8 +43,9 @@ static void env_open_with(env_t *e, uint64_t budget_chunks, uint64_t host_limit,
 		.budget = budget_chunks * CH, .host_limit = host_limit,
 		.chunk_size = CH, .granularity = CH, .small_threshold = CH / 2,
 		.va_size = va_chunks * CH, .host_block = 4 * CH, .grant_runs = runs,
-		.range_fit = fit >= 1, .range_pending = fit == 2,
+		.range_fit = fit >= 1, .range_pending = fit == 2, .handoff = g_handoff,
 	};
+	e->f.alias_ok = g_handoff;
 	pool_ops_t ops = fake_ops(&e->f);
 	if (!runs_ops)
 		ops.map_only = NULL, ops.grant = NULL;
@@ -2648,6 +2652,242 @@ static void test_prefetch_waits_for_a_use_two_calls_back(void **state)
 	}
 }
 
+/* A call on `stream` that writes [a, a+n) with pattern `seed`. */
+static void call_writes(env_t *e, void *stream, uintptr_t a, uint64_t n, uint32_t seed)
+{
+	pool_ref_t r = { .ptr = a, .bytes = n, .write = true };
+	pool_span_t sp;
+	pool_status_t st = pool_acquire(e->p, &r, 1, stream, &sp);
+	uint8_t *b = malloc(n);
+
+	if (st != POOL_OK)
+		fail_msg("acquire of 0x%lx for a write on a stream: expected success, got %s",
+			 (unsigned long)a, pool_strerror(st));
+	pattern(b, n, seed);
+	fake_kernel_write(&e->f, stream, a, b, n);
+	free(b);
+	pool_release(e->p, &r, &sp, 1, stream);
+}
+
+static bool same_bytes(const uint8_t *got, uint64_t n, uint32_t seed, const char *what)
+{
+	uint8_t *want = malloc(n);
+	bool ok;
+
+	pattern(want, n, seed);
+	ok = memcmp(want, got, n) == 0;
+	if (!ok)
+		print_error("%s: expected the bytes of pattern %u, got others\n", what, seed);
+	free(want);
+	return ok;
+}
+
+/* cfg.handoff: the device is full and the only page a prefetch for the
+ * next call may take (l, needed last) is used by the call just queued.
+ * Rather than wait on the host for that call (or leave z to its call's
+ * fault), the prefetch maps l's chunk at z at once; the copy streams
+ * write it only after l's use - and, l dirty, after l's copy out - and
+ * l's own address stays mapped until then.  Nothing waits on the host;
+ * the streams run newest first wherever the pool left them free to, so
+ * a missing order shows as wrong bytes.  `reuse`: l is needed again
+ * before the poll that would unmap it - the call's acquire waits for the
+ * handoff to end, then faults l in.  (random:147831307 caching at 1/2
+ * missed 30 pages a run beside the call before.) */
+static void test_prefetch_hands_a_chunk_from_a_page_in_use(void **state)
+{
+	static int s1;
+	static const char *const what[] = { "clean", "dirty", "used again" };
+	(void)state;
+
+	for (int v = 0; v < 3; v++) {
+		env_t e;
+		uintptr_t z, s, l, c;
+		order_t o;
+		static uint8_t got_l[CH], got_z[CH];
+
+		g_handoff = true;
+		full_but_z(&e, &z, &s, &l, &c, &o);
+		g_handoff = false;
+		pool_set_order(e.p, order_fn, &o, 0);
+		pool_range_t rz = range_of(&e, z, CH);
+		e.f.hold = true;
+		e.f.newest_first = true;
+		if (v == 1)
+			call_writes(&e, &s1, l, CH, 64);   /* the call before z's */
+		else
+			call_reads(&e, &s1, l, CH, got_l);
+		uint64_t waits = e.f.waits, d2h = e.f.d2h_copies;
+		pool_status_t st = pool_prefetch(e.p, &rz, POOL_WAIT_USE);
+		pool_stats_t ps = stats(&e);
+		if (st != POOL_OK || e.f.waits != waits || ps.handoffs != 1 ||
+		    pool_page_state(e.p, z) != POOL_PAGE_RESIDENT ||
+		    pool_page_state(e.p, l) != POOL_PAGE_OFFLOADING ||
+		    e.f.d2h_copies != d2h + (v == 1) || fake_queued(&e.f) == 0)
+			fail_msg("%s l read by the call queued, prefetch of z for the next call: expected "
+				 "POOL_OK, no host wait, 1 handoff, z resident, l leaving, %d copy out, "
+				 "the call still queued; got %s, %lu waits, %lu handoffs, z state %d, l "
+				 "state %d, %lu copies out, %d operations queued", what[v], v == 1,
+				 pool_strerror(st), (unsigned long)(e.f.waits - waits),
+				 (unsigned long)ps.handoffs, pool_page_state(e.p, z),
+				 pool_page_state(e.p, l), (unsigned long)(e.f.d2h_copies - d2h),
+				 fake_queued(&e.f));
+		if (v == 2) {
+			/* l again before it left: its use waits for the handoff */
+			e.f.hold = false;
+			assert_true(check(&e, l, CH, 62));
+			ps = stats(&e);
+			if (ps.handoff_waits != 1)
+				fail_msg("l used again while handed off: expected 1 wait for the "
+					 "handoff, got %lu", (unsigned long)ps.handoff_waits);
+			e.f.hold = true;
+		}
+		call_reads(&e, &s1, z, CH, got_z);   /* z's own call */
+		fake_drain(&e.f);   /* held: newest first where nothing orders them */
+		e.f.hold = false;
+		if ((v != 1 && !same_bytes(got_l, CH, 62, "what the call before read of l")) ||
+		    !same_bytes(got_z, CH, 60, "what z's call read"))
+			fail_msg("%s l: a copy ran out of order with the calls", what[v]);
+		pool_poll(e.p);
+		if (v != 2 && pool_page_state(e.p, l) != POOL_PAGE_HOST)
+			fail_msg("%s l once its use completed: expected on the host, got state %d",
+				 what[v], pool_page_state(e.p, l));
+		pool_set_order(e.p, NULL, NULL, 0);
+		assert_true(check(&e, z, CH, 60));
+		assert_true(check(&e, s, CH, 61));
+		assert_true(check(&e, l, CH, v == 1 ? 64 : 62));
+		assert_true(check(&e, c, CH, 63));
+		check_clean(&e);
+		env_close(&e);
+	}
+}
+
+/* A handed-off page's address maps another page's chunk until its use
+ * ends: freed meanwhile, its range is not reused before that (not even
+ * as a range whose free is pending, cfg.range_pending) - reused, it would
+ * be mapped over; a launch vmem cannot see into waits for it first (it
+ * could write through the old address). */
+static void test_handoff_ends_before_a_free_range_or_an_unseen_launch(void **state)
+{
+	static int s1;
+	static uint8_t got[CH];
+	(void)state;
+
+	for (int unseen = 0; unseen < 2; unseen++) {
+		env_t e;
+		uintptr_t z, s, l, c;
+		order_t o;
+
+		g_handoff = true;
+		env_open_with(&e, 3, 0, 64, false, true, 2);
+		g_handoff = false;
+		z = must_malloc(&e, CH);
+		s = must_malloc(&e, CH);
+		l = must_malloc(&e, CH);
+		put(&e, z, CH, 60);
+		put(&e, s, CH, 61);
+		put(&e, l, CH, 62);
+		make_clean(&e, s, 61);
+		make_clean(&e, l, 62);
+		offload_done(&e, z, CH);
+		c = must_malloc(&e, CH);
+		put(&e, c, CH, 63);
+		o = (order_t){ { range_of(&e, z, CH).alloc_id, range_of(&e, s, CH).alloc_id,
+				 range_of(&e, l, CH).alloc_id }, { 50, 5, 500 }, 3, 0 };
+		pool_set_order(e.p, order_fn, &o, 0);
+		pool_range_t rz = range_of(&e, z, CH);
+		e.f.hold = true;
+		call_reads(&e, &s1, l, CH, got);
+		assert_int_equal(pool_prefetch(e.p, &rz, POOL_WAIT_USE), POOL_OK);
+		if (pool_page_state(e.p, l) != POOL_PAGE_OFFLOADING)
+			fail_msg("l handed off: expected leaving, got state %d", pool_page_state(e.p, l));
+		uint64_t waits = e.f.waits;
+		if (unseen) {
+			assert_int_equal(pool_fill_rests(e.p, &s1), POOL_OK);
+			if (e.f.waits == waits || pool_page_state(e.p, l) != POOL_PAGE_HOST)
+				fail_msg("a launch vmem cannot see into, l handed off: expected a "
+					 "wait and l on the host; got %lu waits, l state %d",
+					 (unsigned long)(e.f.waits - waits), pool_page_state(e.p, l));
+			e.f.hold = false;
+			fake_drain(&e.f);
+		} else {
+			assert_int_equal(pool_free(e.p, l, NULL, false), POOL_OK);
+			/* a range of l's size: not l's while its handoff runs */
+			uintptr_t n1 = must_malloc(&e, CH);
+			if (n1 == l)
+				fail_msg("l's range reused while l's address still mapped z's chunk");
+			e.f.hold = false;
+			fake_drain(&e.f);
+			pool_poll(e.p);
+			put(&e, n1, CH, 65);
+			uintptr_t n2 = must_malloc(&e, CH);   /* l's range, once it is free */
+			if (n2 != l)
+				fail_msg("a range of l's size after l's handoff ended: expected l's "
+					 "(0x%lx) reused, got 0x%lx", (unsigned long)l, (unsigned long)n2);
+			put(&e, n2, CH, 66);
+			assert_true(check(&e, n1, CH, 65));
+			assert_true(check(&e, n2, CH, 66));
+		}
+		pool_set_order(e.p, NULL, NULL, 0);
+		assert_true(check(&e, z, CH, 60));
+		assert_true(check(&e, s, CH, 61));
+		if (unseen)
+			assert_true(check(&e, l, CH, 62));
+		assert_true(check(&e, c, CH, 63));
+		check_clean(&e);
+		env_close(&e);
+	}
+}
+
+/* A dead page handed off while a copy in from its host slot is still
+ * queued (faulted in for the call just queued, then declared dead): its
+ * slot is given back only after that copy, or a copy out given the slot
+ * meanwhile could overwrite the bytes before the copy in read them
+ * (random:1619885934 network at 1/4: the simulator saw the race). */
+static void test_handoff_of_a_dead_page_keeps_its_slot_until_read(void **state)
+{
+	static int s1;
+	static uint8_t got[CH];
+	(void)state;
+	env_t e;
+	order_t o;
+
+	g_handoff = true;
+	env_open(&e, 3, 0, 64);
+	g_handoff = false;
+	uintptr_t z = must_malloc(&e, CH), d = must_malloc(&e, CH), s = must_malloc(&e, CH);
+	put(&e, z, CH, 60);
+	put(&e, d, CH, 62);
+	put(&e, s, CH, 61);
+	offload_done(&e, z, CH);
+	uintptr_t c = must_malloc(&e, CH);
+	put(&e, c, CH, 63);
+	offload_done(&e, d, CH);
+	e.f.hold = true;
+	e.f.newest_first = true;
+	call_reads(&e, &s1, d, CH, got);   /* d's copy in and its call, queued */
+	assert_int_equal(discard(&e, d, CH, false), POOL_OK);
+	o = (order_t){ { range_of(&e, z, CH).alloc_id, range_of(&e, d, CH).alloc_id,
+			 range_of(&e, s, CH).alloc_id }, { 50, 500, 5 }, 3, 0 };
+	pool_set_order(e.p, order_fn, &o, 0);
+	pool_range_t rz = range_of(&e, z, CH);
+	assert_int_equal(pool_prefetch(e.p, &rz, POOL_WAIT_USE), POOL_OK);
+	if (stats(&e).handoffs != 1)
+		fail_msg("dead d read by the call queued, prefetch of z: expected 1 handoff, got %lu",
+			 (unsigned long)stats(&e).handoffs);
+	assert_int_equal(offload(&e, c, CH), POOL_OK);   /* a copy out wants a slot */
+	fake_drain(&e.f);
+	e.f.hold = false;
+	check_clean(&e);
+	if (!same_bytes(got, CH, 62, "what d's call read"))
+		fail_msg("d's call read other bytes than d's");
+	pool_set_order(e.p, NULL, NULL, 0);
+	assert_true(check(&e, z, CH, 60));
+	assert_true(check(&e, s, CH, 61));
+	assert_true(check(&e, c, CH, 63));
+	check_clean(&e);
+	env_close(&e);
+}
+
 /* A slab (small allocations' shared page) is never offloaded by a plan,
  * so a dirty one needed later than a prefetch's range would hold its
  * chunk until a call faults it out: a prefetch for the next call sends it
@@ -4559,6 +4799,9 @@ int main(void)
 		cmocka_unit_test(test_prefetch_evicts_only_pages_needed_later),
 		cmocka_unit_test(test_prefetch_room_drops_a_dead_page_in_use),
 		cmocka_unit_test(test_prefetch_waits_for_a_use_two_calls_back),
+		cmocka_unit_test(test_prefetch_hands_a_chunk_from_a_page_in_use),
+		cmocka_unit_test(test_handoff_ends_before_a_free_range_or_an_unseen_launch),
+		cmocka_unit_test(test_handoff_of_a_dead_page_keeps_its_slot_until_read),
 		cmocka_unit_test(test_an_unseen_call_waits_for_copies_in_under_way),
 		cmocka_unit_test(test_unseen_write_takes_an_offload_under_way_back),
 		cmocka_unit_test(test_census_classes_pages_by_the_ranges_next_use),
