@@ -102,6 +102,11 @@ static const cfg_var_t cfg_vars[] = {
 	{ "VMEM_GRANT_RUNS", CFG_BOOL, "1", NULL, 0, 0, 0, false, false, F(grant_runs), "",
 	  "1: adjacent chunks mapped together (an allocation, a fault-in, a prefetch) get their "
 	  "access in one cuMemSetAccess; 0: one call per chunk" },
+	{ "VMEM_HANDOFF", CFG_BOOL, "1", NULL, 0, 0, 0, false, false, F(handoff), "",
+	  "1: a prefetch for the next call that finds no free chunk takes the chunk of a page the "
+	  "plan needs later while the call before still uses it - mapped at both addresses, the "
+	  "copies ordered after that use on the device - instead of waiting on the host; "
+	  "0: it waits, or leaves the page to the call's fault" },
 	{ "VMEM_HOST_MAP", CFG_ENUM, "auto", host_map_names, 0, 0, 0, false, false, F(host_map), "",
 	  "a kernel whose pointer arguments of unknown size reach past the budget runs with the "
 	  "pages past their first mapped from their pinned host copies (read over the link if the "

@@ -52,6 +52,7 @@ typedef struct {
 	vmem_map_t map;            /* VMEM_MAP */
 	vmem_fit_t range_fit;      /* VMEM_RANGE_FIT: how a freed range is reused */
 	bool grant_runs;           /* VMEM_GRANT_RUNS: one access grant per run of adjacent chunks */
+	bool handoff;              /* VMEM_HANDOFF: chunks handed to the next call's pages, no host wait */
 	vmem_host_map_t host_map;  /* VMEM_HOST_MAP: guessed extents past the budget mapped from host */
 	uint64_t chunk_size;       /* VMEM_CHUNK_SIZE: physical chunk, multiple of the granularity; 0 = granularity */
 	uint64_t small_threshold;  /* VMEM_SMALL_THRESHOLD: below it, allocations share chunks and stay resident */

@@ -785,6 +785,7 @@ int runtime_init(void)
 	c.budget = budget;
 	c.lazy_map = vmem_cfg.map == VMEM_MAP_LAZY;
 	c.grant_runs = vmem_cfg.grant_runs;
+	c.handoff = vmem_cfg.handoff;
 	c.range_fit = vmem_cfg.range_fit != VMEM_FIT_EXACT;
 	c.range_pending = vmem_cfg.range_fit == VMEM_FIT_PENDING;
 	c.host_limit = vmem_cfg.host_limit;

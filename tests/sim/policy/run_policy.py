@@ -747,25 +747,36 @@ def t_no_misses_random(args):
     # random:147831307 caching at half its peak (48 MiB) under all: a
     # channel-slice kernel's two scanned arguments run to their 24 MiB
     # segments' ends, the whole budget; it and the call before it need
-    # more pages than the budget together, so what they need beyond it can
-    # only come once that call is done - every planned miss is counted
-    # "beside the call before".  Without the lookahead the plan misses
-    # more, and not only beside it.
+    # more pages than the budget together.  Without the handoff
+    # (VMEM_HANDOFF=0) what they need beyond it could only come once that
+    # call was done: every planned miss counted "beside the call before"
+    # (and without the lookahead more, not only beside it).  With it the
+    # chunks of the call before's pages needed later go to the next call's
+    # pages while that call runs, the copies ordered on the device: none.
     extra = ["--batch", "16", "--image", "64", "--iters", "8", "--alloc", "caching"]
     b = unlimited(args, "random:147831307", extra)
     limit = half(b["peak_bytes"])
     got = {}
-    for look in ("1", "0"):
-        what = "random:147831307 caching under all at %d MiB, VMEM_LOOKAHEAD=%s" % (
-            limit // MiB, look)
-        got[look], _ = planned_misses(args, "random:147831307", extra, b, what,
-                                      {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1",
-                                       "VMEM_POLICY": "all", "VMEM_LOOKAHEAD": look})
-    if not (got["1"][0] > 0 and got["1"][0] == got["1"][1]) or \
-       not (got["0"][0] > got["0"][1] > 0):
-        fail("random:147831307 caching under all at half its peak: expected planned misses all "
-             "beside the call before with the lookahead, and more misses than those beside it "
-             "without; got (misses, beside) %s with, %s without" % (got["1"], got["0"]))
+    handed = 0
+    for hand, look in (("1", "1"), ("0", "1"), ("0", "0")):
+        what = "random:147831307 caching under all at %d MiB, VMEM_HANDOFF=%s VMEM_LOOKAHEAD=%s" % (
+            limit // MiB, hand, look)
+        got[hand + look], p = planned_misses(args, "random:147831307", extra, b, what,
+                                             {"VMEM_DEVICE_LIMIT": str(limit), "VMEM_STATS": "1",
+                                              "VMEM_POLICY": "all", "VMEM_LOOKAHEAD": look,
+                                              "VMEM_HANDOFF": hand})
+        if hand == "1":
+            m = re.search(r"^\s+handed to the next call\s+(\d+)$", p.stderr, re.M)
+            handed = int(m.group(1)) if m else 0
+    if got["11"][0] != 0 or handed == 0:
+        fail("random:147831307 caching under all at half its peak: expected no planned miss "
+             "and pages handed to the next call; got %d misses, %d handed" % (got["11"][0], handed))
+    if not (got["01"][0] > 0 and got["01"][0] == got["01"][1]) or \
+       not (got["00"][0] > got["00"][1] > 0):
+        fail("random:147831307 caching under all at half its peak, VMEM_HANDOFF=0: expected "
+             "planned misses all beside the call before with the lookahead, and more misses "
+             "than those beside it without; got (misses, beside) %s with, %s without"
+             % (got["01"], got["00"]))
     # random:2051145321 in the network style, graph API, under dyn at a
     # quarter of its peak (8 pages): a backward filter's prefetch of its
     # x that found no room stayed waiting after its call, came in then and
@@ -785,10 +796,11 @@ def t_no_misses_random(args):
              "beside\n%s" % (what, q[0], q[1], show(p)))
     print("ok: random:1826307923, random:1799300810, random:1720388722 (caching) and "
           "random:561805009 (network) at half their peak under all, conv and dyn: planned "
-          "iterations without a miss, same weights; random:147831307 (caching, all): misses "
-          "%d, all beside the call before (%d and %d beside without the lookahead); "
-          "random:2051145321 (network, graph, dyn, 1/4): misses %d, all beside"
-          % (got["1"][0], got["0"][0], got["0"][1], q[0]))
+          "iterations without a miss, same weights; random:147831307 (caching, all): no miss "
+          "with %d pages handed to the next call; without the handoff misses %d, all beside "
+          "the call before (%d and %d beside without the lookahead too); random:2051145321 "
+          "(network, graph, dyn, 1/4): misses %d, all beside"
+          % (handed, got["01"][0], got["00"][0], got["00"][1], q[0]))
 
 
 def t_eval_batch_change_random(args):

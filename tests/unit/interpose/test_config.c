@@ -300,9 +300,10 @@ static void test_settings_json_lists_every_variable(void **state)
 	assert_non_null(strstr(buf, "\"device_reserve\":\"auto\""));
 	while (vmem_config_value(&cfg, n, &name, val, sizeof(val)) == 0)
 		n++;
-	if (n != 28)
-		fail_msg("expected 28 VMEM_* variables listed, got %d", n);
+	if (n != 29)
+		fail_msg("expected 29 VMEM_* variables listed, got %d", n);
 	assert_non_null(strstr(buf, "\"map\":\"lazy\""));
+	assert_non_null(strstr(buf, "\"handoff\":true"));
 	assert_non_null(strstr(buf, "\"host_map\":\"auto\""));
 	assert_non_null(strstr(buf, "\"range_fit\":\"pending\""));
 	assert_non_null(strstr(buf, "\"dyn_trials\":1"));
