@@ -2425,10 +2425,10 @@ static void test_prefetch_for_the_next_call_takes_a_page_held_for_later(void **s
 /* A three-chunk pool, full: s and l clean (bytes 61, 62), c dirty (63);
  * z (60) offloaded to the host.  *o: an order (not set) where z is needed
  * in 50, s in 5 and l in 500, and c is not in it. */
-static void full_but_z(env_t *e, uintptr_t *z, uintptr_t *s, uintptr_t *l, uintptr_t *c,
-		       order_t *o)
+static void full_but_z_fit(env_t *e, int fit, uintptr_t *z, uintptr_t *s, uintptr_t *l,
+			   uintptr_t *c, order_t *o)
 {
-	env_open(e, 3, 0, 64);
+	env_open_with(e, 3, 0, 64, false, true, fit);
 	*z = must_malloc(e, CH);
 	*s = must_malloc(e, CH);
 	*l = must_malloc(e, CH);
@@ -2442,6 +2442,28 @@ static void full_but_z(env_t *e, uintptr_t *z, uintptr_t *s, uintptr_t *l, uintp
 	put(e, *c, CH, 63);
 	*o = (order_t){ { range_of(e, *z, CH).alloc_id, range_of(e, *s, CH).alloc_id,
 			  range_of(e, *l, CH).alloc_id }, { 50, 5, 500 }, 3, 0 };
+}
+
+/* Ends a full_but_z test: no order, every byte as written (l with lseed,
+ * not read when 0), no violation, the pool closed. */
+static void full_but_z_close(env_t *e, uintptr_t z, uintptr_t s, uintptr_t l, uint32_t lseed,
+			     uintptr_t c)
+{
+	pool_set_order(e->p, NULL, NULL, 0);
+	assert_true(check(e, z, CH, 60));
+	assert_true(check(e, s, CH, 61));
+	if (l)
+		assert_true(check(e, l, CH, lseed));
+	assert_true(check(e, c, CH, 63));
+	check_clean(e);
+	env_close(e);
+}
+
+/* full_but_z with exact fit (fit: as env_open_with's) */
+static void full_but_z(env_t *e, uintptr_t *z, uintptr_t *s, uintptr_t *l, uintptr_t *c,
+		       order_t *o)
+{
+	full_but_z_fit(e, 0, z, s, l, c, o);
 }
 
 /* A whole-dead page whose last use is still queued (a fresh tensor between
@@ -2642,13 +2664,7 @@ static void test_prefetch_waits_for_a_use_two_calls_back(void **state)
 				 (unsigned long)(e.f.waits - waits), fake_queued(&e.f));
 		e.f.hold = false;
 		fake_drain(&e.f);
-		pool_set_order(e.p, NULL, NULL, 0);
-		assert_true(check(&e, z, CH, 60));
-		assert_true(check(&e, s, CH, 61));
-		assert_true(check(&e, l, CH, 62));
-		assert_true(check(&e, c, CH, 63));
-		check_clean(&e);
-		env_close(&e);
+		full_but_z_close(&e, z, s, l, 62, c);
 	}
 }
 
@@ -2751,13 +2767,7 @@ static void test_prefetch_hands_a_chunk_from_a_page_in_use(void **state)
 		if (v != 2 && pool_page_state(e.p, l) != POOL_PAGE_HOST)
 			fail_msg("%s l once its use completed: expected on the host, got state %d",
 				 what[v], pool_page_state(e.p, l));
-		pool_set_order(e.p, NULL, NULL, 0);
-		assert_true(check(&e, z, CH, 60));
-		assert_true(check(&e, s, CH, 61));
-		assert_true(check(&e, l, CH, v == 1 ? 64 : 62));
-		assert_true(check(&e, c, CH, 63));
-		check_clean(&e);
-		env_close(&e);
+		full_but_z_close(&e, z, s, l, v == 1 ? 64 : 62, c);
 	}
 }
 
@@ -2778,21 +2788,8 @@ static void test_handoff_ends_before_a_free_range_or_an_unseen_launch(void **sta
 		order_t o;
 
 		g_handoff = true;
-		env_open_with(&e, 3, 0, 64, false, true, 2);
+		full_but_z_fit(&e, 2, &z, &s, &l, &c, &o);
 		g_handoff = false;
-		z = must_malloc(&e, CH);
-		s = must_malloc(&e, CH);
-		l = must_malloc(&e, CH);
-		put(&e, z, CH, 60);
-		put(&e, s, CH, 61);
-		put(&e, l, CH, 62);
-		make_clean(&e, s, 61);
-		make_clean(&e, l, 62);
-		offload_done(&e, z, CH);
-		c = must_malloc(&e, CH);
-		put(&e, c, CH, 63);
-		o = (order_t){ { range_of(&e, z, CH).alloc_id, range_of(&e, s, CH).alloc_id,
-				 range_of(&e, l, CH).alloc_id }, { 50, 5, 500 }, 3, 0 };
 		pool_set_order(e.p, order_fn, &o, 0);
 		pool_range_t rz = range_of(&e, z, CH);
 		e.f.hold = true;
@@ -2827,14 +2824,7 @@ static void test_handoff_ends_before_a_free_range_or_an_unseen_launch(void **sta
 			assert_true(check(&e, n1, CH, 65));
 			assert_true(check(&e, n2, CH, 66));
 		}
-		pool_set_order(e.p, NULL, NULL, 0);
-		assert_true(check(&e, z, CH, 60));
-		assert_true(check(&e, s, CH, 61));
-		if (unseen)
-			assert_true(check(&e, l, CH, 62));
-		assert_true(check(&e, c, CH, 63));
-		check_clean(&e);
-		env_close(&e);
+		full_but_z_close(&e, z, s, unseen ? l : 0, 62, c);
 	}
 }
 
@@ -2880,12 +2870,7 @@ static void test_handoff_of_a_dead_page_keeps_its_slot_until_read(void **state)
 	check_clean(&e);
 	if (!same_bytes(got, CH, 62, "what d's call read"))
 		fail_msg("d's call read other bytes than d's");
-	pool_set_order(e.p, NULL, NULL, 0);
-	assert_true(check(&e, z, CH, 60));
-	assert_true(check(&e, s, CH, 61));
-	assert_true(check(&e, c, CH, 63));
-	check_clean(&e);
-	env_close(&e);
+	full_but_z_close(&e, z, s, 0, 0, c);
 }
 
 /* A slab (small allocations' shared page) is never offloaded by a plan,
