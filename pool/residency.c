@@ -1975,13 +1975,19 @@ static uint32_t take_clean_fenced(pool_t *p, uint32_t need, uint64_t floor)
  * chunk, once the call before it is queued (POOL_WAIT_USE): pages the plan
  * needs later than `floor` (or dead ones), whose last use may still be
  * queued - the call before's, typically - hand their chunks straight to
- * the range's pages that have none, the last ones first (pool_handoff):
- * the H2D stream waits on the device for that use and for a dirty page's
- * copy out, and the host waits for nothing.  Before the ways that wait:
- * two calls in a row can need more pages than the budget, and then the
- * second one's last pages could only come once the first ended, with a
- * host wait (take_clean_fenced) or as the call's own fault (the misses
- * beside the call before, docs/pool.md).  Returns the pages handed to. */
+ * the range's pages that have none (pool_handoff), the first ones first
+ * (the cache's chunks then map the next ones): what is short is the
+ * range's last pages, as a call beyond the budget wants - its first
+ * (stated) page must be on the device, its last ones are mapped from the
+ * host (random:327752128 caching at 1/2: the one chunk handed went to
+ * the last of a channel copy's ten pages, the first faulted in, a miss
+ * every planned iteration).  The H2D stream waits on the device for that
+ * use and for a dirty page's copy out, and the host waits for nothing.
+ * Before the ways that wait: two calls in a row can need more pages than
+ * the budget, and then the second one's last pages could only come once
+ * the first ended, with a host wait (take_clean_fenced) or as the call's
+ * own fault (the misses beside the call before, docs/pool.md).  Returns
+ * the pages handed to. */
 static uint32_t take_handoff(pool_t *p, struct alloc *a, uint32_t first, uint32_t last,
 			     uint32_t need, uint64_t floor)
 {
@@ -2030,7 +2036,7 @@ static uint32_t take_handoff(pool_t *p, struct alloc *a, uint32_t first, uint32_
 	 * copies in go after them; a victim it cannot be made to follow is
 	 * not handed off (it stays, clean if it was copied) */
 	struct mark last_m = { 0 };
-	uint32_t k = last + 1;
+	uint32_t k = first;
 	for (uint32_t i = 0; i < n; i++) {
 		struct page *v = from[i], *to = NULL;
 
@@ -2039,8 +2045,8 @@ static uint32_t take_handoff(pool_t *p, struct alloc *a, uint32_t first, uint32_
 				continue;
 			last_m = v->busy;
 		}
-		while (k > first && !to) {
-			struct page *pg = &a->pages[--k];
+		for (; k <= last && !to; k++) {
+			struct page *pg = &a->pages[k];
 
 			if (pg->state == PG_HOST || pg->state == PG_RELEASED)
 				to = pg;

@@ -2771,6 +2771,61 @@ static void test_prefetch_hands_a_chunk_from_a_page_in_use(void **state)
 	}
 }
 
+/* A prefetch for the next call that the handoff covers only in part: the
+ * chunk handed goes to the range's first page, the last stays on the
+ * host.  A call beyond the budget needs its first (stated) page on the
+ * device and has its last ones mapped from the host; handed to the last,
+ * the chunk left the first to the call's fault (random:327752128 caching
+ * at 1/2, a channel copy's ten pages: a miss every planned iteration). */
+static void test_handoff_short_goes_to_the_first_pages(void **state)
+{
+	static int s1;
+	static uint8_t got[CH];
+	(void)state;
+	env_t e;
+	order_t o;
+
+	g_handoff = true;
+	env_open(&e, 4, 0, 64);
+	g_handoff = false;
+	uintptr_t z = must_malloc(&e, 2 * CH), s = must_malloc(&e, CH), l = must_malloc(&e, CH);
+	put(&e, z, 2 * CH, 60);
+	put(&e, s, CH, 61);
+	put(&e, l, CH, 62);
+	offload_done(&e, z, 2 * CH);
+	uintptr_t c = must_malloc(&e, 2 * CH);   /* the device full again */
+	put(&e, c, 2 * CH, 63);
+	/* s and c are needed before z: only l, read by the call queued, may go */
+	o = (order_t){ { range_of(&e, z, CH).alloc_id, range_of(&e, s, CH).alloc_id,
+			 range_of(&e, l, CH).alloc_id, range_of(&e, c, CH).alloc_id },
+		       { 50, 5, 500, 5 }, 4, 0 };
+	pool_set_order(e.p, order_fn, &o, 0);
+	e.f.hold = true;
+	call_reads(&e, &s1, l, CH, got);
+	pool_range_t rz = range_of(&e, z, 2 * CH);
+	pool_status_t st = pool_prefetch(e.p, &rz, POOL_WAIT_USE);
+	if (st != POOL_ENOMEM || stats(&e).handoffs != 1 ||
+	    pool_page_state(e.p, z) != POOL_PAGE_RESIDENT ||
+	    pool_page_state(e.p, z + CH) != POOL_PAGE_HOST)
+		fail_msg("prefetch of z's 2 pages with 1 chunk to hand: expected POOL_ENOMEM, 1 "
+			 "handoff, z's first page resident and its second on the host; got %s, %lu "
+			 "handoffs, first page state %d, second %d", pool_strerror(st),
+			 (unsigned long)stats(&e).handoffs, pool_page_state(e.p, z),
+			 pool_page_state(e.p, z + CH));
+	fake_drain(&e.f);
+	e.f.hold = false;
+	pool_poll(e.p);
+	pool_set_order(e.p, NULL, NULL, 0);
+	if (!same_bytes(got, CH, 62, "what l's call read"))
+		fail_msg("l's call read other bytes than l's");
+	assert_true(check(&e, z, 2 * CH, 60));
+	assert_true(check(&e, s, CH, 61));
+	assert_true(check(&e, l, CH, 62));
+	assert_true(check(&e, c, 2 * CH, 63));
+	check_clean(&e);
+	env_close(&e);
+}
+
 /* A handed-off page's address maps another page's chunk until its use
  * ends: freed meanwhile, its range is not reused before that (not even
  * as a range whose free is pending, cfg.range_pending) - reused, it would
@@ -4785,6 +4840,7 @@ int main(void)
 		cmocka_unit_test(test_prefetch_room_drops_a_dead_page_in_use),
 		cmocka_unit_test(test_prefetch_waits_for_a_use_two_calls_back),
 		cmocka_unit_test(test_prefetch_hands_a_chunk_from_a_page_in_use),
+		cmocka_unit_test(test_handoff_short_goes_to_the_first_pages),
 		cmocka_unit_test(test_handoff_ends_before_a_free_range_or_an_unseen_launch),
 		cmocka_unit_test(test_handoff_of_a_dead_page_keeps_its_slot_until_read),
 		cmocka_unit_test(test_an_unseen_call_waits_for_copies_in_under_way),
