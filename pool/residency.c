@@ -1971,6 +1971,58 @@ static uint32_t take_clean_fenced(pool_t *p, uint32_t need, uint64_t floor)
 	return done;
 }
 
+/* The pages of a prefetch's range it leaves out (dead_passed), one bit
+ * each from the range's first page. */
+typedef struct {
+	uint64_t inl[4], *v;
+	uint32_t n;   /* pages left out */
+} passed_t;
+
+static inline bool passed(const passed_t *m, uint32_t i)
+{
+	return m->n && (m->v[i / 64] >> (i % 64)) & 1;
+}
+
+/* Marks the pages of a prefetch's range that are dead and that the call
+ * it is for does not use next (their key past `floor`, the call's): a
+ * range from a guessed extent reaches past its tensor.  Nothing reads
+ * them before a write; brought, they would be held - out of every
+ * eviction's reach until their next use, an iteration away - and locked
+ * meanwhile, not room (random:842402907 caching at 1/2: a dead page held
+ * for a backward filter that never touched it, and the channel slice
+ * after next, which needs the whole budget, faulted its last page in
+ * every planned iteration).  None marked without the host memory for the
+ * bits. */
+static void dead_passed(pool_t *p, const struct rref *rr, uint64_t floor, passed_t *m)
+{
+	uint32_t n = rr->last - rr->first + 1;
+
+	m->n = 0;
+	m->v = m->inl;
+	if ((!p->ndead_full && !p->ndropped) || floor == POOL_ORDER_UNKNOWN || rr->a->kind != A_LARGE)
+		return;
+	if (n > 64 * 4 && !(m->v = calloc((n + 63) / 64, sizeof(*m->v)))) {
+		m->v = m->inl;
+		return;
+	}
+	if (m->v == m->inl)
+		memset(m->inl, 0, sizeof(m->inl));
+	for (uint32_t i = 0; i < n; i++) {
+		const struct page *pg = &rr->a->pages[rr->first + i];
+
+		if (pool_page_all_dead(p, pg) && page_key(p, pg) > floor) {
+			m->v[i / 64] |= 1ull << (i % 64);
+			m->n++;
+		}
+	}
+}
+
+static void passed_free(passed_t *m)
+{
+	if (m->v != m->inl)
+		free(m->v);
+}
+
 /* The pages of a prefetch for the next call that the cache cannot give a
  * chunk, once the call before it is queued (POOL_WAIT_USE): pages the plan
  * needs later than `floor` (or dead ones), whose last use may still be
@@ -1989,7 +2041,7 @@ static uint32_t take_clean_fenced(pool_t *p, uint32_t need, uint64_t floor)
  * own fault (the misses beside the call before, docs/pool.md).  Returns
  * the pages handed to. */
 static uint32_t take_handoff(pool_t *p, struct alloc *a, uint32_t first, uint32_t last,
-			     uint32_t need, uint64_t floor)
+			     const passed_t *pass, uint32_t need, uint64_t floor)
 {
 	struct page *cand[EVICT_BATCH], *from[EVICT_BATCH];
 	bool dead[EVICT_BATCH], copied[EVICT_BATCH];
@@ -2048,7 +2100,8 @@ static uint32_t take_handoff(pool_t *p, struct alloc *a, uint32_t first, uint32_
 		for (; k <= last && !to; k++) {
 			struct page *pg = &a->pages[k];
 
-			if (pg->state == PG_HOST || pg->state == PG_RELEASED)
+			if ((pg->state == PG_HOST || pg->state == PG_RELEASED) &&
+			    !passed(pass, k - first))
 				to = pg;
 		}
 		if (!to || pool_handoff(p, v, to, dead[i]))
@@ -2066,28 +2119,25 @@ static uint32_t take_handoff(pool_t *p, struct alloc *a, uint32_t first, uint32_
 	return done;
 }
 
-/* Chunks for a prefetch of `need` pages of rr's allocation (its range at
- * off/bytes): first what needs neither a wait nor a copy; then, with
+/* Chunks for a prefetch of `need` pages of rr's allocation (those not
+ * `pass`ed): first what needs neither a wait nor a copy; then, with
  * `wait`, the host waits for the frees and offloads already under way -
- * the memory the plan freed for this range (the call, soon, would wait for the same copies with its own
- * bytes still to come; here they follow at once and overlap the calls
- * before it; a range needed later does not hold the host up: it is tried
- * again after each call); then clean pages, none the plan needs before
- * this range (the range's own next use is the floor; for `next_call`, the
- * next call); then, with `wait`, pages prefetched for calls needed last
- * (take_held_later); for the next call once the call before it is
- * queued, chunks handed from pages still in use to the range's pages
- * (take_handoff: those pages then need nothing from the cache); and dirty
- * pages needed later start to leave
- * (offload_later): waited for with POOL_WAIT_ALL, else for the prefetch
- * tried again.  Lock held; the waits release it (a is pinned meanwhile). */
-static void prefetch_fill(pool_t *p, const struct rref *rr, uint64_t off, uint64_t bytes,
-			  uint32_t need, pool_wait_t wait, bool next_call)
+ * the memory the plan freed for this range (the call, soon, would wait
+ * for the same copies with its own bytes still to come; here they follow
+ * at once and overlap the calls before it; a range needed later does not
+ * hold the host up: it is tried again after each call); then clean
+ * pages, none the plan needs before `floor` (the range's own next use;
+ * for the next call, 1); then, with `wait`, pages prefetched for calls
+ * needed last (take_held_later); for the next call once the call before
+ * it is queued, chunks handed from pages still in use to the range's
+ * pages (take_handoff: those pages then need nothing from the cache); and
+ * dirty pages needed later start to leave (offload_later): waited for
+ * with POOL_WAIT_ALL, else for the prefetch tried again.  Lock held; the
+ * waits release it (a is pinned meanwhile). */
+static void prefetch_fill(pool_t *p, const struct rref *rr, const passed_t *pass, uint64_t floor,
+			  uint32_t need, pool_wait_t wait)
 {
 	struct alloc *a = rr->a;
-	/* 0 (unknown): no floor; for the next call, everything else the
-	 * plan knows is needed later (keys count from 1, the next call) */
-	uint64_t floor = next_call && p->order ? 1 : range_key(p, a, off, bytes);
 
 	a->pins++;
 	while (fill_nowait(p, need, false, 0) < need && wait &&
@@ -2099,7 +2149,7 @@ static void prefetch_fill(pool_t *p, const struct rref *rr, uint64_t off, uint64
 		take_held_later(p, need - p->ncache, floor);
 	if (p->cfg.handoff && wait == POOL_WAIT_USE && p->ncache < need &&
 	    floor != POOL_ORDER_UNKNOWN)
-		need -= take_handoff(p, a, rr->first, rr->last, need - p->ncache, floor);
+		need -= take_handoff(p, a, rr->first, rr->last, pass, need - p->ncache, floor);
 	if (wait == POOL_WAIT_USE && p->ncache < need && floor != POOL_ORDER_UNKNOWN &&
 	    take_clean_fenced(p, need - p->ncache, floor))
 		fill_nowait(p, need, false, 0);
@@ -2125,11 +2175,18 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 		return st;
 	}
 	struct alloc *a = rr.a;
-	if (next_call && range_key(p, a, s.offset, s.bytes) == POOL_ORDER_UNKNOWN)
+	/* 0 (unknown): no floor; for the next call, everything else the
+	 * plan knows is needed later (keys count from 1, the next call) */
+	uint64_t key = range_key(p, a, s.offset, s.bytes), floor = next_call && p->order ? 1 : key;
+	if (next_call && key == POOL_ORDER_UNKNOWN)
 		wait = POOL_WAIT_NONE;   /* bytes no plan needs: not worth a wait */
+	passed_t pass;
+	dead_passed(p, &rr, floor, &pass);
 	/* locked while chunks are found, so that finding them never takes
 	 * one of the range's own pages */
 	for (uint32_t k = rr.first; k <= rr.last; k++) {
+		if (passed(&pass, k - rr.first))
+			continue;
 		if (a->pages[k].state == PG_HOSTMAP)
 			(void)pool_hostmap_leave(p, &a->pages[k], false);
 		else if (a->pages[k].state == PG_HANDOFF)
@@ -2138,11 +2195,12 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 		need += !page_mapped(&a->pages[k]);
 	}
 	if (need)
-		prefetch_fill(p, &rr, s.offset, s.bytes, need, wait, next_call);
+		prefetch_fill(p, &rr, &pass, floor, need, wait);
 	if (a->freed) {
 		/* by another thread while this one waited: pool_free reset
 		 * the pages, locks included; nothing to bring */
 		pthread_mutex_unlock(&p->lock);
+		passed_free(&pass);
 		return POOL_EINVAL;
 	}
 	/* resident pages whose rest the range reaches: that comes back too */
@@ -2154,7 +2212,7 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 	struct grant_run g = { 0 };
 	for (uint32_t k = rr.first; k <= rr.last; k++) {
 		struct page *pg = &a->pages[k];
-		if (pg->state == PG_RESIDENT)
+		if (pg->state == PG_RESIDENT || passed(&pass, k - rr.first))
 			continue;
 		if (pg->state == PG_HOSTMAP || pg->state == PG_HANDOFF || !p->ncache ||
 		    pool_page_map_run(p, pg, &g))
@@ -2213,6 +2271,8 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 			pg->wrote = m;
 		}
 		/* unlocked into the held list: not evicted before a call uses it */
+		if (passed(&pass, k - rr.first))
+			continue;
 		if (--pg->locks == 0 && pg->state == PG_RESIDENT) {
 			list_push_back(&p->heldl, pg);
 			pg->flags |= PF_HELD;
@@ -2221,6 +2281,7 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 	p->st.prefetches += nfault + nfill;
 	p->st.prefetch_skipped += skipped;
 	pthread_mutex_unlock(&p->lock);
+	passed_free(&pass);
 	return skipped ? POOL_ENOMEM : POOL_OK;
 }
 

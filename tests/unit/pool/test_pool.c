@@ -2826,6 +2826,61 @@ static void test_handoff_short_goes_to_the_first_pages(void **state)
 	env_close(&e);
 }
 
+/* A prefetch whose range (a guessed extent, say) covers a dead page its
+ * call does not use - needed next an iteration away, rewritten then -
+ * leaves that page out: resident, it is not held (a later eviction drops
+ * it first, as any dead page, and takes no live one); dropped, it is not
+ * mapped again.  Held, it sat out of every eviction's reach, and a call
+ * that needed the whole budget faulted its last page in every planned
+ * iteration (random:842402907 caching at 1/2). */
+static void test_prefetch_leaves_out_a_dead_page_its_call_skips(void **state)
+{
+	(void)state;
+
+	for (int dropped = 0; dropped < 2; dropped++) {
+		env_t e;
+		env_open(&e, 4, 0, 64);
+		uintptr_t z = must_malloc(&e, 3 * CH), w = must_malloc(&e, CH);
+		put(&e, z, CH, 60);
+		put(&e, z + CH, CH, 63);
+		put(&e, z + 2 * CH, CH, 64);
+		put(&e, w, CH, 61);
+		page_order_t o = { range_of(&e, z, CH).alloc_id, { 5, 500, 5, 5 } };
+		pool_set_order(e.p, page_order_fn, &o, 0);
+		assert_int_equal(discard(&e, z + CH, CH, false), POOL_OK);
+		if (dropped) {   /* a new page takes the dead one's chunk, then leaves */
+			uintptr_t n = must_malloc(&e, CH);
+			put(&e, n, CH, 62);
+			if (pool_page_state(e.p, z + CH) == POOL_PAGE_RESIDENT)
+				fail_msg("a new page, the device full: expected z's dead page dropped, "
+					 "got it resident");
+			assert_int_equal(pool_free(e.p, n, NULL, false), POOL_OK);
+		}
+		pool_range_t rz = range_of(&e, z, 3 * CH);
+		assert_int_equal(pool_prefetch(e.p, &rz, POOL_WAIT_NONE), POOL_OK);
+		if (dropped) {
+			if (pool_page_state(e.p, z + CH) == POOL_PAGE_RESIDENT)
+				fail_msg("prefetch of z, its dead middle page dropped and not used by "
+					 "the call: expected it left unmapped, got it mapped");
+		} else {
+			uintptr_t n = must_malloc(&e, CH);
+			put(&e, n, CH, 62);
+			if (pool_page_state(e.p, w) != POOL_PAGE_RESIDENT ||
+			    pool_page_state(e.p, z + CH) == POOL_PAGE_RESIDENT)
+				fail_msg("a new page after the prefetch of z: expected z's dead middle "
+					 "page dropped and w resident, got z's page state %d, w's %d",
+					 pool_page_state(e.p, z + CH), pool_page_state(e.p, w));
+			assert_true(check(&e, n, CH, 62));
+		}
+		pool_set_order(e.p, NULL, NULL, 0);
+		assert_true(check(&e, z, CH, 60));
+		assert_true(check(&e, z + 2 * CH, CH, 64));
+		assert_true(check(&e, w, CH, 61));
+		check_clean(&e);
+		env_close(&e);
+	}
+}
+
 /* A handed-off page's address maps another page's chunk until its use
  * ends: freed meanwhile, its range is not reused before that (not even
  * as a range whose free is pending, cfg.range_pending) - reused, it would
@@ -4841,6 +4896,7 @@ int main(void)
 		cmocka_unit_test(test_prefetch_waits_for_a_use_two_calls_back),
 		cmocka_unit_test(test_prefetch_hands_a_chunk_from_a_page_in_use),
 		cmocka_unit_test(test_handoff_short_goes_to_the_first_pages),
+		cmocka_unit_test(test_prefetch_leaves_out_a_dead_page_its_call_skips),
 		cmocka_unit_test(test_handoff_ends_before_a_free_range_or_an_unseen_launch),
 		cmocka_unit_test(test_handoff_of_a_dead_page_keeps_its_slot_until_read),
 		cmocka_unit_test(test_an_unseen_call_waits_for_copies_in_under_way),
