@@ -4102,6 +4102,78 @@ static void test_stated_pages_past_the_budget_keep_slabs_on_device(void **state)
 	env_close_hostmap(&e);
 }
 
+/* A page mapped from the host for a call still queued, prefetched for
+ * the next call once another call is queued after it (POOL_WAIT_USE):
+ * the host waits for a fence before that other call - the device stays
+ * busy with it - and the page comes back to the device, its bytes those
+ * the kernel wrote through the host mapping.  With the page's own call
+ * the last one queued the prefetch does not wait (the device would idle
+ * until the call's own wait): the page stays mapped from the host.
+ * (random:1997224889 per-tensor at 1/2: a convolution's second slice
+ * faulted in a page a channel copy two calls back had written from the
+ * host, every planned iteration.) */
+static void test_prefetch_waits_for_a_host_mapped_page_two_calls_back(void **state)
+{
+	static int s1;
+	static uint8_t got[CH];
+	(void)state;
+
+	for (int between = 1; between >= 0; between--) {
+		env_t e;
+		env_open_hostmap(&e, 4, true);
+		uintptr_t a = must_malloc(&e, 3 * CH), b = must_malloc(&e, 3 * CH);
+		put(&e, a, 3 * CH, 51);
+		put(&e, b, 3 * CH, 52);
+		e.f.hold = true;
+		pool_ref_t r[2] = { { .ptr = a, .write = true }, { .ptr = b, .write = true } };
+		pool_span_t sp[2];
+		assert_int_equal(pool_acquire(e.p, r, 2, &s1, sp), POOL_OK);
+		uintptr_t hm = 0;
+		for (int i = 0; i < 6 && !hm; i++) {
+			uintptr_t pg = (i < 3 ? a : b) + (uint64_t)(i % 3) * CH;
+			if (pool_page_state(e.p, pg) == POOL_PAGE_HOST_MAPPED)
+				hm = pg;
+		}
+		assert_true(hm != 0);
+		uint8_t *buf = malloc(CH);
+		pattern(buf, CH, 53);
+		fake_kernel_write(&e.f, &s1, hm, buf, CH);
+		free(buf);
+		pool_release(e.p, r, sp, 2, &s1);
+		/* room for hm once that call is done: a page only it used, dead */
+		uintptr_t d = 0;
+		for (int i = 5; i > 0 && !d; i--) {
+			uintptr_t pg = (i < 3 ? a : b) + (uint64_t)(i % 3) * CH;
+			if (pg != a && pool_page_state(e.p, pg) == POOL_PAGE_RESIDENT)
+				d = pg;
+		}
+		assert_true(d != 0);
+		assert_int_equal(discard(&e, d, CH, false), POOL_OK);
+		pool_range_t rh = range_of(&e, hm, CH);
+		/* the lookahead's first try, before the call after is queued */
+		(void)pool_prefetch(e.p, &rh, POOL_WAIT_UNDERWAY);
+		if (between)
+			call_reads(&e, &s1, a, CH, got);   /* a call queued after hm's */
+		uint64_t waits = stats(&e).host_map_waits;
+		pool_status_t st = pool_prefetch(e.p, &rh, POOL_WAIT_USE);
+		bool back = pool_page_state(e.p, hm) == POOL_PAGE_RESIDENT;
+		if (between ? st != POOL_OK || !back || stats(&e).host_map_waits != waits + 1 ||
+			      fake_queued(&e.f) == 0
+			    : back || stats(&e).host_map_waits != waits)
+			fail_msg("prefetch for the next call of a page mapped from the host, %s: "
+				 "expected %s; got %s, page state %d, %lu waits, %d operations queued",
+				 between ? "a call queued after its own" : "its call the last queued",
+				 between ? "POOL_OK, one wait, the page resident, the call after still "
+					   "queued" : "no wait, the page still mapped from the host",
+				 pool_strerror(st), pool_page_state(e.p, hm),
+				 (unsigned long)(stats(&e).host_map_waits - waits), fake_queued(&e.f));
+		e.f.hold = false;
+		fake_drain(&e.f);
+		assert_true(check(&e, hm, CH, 53));
+		env_close_hostmap(&e);
+	}
+}
+
 /* A page mapped from the host for a call still queued: a later call that
  * states it waits for the first (a host wait) before the page is
  * unmapped and brought to the device, and a free of the allocation waits
@@ -4935,6 +5007,7 @@ int main(void)
 		cmocka_unit_test(test_stated_pages_past_the_budget_map_from_host),
 		cmocka_unit_test(test_stated_pages_past_the_budget_keep_slabs_on_device),
 		cmocka_unit_test(test_page_leaves_the_host_only_after_its_use),
+		cmocka_unit_test(test_prefetch_waits_for_a_host_mapped_page_two_calls_back),
 		cmocka_unit_test(test_host_map_needs_map_slot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
