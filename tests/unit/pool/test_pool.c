@@ -4174,6 +4174,80 @@ static void test_prefetch_waits_for_a_host_mapped_page_two_calls_back(void **sta
 	}
 }
 
+/* The wait of the test above releases the pool's lock: another thread
+ * may free the allocation meanwhile (here the fake's wait hook does).
+ * The prefetch brings nothing for it and answers POOL_EINVAL; the freed
+ * range is reused, and every page of the budget can be had at once
+ * after (no lock left behind). */
+typedef struct {
+	env_t *e;
+	uintptr_t a;
+	int calls;
+} free_on_wait_t;
+
+static void free_on_wait(void *arg)
+{
+	free_on_wait_t *f = arg;
+
+	if (f->calls++ == 0)
+		(void)pool_free(f->e->p, f->a, NULL, false);
+}
+
+static void test_prefetch_stops_when_its_allocation_is_freed_in_its_wait(void **state)
+{
+	static int s1;
+	static uint8_t got[CH];
+	(void)state;
+	env_t e;
+	env_open_hostmap(&e, 4, true);
+	uintptr_t a = must_malloc(&e, 3 * CH), b = must_malloc(&e, 3 * CH);
+	put(&e, a, 3 * CH, 51);
+	put(&e, b, 3 * CH, 52);
+	e.f.hold = true;
+	pool_ref_t r[2] = { { .ptr = a, .write = true }, { .ptr = b, .write = true } };
+	pool_span_t sp[2];
+	assert_int_equal(pool_acquire(e.p, r, 2, &s1, sp), POOL_OK);
+	uintptr_t hm = 0;
+	for (int i = 0; i < 6 && !hm; i++) {
+		uintptr_t pg = (i < 3 ? a : b) + (uint64_t)(i % 3) * CH;
+		if (pool_page_state(e.p, pg) == POOL_PAGE_HOST_MAPPED)
+			hm = pg;
+	}
+	assert_true(hm != 0 && hm != a && hm != b);
+	pool_release(e.p, r, sp, 2, &s1);
+	uintptr_t owner = hm < b ? a : b, other = owner == a ? b : a;
+	pool_range_t ro = range_of(&e, owner, 3 * CH);
+	(void)pool_prefetch(e.p, &ro, POOL_WAIT_UNDERWAY);
+	call_reads(&e, &s1, other, CH, got);   /* a call queued after */
+	free_on_wait_t f = { &e, owner, 0 };
+	e.f.on_wait = free_on_wait;
+	e.f.on_wait_arg = &f;
+	pool_status_t st = pool_prefetch(e.p, &ro, POOL_WAIT_USE);
+	e.f.on_wait = NULL;
+	if (f.calls == 0 || st != POOL_EINVAL)
+		fail_msg("prefetch whose allocation is freed while it waits for a host-mapped page: "
+			 "expected a wait and POOL_EINVAL, got %d waits and %s", f.calls,
+			 pool_strerror(st));
+	e.f.hold = false;
+	fake_drain(&e.f);
+	pool_poll(e.p);
+	/* the freed range again, then pushed out by a new allocation */
+	uintptr_t n = must_malloc(&e, 3 * CH);
+	put(&e, n, 3 * CH, 54);
+	uintptr_t m = must_malloc(&e, 3 * CH);
+	put(&e, m, 3 * CH, 55);
+	assert_true(check(&e, n, 3 * CH, 54));
+	assert_true(check(&e, m, 3 * CH, 55));
+	assert_true(check(&e, other, 3 * CH, other == a ? 51 : 52));
+	/* every page of the budget at once: none may stay locked */
+	pool_status_t fst = pool_free(e.p, n, NULL, false);
+	assert_int_equal(fst, POOL_OK);
+	uintptr_t x = must_malloc(&e, 4 * CH);
+	put(&e, x, 4 * CH, 56);
+	assert_true(check(&e, x, 4 * CH, 56));
+	env_close_hostmap(&e);
+}
+
 /* A page mapped from the host for a call still queued: a later call that
  * states it waits for the first (a host wait) before the page is
  * unmapped and brought to the device, and a free of the allocation waits
@@ -5008,6 +5082,7 @@ int main(void)
 		cmocka_unit_test(test_stated_pages_past_the_budget_keep_slabs_on_device),
 		cmocka_unit_test(test_page_leaves_the_host_only_after_its_use),
 		cmocka_unit_test(test_prefetch_waits_for_a_host_mapped_page_two_calls_back),
+		cmocka_unit_test(test_prefetch_stops_when_its_allocation_is_freed_in_its_wait),
 		cmocka_unit_test(test_host_map_needs_map_slot),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
