@@ -1971,50 +1971,73 @@ static uint32_t take_clean_fenced(pool_t *p, uint32_t need, uint64_t floor)
 	return done;
 }
 
-/* The pages of a prefetch's range it leaves out (dead_passed), one bit
- * each from the range's first page. */
+/* A prefetch's floor (prefetch_fill's): 1 for the next call under an
+ * eviction order (keys count from 1, the next call), else the range's own
+ * key (0, unknown: no floor) - asked of the order only once a page or the
+ * fill needs it: most prefetches find their range resident. */
+typedef struct {
+	const struct alloc *a;
+	uint64_t off, bytes, v;
+	bool known;
+} pfloor_t;
+
+static uint64_t pfloor(const pool_t *p, pfloor_t *f)
+{
+	if (!f->known) {
+		f->v = range_key(p, f->a, f->off, f->bytes);
+		f->known = true;
+	}
+	return f->v;
+}
+
+/* The pages of a prefetch's range it leaves out (pass_dead), one bit each
+ * from the range's first page; v NULL: none can be (no dead page in the
+ * pool, no order, a slab, or no host memory for the bits). */
 typedef struct {
 	uint64_t inl[4], *v;
 	uint32_t n;   /* pages left out */
 } passed_t;
+
+static void passed_init(const pool_t *p, const struct rref *rr, passed_t *m)
+{
+	uint32_t n = rr->last - rr->first + 1;
+
+	m->n = 0;
+	m->v = NULL;
+	if ((!p->ndead_full && !p->ndropped) || !p->order || rr->a->kind != A_LARGE)
+		return;
+	if (n > 64 * 4) {
+		m->v = calloc((n + 63) / 64, sizeof(*m->v));
+	} else {
+		memset(m->inl, 0, sizeof(m->inl));
+		m->v = m->inl;
+	}
+}
 
 static inline bool passed(const passed_t *m, uint32_t i)
 {
 	return m->n && (m->v[i / 64] >> (i % 64)) & 1;
 }
 
-/* Marks the pages of a prefetch's range that are dead and that the call
- * it is for does not use next (their key past `floor`, the call's): a
- * range from a guessed extent reaches past its tensor.  Nothing reads
- * them before a write; brought, they would be held - out of every
- * eviction's reach until their next use, an iteration away - and locked
- * meanwhile, not room (random:842402907 caching at 1/2: a dead page held
- * for a backward filter that never touched it, and the channel slice
- * after next, which needs the whole budget, faulted its last page in
- * every planned iteration).  None marked without the host memory for the
- * bits. */
-static void dead_passed(pool_t *p, const struct rref *rr, uint64_t floor, passed_t *m)
+/* Leaves page i of a prefetch's range (pg) out when it is dead and the
+ * call the range is for does not use it next (its key past the floor): a
+ * range from a guessed extent reaches past its tensor.  Nothing reads it
+ * before a write; brought, it would be held - out of every eviction's
+ * reach until its next use, an iteration away - and locked meanwhile, not
+ * room (random:842402907 caching at 1/2: a dead page held for a backward
+ * filter that never touched it, and the channel slice after next, which
+ * needs the whole budget, faulted its last page in every planned
+ * iteration).  True when it is left out. */
+static bool pass_dead(pool_t *p, passed_t *m, pfloor_t *f, uint32_t i, const struct page *pg)
 {
-	uint32_t n = rr->last - rr->first + 1;
+	uint64_t fl;
 
-	m->n = 0;
-	m->v = m->inl;
-	if ((!p->ndead_full && !p->ndropped) || floor == POOL_ORDER_UNKNOWN || rr->a->kind != A_LARGE)
-		return;
-	if (n > 64 * 4 && !(m->v = calloc((n + 63) / 64, sizeof(*m->v)))) {
-		m->v = m->inl;
-		return;
-	}
-	if (m->v == m->inl)
-		memset(m->inl, 0, sizeof(m->inl));
-	for (uint32_t i = 0; i < n; i++) {
-		const struct page *pg = &rr->a->pages[rr->first + i];
-
-		if (pool_page_all_dead(p, pg) && page_key(p, pg) > floor) {
-			m->v[i / 64] |= 1ull << (i % 64);
-			m->n++;
-		}
-	}
+	if (!m->v || !pool_page_all_dead(p, pg) || (fl = pfloor(p, f)) == POOL_ORDER_UNKNOWN ||
+	    page_key(p, pg) <= fl)
+		return false;
+	m->v[i / 64] |= 1ull << (i % 64);
+	m->n++;
+	return true;
 }
 
 static void passed_free(passed_t *m)
@@ -2174,7 +2197,7 @@ static void prefetch_fill(pool_t *p, const struct rref *rr, const passed_t *pass
  * not waited for. */
 static bool hostmap_fenced(pool_t *p, const struct page *pg, pool_wait_t wait)
 {
-	return wait == POOL_WAIT_USE && !pg->locks && pool_mark_fenced(p, pg->busy);
+	return wait == POOL_WAIT_USE && pool_mark_fenced(p, pg->busy);
 }
 
 pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wait, bool next_call)
@@ -2190,17 +2213,15 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 		return st;
 	}
 	struct alloc *a = rr.a;
-	/* 0 (unknown): no floor; for the next call, everything else the
-	 * plan knows is needed later (keys count from 1, the next call) */
-	uint64_t key = range_key(p, a, s.offset, s.bytes), floor = next_call && p->order ? 1 : key;
-	if (next_call && key == POOL_ORDER_UNKNOWN)
+	if (next_call && range_key(p, a, s.offset, s.bytes) == POOL_ORDER_UNKNOWN)
 		wait = POOL_WAIT_NONE;   /* bytes no plan needs: not worth a wait */
+	pfloor_t floor = { a, s.offset, s.bytes, 1, next_call && p->order };
 	passed_t pass;
-	dead_passed(p, &rr, floor, &pass);
+	passed_init(p, &rr, &pass);
 	/* locked while chunks are found, so that finding them never takes
 	 * one of the range's own pages */
 	for (uint32_t k = rr.first; k <= rr.last; k++) {
-		if (passed(&pass, k - rr.first))
+		if (pass_dead(p, &pass, &floor, k - rr.first, &a->pages[k]))
 			continue;
 		if (a->pages[k].state == PG_HOSTMAP)
 			(void)pool_hostmap_leave(p, &a->pages[k], hostmap_fenced(p, &a->pages[k], wait));
@@ -2210,7 +2231,7 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 		need += !page_mapped(&a->pages[k]);
 	}
 	if (need)
-		prefetch_fill(p, &rr, &pass, floor, need, wait);
+		prefetch_fill(p, &rr, &pass, pfloor(p, &floor), need, wait);
 	if (a->freed) {
 		/* by another thread while this one waited: pool_free reset
 		 * the pages, locks included; nothing to bring */
