@@ -65,6 +65,14 @@ static void env_open(env_t *e, uint64_t budget_chunks, uint64_t host_limit, uint
 	env_open_with(e, budget_chunks, host_limit, va_chunks, false, true, false);
 }
 
+/* env_open with cfg.handoff (and a fake that may map a chunk twice) */
+static void env_open_handoff(env_t *e, uint64_t budget_chunks)
+{
+	g_handoff = true;
+	env_open(e, budget_chunks, 0, 64);
+	g_handoff = false;
+}
+
 static void env_close(env_t *e)
 {
 	pool_destroy(e->p);
@@ -2444,19 +2452,26 @@ static void full_but_z_fit(env_t *e, int fit, uintptr_t *z, uintptr_t *s, uintpt
 			  range_of(e, *l, CH).alloc_id }, { 50, 5, 500 }, 3, 0 };
 }
 
-/* Ends a full_but_z test: no order, every byte as written (l with lseed,
- * not read when 0), no violation, the pool closed. */
-static void full_but_z_close(env_t *e, uintptr_t z, uintptr_t s, uintptr_t l, uint32_t lseed,
-			     uintptr_t c)
+/* Ends a full_but_z test whose z and c are `n` chunks each: no order,
+ * every byte as written (l with lseed, not read when 0), no violation,
+ * the pool closed. */
+static void full_but_z_close_n(env_t *e, uint64_t n, uintptr_t z, uintptr_t s, uintptr_t l,
+			       uint32_t lseed, uintptr_t c)
 {
 	pool_set_order(e->p, NULL, NULL, 0);
-	assert_true(check(e, z, CH, 60));
+	assert_true(check(e, z, n * CH, 60));
 	assert_true(check(e, s, CH, 61));
 	if (l)
 		assert_true(check(e, l, CH, lseed));
-	assert_true(check(e, c, CH, 63));
+	assert_true(check(e, c, n * CH, 63));
 	check_clean(e);
 	env_close(e);
+}
+
+static void full_but_z_close(env_t *e, uintptr_t z, uintptr_t s, uintptr_t l, uint32_t lseed,
+			     uintptr_t c)
+{
+	full_but_z_close_n(e, 1, z, s, l, lseed, c);
 }
 
 /* full_but_z with exact fit (fit: as env_open_with's) */
@@ -2785,9 +2800,7 @@ static void test_handoff_short_goes_to_the_first_pages(void **state)
 	env_t e;
 	order_t o;
 
-	g_handoff = true;
-	env_open(&e, 4, 0, 64);
-	g_handoff = false;
+	env_open_handoff(&e, 4);
 	uintptr_t z = must_malloc(&e, 2 * CH), s = must_malloc(&e, CH), l = must_malloc(&e, CH);
 	put(&e, z, 2 * CH, 60);
 	put(&e, s, CH, 61);
@@ -2815,15 +2828,9 @@ static void test_handoff_short_goes_to_the_first_pages(void **state)
 	fake_drain(&e.f);
 	e.f.hold = false;
 	pool_poll(e.p);
-	pool_set_order(e.p, NULL, NULL, 0);
 	if (!same_bytes(got, CH, 62, "what l's call read"))
 		fail_msg("l's call read other bytes than l's");
-	assert_true(check(&e, z, 2 * CH, 60));
-	assert_true(check(&e, s, CH, 61));
-	assert_true(check(&e, l, CH, 62));
-	assert_true(check(&e, c, 2 * CH, 63));
-	check_clean(&e);
-	env_close(&e);
+	full_but_z_close_n(&e, 2, z, s, l, 62, c);
 }
 
 /* A prefetch whose range (a guessed extent, say) covers a dead page its
@@ -2951,9 +2958,7 @@ static void test_handoff_of_a_dead_page_keeps_its_slot_until_read(void **state)
 	env_t e;
 	order_t o;
 
-	g_handoff = true;
-	env_open(&e, 3, 0, 64);
-	g_handoff = false;
+	env_open_handoff(&e, 3);
 	uintptr_t z = must_malloc(&e, CH), d = must_malloc(&e, CH), s = must_malloc(&e, CH);
 	put(&e, z, CH, 60);
 	put(&e, d, CH, 62);
@@ -4102,6 +4107,39 @@ static void test_stated_pages_past_the_budget_keep_slabs_on_device(void **state)
 	env_close_hostmap(&e);
 }
 
+/* Two 3-page segments a and b (bytes 51 and 52) in a 4-page budget with
+ * host mapping, and one call over both on `stream` (unknown extents),
+ * held queued by the fake: it writes pattern `seed` into a page it has
+ * mapped from the host (none when 0) and is released.  Returns that page. */
+static uintptr_t call_past_the_budget(env_t *e, void *stream, uint32_t seed, uintptr_t *a,
+				      uintptr_t *b)
+{
+	env_open_hostmap(e, 4, true);
+	*a = must_malloc(e, 3 * CH);
+	*b = must_malloc(e, 3 * CH);
+	put(e, *a, 3 * CH, 51);
+	put(e, *b, 3 * CH, 52);
+	e->f.hold = true;
+	pool_ref_t r[2] = { { .ptr = *a, .write = true }, { .ptr = *b, .write = true } };
+	pool_span_t sp[2];
+	assert_int_equal(pool_acquire(e->p, r, 2, stream, sp), POOL_OK);
+	uintptr_t hm = 0;
+	for (int i = 0; i < 6 && !hm; i++) {
+		uintptr_t pg = (i < 3 ? *a : *b) + (uint64_t)(i % 3) * CH;
+		if (pool_page_state(e->p, pg) == POOL_PAGE_HOST_MAPPED)
+			hm = pg;
+	}
+	assert_true(hm != 0);
+	if (seed) {
+		uint8_t *buf = malloc(CH);
+		pattern(buf, CH, seed);
+		fake_kernel_write(&e->f, stream, hm, buf, CH);
+		free(buf);
+	}
+	pool_release(e->p, r, sp, 2, stream);
+	return hm;
+}
+
 /* A page mapped from the host for a call still queued, prefetched for
  * the next call once another call is queued after it (POOL_WAIT_USE):
  * the host waits for a fence before that other call - the device stays
@@ -4120,26 +4158,7 @@ static void test_prefetch_waits_for_a_host_mapped_page_two_calls_back(void **sta
 
 	for (int between = 1; between >= 0; between--) {
 		env_t e;
-		env_open_hostmap(&e, 4, true);
-		uintptr_t a = must_malloc(&e, 3 * CH), b = must_malloc(&e, 3 * CH);
-		put(&e, a, 3 * CH, 51);
-		put(&e, b, 3 * CH, 52);
-		e.f.hold = true;
-		pool_ref_t r[2] = { { .ptr = a, .write = true }, { .ptr = b, .write = true } };
-		pool_span_t sp[2];
-		assert_int_equal(pool_acquire(e.p, r, 2, &s1, sp), POOL_OK);
-		uintptr_t hm = 0;
-		for (int i = 0; i < 6 && !hm; i++) {
-			uintptr_t pg = (i < 3 ? a : b) + (uint64_t)(i % 3) * CH;
-			if (pool_page_state(e.p, pg) == POOL_PAGE_HOST_MAPPED)
-				hm = pg;
-		}
-		assert_true(hm != 0);
-		uint8_t *buf = malloc(CH);
-		pattern(buf, CH, 53);
-		fake_kernel_write(&e.f, &s1, hm, buf, CH);
-		free(buf);
-		pool_release(e.p, r, sp, 2, &s1);
+		uintptr_t a, b, hm = call_past_the_budget(&e, &s1, 53, &a, &b);
 		/* room for hm once that call is done: a page only it used, dead */
 		uintptr_t d = 0;
 		for (int i = 5; i > 0 && !d; i--) {
@@ -4199,22 +4218,8 @@ static void test_prefetch_stops_when_its_allocation_is_freed_in_its_wait(void **
 	static uint8_t got[CH];
 	(void)state;
 	env_t e;
-	env_open_hostmap(&e, 4, true);
-	uintptr_t a = must_malloc(&e, 3 * CH), b = must_malloc(&e, 3 * CH);
-	put(&e, a, 3 * CH, 51);
-	put(&e, b, 3 * CH, 52);
-	e.f.hold = true;
-	pool_ref_t r[2] = { { .ptr = a, .write = true }, { .ptr = b, .write = true } };
-	pool_span_t sp[2];
-	assert_int_equal(pool_acquire(e.p, r, 2, &s1, sp), POOL_OK);
-	uintptr_t hm = 0;
-	for (int i = 0; i < 6 && !hm; i++) {
-		uintptr_t pg = (i < 3 ? a : b) + (uint64_t)(i % 3) * CH;
-		if (pool_page_state(e.p, pg) == POOL_PAGE_HOST_MAPPED)
-			hm = pg;
-	}
-	assert_true(hm != 0 && hm != a && hm != b);
-	pool_release(e.p, r, sp, 2, &s1);
+	uintptr_t a, b, hm = call_past_the_budget(&e, &s1, 0, &a, &b);
+	assert_true(hm != a && hm != b);
 	uintptr_t owner = hm < b ? a : b, other = owner == a ? b : a;
 	pool_range_t ro = range_of(&e, owner, 3 * CH);
 	(void)pool_prefetch(e.p, &ro, POOL_WAIT_UNDERWAY);
