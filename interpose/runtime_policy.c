@@ -621,6 +621,7 @@ int runtime_policy_init(pool_t *pool, uint64_t budget, uint64_t chunk)
 	c.dyn_trials = g_timing ? (uint32_t)vmem_cfg.dyn_trials : 0;
 	c.page_size = chunk;
 	c.small_threshold = pool_config(pool)->small_threshold;   /* the plan counts pages */
+	c.host_map = pool_config(pool)->host_map;
 	c.offload_min_bytes = chunk;   /* smaller tensors share pages: never worth a copy */
 	c.budget = budget;
 	/* the µ-cuDNN solver chooses each convolution's workspace within
@@ -1020,6 +1021,8 @@ cudaError_t runtime_policy_before(const runtime_call_t *c)
 		r->bytes = r->alloc_id ? t->spans[i].bytes : c->refs[i].bytes;
 		r->ptr = c->refs[i].ptr;
 		r->access = c->refs[i].access & (uint8_t)~VMEM_ACCESS_UNUSED;
+		if (r->alloc_id && !c->refs[i].bytes)
+			r->access |= VMEM_ACCESS_GUESS;
 		r->role = c->refs[i].role;
 	}
 	t->n = c->nrefs;

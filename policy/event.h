@@ -100,6 +100,12 @@ enum {
 				     runs it does not use: the pool maps none of it;
 				     the policy sees the range without this bit, a
 				     whole overwrite (interpose/pool_ref.h) */
+	VMEM_ACCESS_GUESS = 32u,  /* the policy's view only: the call named no extent
+				     (bytes 0, a scanned kernel argument) and the
+				     runtime resolved it to the allocation's end - the
+				     pool counts only its first page as the call's own,
+				     the rest it may map from the host when the call
+				     needs more than the budget (policy/hostpages.c) */
 };
 
 /* One device range a call touches, as a hook names it.  `ptr` is the

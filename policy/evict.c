@@ -46,7 +46,8 @@ static int cmp_trip(const void *a, const void *b)
 	return x->op < y->op ? -1 : x->op > y->op;
 }
 
-int policy_evict_build(const policy_graph_t *g, uint64_t page_size, policy_evict_t *out)
+int policy_evict_build(const policy_graph_t *g, uint64_t page_size,
+		       const policy_hostpages_t *skip, policy_evict_t *out)
 {
 	trip_t *t = NULL;
 	size_t n = 0, cap = 0;
@@ -77,6 +78,8 @@ int policy_evict_build(const policy_graph_t *g, uint64_t page_size, policy_evict
 		p0 = u->offset / out->page_size;
 		p1 = (u->offset + u->bytes - 1) / out->page_size;
 		for (uint64_t pg = p0; pg <= p1; pg++) {
+			if (skip && skip->n && policy_host_page(skip, u->op, u->alloc_id, pg))
+				continue;
 			if (n == cap) {
 				size_t nc = cap ? cap * 2 : 1024;
 				trip_t *nt = realloc(t, nc * sizeof(*nt));

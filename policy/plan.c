@@ -234,6 +234,56 @@ static int lookahead(const policy_graph_t *g, svec_t *s)
 	return 0;
 }
 
+/* A PREFETCH for a call beyond the budget leaves out the pages the call
+ * maps from the host (hostpages.c): brought and held for the call, such a
+ * page would keep from the device a page the call or the next one needs
+ * there, and the pool would map that one from the host instead.  The
+ * step is cut around them, each piece resolved as the whole was. */
+static int clip_host(const policy_graph_t *g, const policy_hostpages_t *h, svec_t *s)
+{
+	int n = s->n, w = 0;
+
+	if (!h->n || !g->page_size)
+		return 0;
+	for (int i = 0; i < n; i++) {
+		policy_step_t x = s->v[i];
+		const policy_use_t *u;
+		uint64_t ps = g->page_size, lo, hi, at;
+
+		if (x.kind != POLICY_STEP_PREFETCH || x.use < 0 || !x.bytes)
+			continue;
+		u = &g->uses[x.use];
+		lo = u->offset + x.delta;
+		hi = lo + x.bytes;
+		at = lo;
+		for (uint64_t p = lo / ps; p * ps < hi; p++) {
+			policy_step_t y = x;
+
+			if (!policy_host_page(h, x.until_op, u->alloc_id, p))
+				continue;
+			if (p * ps > at) {
+				y.delta = at - u->offset;
+				y.bytes = p * ps - at;
+				if (spush(s, &y) < 0)
+					return -1;
+			}
+			at = (p + 1) * ps;
+			s->v[i].bytes = 0;   /* replaced by its pieces */
+		}
+		if (s->v[i].bytes || at >= hi)
+			continue;
+		x.delta = at - u->offset;
+		x.bytes = hi - at;
+		if (spush(s, &x) < 0)
+			return -1;
+	}
+	for (int i = 0; i < s->n; i++)
+		if (s->v[i].bytes || s->v[i].kind != POLICY_STEP_PREFETCH)
+			s->v[w++] = s->v[i];
+	s->n = w;
+	return 0;
+}
+
 /* A PREFETCH is `soon` when it is for its own op or the lane's next one:
  * it may hold the host up for the copies out that make its room
  * (pool_prefetch's wait), which the call would wait for anyway.  Waiting
@@ -357,7 +407,7 @@ static int assemble(policy_plan_t *plan, const policy_plan_config_t *cfg, const 
 			if (spush(&s, &x) < 0)
 				goto fail;
 		}
-	if (mark_soon(g, &s) < 0)
+	if (clip_host(g, &plan->host, &s) < 0 || mark_soon(g, &s) < 0)
 		goto fail;
 	if (s.n > 1)
 		qsort(s.v, (size_t)s.n, sizeof(*s.v), cmp_step);
@@ -431,6 +481,41 @@ static const policy_live_t *live_curve(const policy_plan_t *plan, policy_live_t 
 	return tmp;
 }
 
+static bool host_same(const policy_hostpages_t *a, const policy_hostpages_t *b)
+{
+	return a->n == b->n && (!a->n || !memcmp(a->v, b->v, (size_t)a->n * sizeof(*a->v)));
+}
+
+/* The pages calls beyond the budget map from the host (hostpages.c), and
+ * the eviction order without those uses.  Each call's choice looks at the
+ * next uses after it, which the other calls' choices change: two channel
+ * kernels in a row over the same segments, the second mapping a page from
+ * the host that the first, by the plain order, would keep on the device
+ * for it.  So the choice is made again on the order without the last
+ * choice's uses, until it holds (three rounds at most).  0 or -1. */
+static int host_pages(policy_plan_t *plan)
+{
+	const policy_plan_config_t *cfg = &plan->cfg;
+	policy_hostpages_t h;
+
+	if (!cfg->budget || !plan->g.page_size)
+		return 0;
+	for (int round = 0; round < 3; round++) {
+		if (policy_host_pages(&plan->g, &plan->evict, cfg->budget, &h) < 0)
+			return -1;
+		if (host_same(&h, &plan->host)) {
+			policy_host_pages_free(&h);
+			return 0;   /* the order was built without these */
+		}
+		policy_host_pages_free(&plan->host);
+		plan->host = h;
+		policy_evict_free(&plan->evict);
+		if (policy_evict_build(&plan->g, cfg->page_size, &plan->host, &plan->evict) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		      const policy_period_found_t *found, const policy_plan_config_t *cfg)
 {
@@ -479,7 +564,8 @@ int policy_plan_build(policy_plan_t *plan, const policy_history_t *h,
 		     policy_gaps_fill(&plan->g, l, &gc, &plan->off) < 0))
 			goto fail;
 	}
-	if (policy_evict_build(&plan->g, cfg->page_size, &plan->evict) < 0)
+	if (policy_evict_build(&plan->g, cfg->page_size, NULL, &plan->evict) < 0 ||
+	    (cfg->host_map && host_pages(plan) < 0))
 		goto fail;
 	if (plan_steps(plan, l) < 0)
 		goto fail;
@@ -541,6 +627,7 @@ void policy_plan_free(policy_plan_t *plan)
 	for (int i = 0; i < POLICY_DYN_MODES; i++)
 		policy_offloads_free(&plan->alt[i]);
 	policy_evict_free(&plan->evict);
+	policy_host_pages_free(&plan->host);
 	free(plan->steps);
 	free(plan->step_at);
 	memset(plan, 0, sizeof(*plan));
@@ -564,6 +651,7 @@ void policy_plan_dump(const policy_plan_t *plan, policy_print_fn out, void *ctx)
 		      counts[2] - next, next, counts[3],
 		      policy_offload_name((policy_offload_mode_t)plan->offload));
 	policy_dyn_dump(&plan->dyn, out, ctx);
+	policy_host_pages_dump(&plan->host, g, out, ctx);
 	for (int i = 0; i < plan->nsteps; i++) {
 		const policy_step_t *x = &plan->steps[i];
 		char lab[96];

@@ -311,6 +311,7 @@ static void make_plan(policy_t *p, const policy_period_found_t *f, const vmem_ev
 	pc.algo_steps = p->cfg.algo_steps;
 	pc.gaps = p->cfg.gaps;
 	pc.lookahead = p->cfg.lookahead;
+	pc.host_map = p->cfg.host_map;
 	policy_period_keep_longer(&p->det, f->period);
 	if (policy_plan_build(&plan, &p->h, f, &pc) < 0)
 		return;   /* out of memory: stay as we are, try again on the next pattern */

@@ -84,6 +84,9 @@ typedef struct {
 	bool lookahead;                    /* VMEM_LOOKAHEAD: under all, conv and dyn, each
 					      call's reads are prefetched before the call before
 					      it, should they be away (plan.c); default on */
+	bool host_map;                     /* the pool maps the guessed pages of a call beyond
+					      the budget from the host (pool cfg.host_map):
+					      the plan chooses which (hostpages.c); default off */
 	/* iteration detection (period.c) */
 	uint32_t min_period, max_period, reps, max_candidates, soft_permille;
 	uint64_t history_events, history_ranges;   /* 0: (reps + 1) * max_period + 64, 8 per event */

@@ -14,6 +14,7 @@
  *               (ops, uses, tensor versions, forward/backward boundary)
  *   liveness.c  dead byte ranges over the cyclic iteration (SuperNeurons §3.2)
  *   evict.c     next-use index: Belady's MIN eviction order from the plan
+ *   hostpages.c the pages a call beyond the budget maps from the host
  *   offload.c   vDNN's offload choice, all / conv (vDNN §III-C)
  *   gaps.c      past vDNN: idle intervals of any tensor, until a mode fits
  *   dyn.c       vDNN-dyn: none, conv or all, the first whose peak fits the budget
@@ -459,7 +460,13 @@ typedef struct {
 	uint32_t *pos;           /* op indices, ascending per page */
 } policy_evict_t;
 
-int policy_evict_build(const policy_graph_t *g, uint64_t page_size, policy_evict_t *out);
+typedef struct policy_hostpages policy_hostpages_t;
+
+/* The index of every use of g, except the (op, page) pairs of `skip`
+ * (NULL: none) - a use a call beyond the budget makes from the host
+ * (hostpages.c) is not one the page must be on the device for. */
+int policy_evict_build(const policy_graph_t *g, uint64_t page_size,
+		       const policy_hostpages_t *skip, policy_evict_t *out);
 void policy_evict_free(policy_evict_t *e);
 /* Belady key of [offset, offset + bytes) of plan allocation alloc_id when
  * op `now` is the last op issued: the distance (measured time when the
@@ -471,6 +478,38 @@ uint64_t policy_evict_key(const policy_evict_t *e, uint64_t alloc_id, uint64_t o
 /* Prints the eviction order at op `now`: the `top` pages to evict first. */
 void policy_evict_dump(const policy_evict_t *e, int now, int top, policy_print_fn out,
 		       void *ctx);
+
+/* ====================================================================
+ * hostpages.c - the pages a call beyond the budget maps from the host.
+ * ==================================================================== */
+
+/* A call whose pages exceed the budget runs with some of its guessed pages
+ * (VMEM_ACCESS_GUESS: past the first page of an extent it did not state)
+ * mapped from the host (pool/hostmap.c); the pool keeps the resident ones.
+ * The plan chooses which leave - of the guessed pages, as many as the
+ * call needs beyond the budget, those needed last after it - and the
+ * other passes act on it: the eviction order skips the call's use of
+ * them (evict.c) and prefetches for the call leave them out (plan.c). */
+typedef struct {
+	uint64_t alloc_id, page;
+	int op;
+} policy_hpage_t;
+
+struct policy_hostpages {
+	int n;
+	policy_hpage_t *v;   /* sorted by (op, alloc_id, page) */
+};
+
+/* The choice for every op of g, its next uses from e (built without a
+ * skip set) and `budget` bytes of g->page_size pages.  0, or -1 (out of
+ * memory: *out empty). */
+int policy_host_pages(const policy_graph_t *g, const policy_evict_t *e, uint64_t budget,
+		      policy_hostpages_t *out);
+/* Does op `op` map page `page` of alloc_id from the host?  (h may be NULL.) */
+bool policy_host_page(const policy_hostpages_t *h, int op, uint64_t alloc_id, uint64_t page);
+void policy_host_pages_free(policy_hostpages_t *h);
+void policy_host_pages_dump(const policy_hostpages_t *h, const policy_graph_t *g,
+			    policy_print_fn out, void *ctx);
 
 /* ====================================================================
  * offload.c and prefetch.c - the vDNN policies (issue 12).
@@ -909,6 +948,8 @@ typedef struct {
 	bool lookahead;          /* under all, conv and dyn (whatever mode dyn runs, none
 				    too): PREFETCH steps of each op's reads before the op
 				    before it (plan.c) */
+	bool host_map;           /* the pool maps a call's guessed pages beyond the budget
+				    from the host: the plan chooses which (hostpages.c) */
 } policy_plan_config_t;
 
 typedef struct {
@@ -922,6 +963,7 @@ typedef struct {
 	policy_offloads_t alt[POLICY_DYN_MODES];
 	policy_plan_config_t cfg;   /* what the plan was built with (policy_plan_use) */
 	policy_evict_t evict;
+	policy_hostpages_t host; /* pages calls beyond the budget map from the host */
 	int nsteps;
 	policy_step_t *steps;    /* sorted by (op, when) */
 	int *step_at;            /* 2 * nops + 1: steps of (op, when) are

@@ -36,7 +36,7 @@ static void test_furthest_next_use_is_evicted_first(void **state)
 
 	(void)state;
 	assert_int_equal(prog_graph(&h, &g, ops, 4, 2, 0), 0);
-	assert_int_equal(policy_evict_build(&g, PG, &e), 0);
+	assert_int_equal(policy_evict_build(&g, PG, NULL, &e), 0);
 	/* after #0: B is next needed (#1), then C (#2), then A (#3) */
 	a = policy_evict_key(&e, 1, 0, PG, 0);
 	b = policy_evict_key(&e, 2, 0, PG, 0);
@@ -66,7 +66,7 @@ static void test_untouched_page_and_unknown_memory(void **state)
 
 	(void)state;
 	assert_int_equal(prog_graph(&h, &g, ops, 4, 2, 0), 0);
-	assert_int_equal(policy_evict_build(&g, PG, &e), 0);
+	assert_int_equal(policy_evict_build(&g, PG, NULL, &e), 0);
 	/* page 0 of D: D is in the plan, that page is never touched */
 	assert_true(policy_evict_key(&e, 4, 0, PG, 1) == POLICY_KEY_UNUSED);
 	assert_true(policy_evict_key(&e, 4, PG, PG, 1) < POLICY_KEY_UNUSED);
@@ -97,7 +97,7 @@ static void test_measured_durations_weigh_distances(void **state)
 	t[2].dur_ns = 1000;
 	t[3].dur_ns = 1000;
 	assert_int_equal(prog_graph(&h, &g, t, 4, 2, 0), 0);
-	assert_int_equal(policy_evict_build(&g, PG, &e), 0);
+	assert_int_equal(policy_evict_build(&g, PG, NULL, &e), 0);
 	/* after #0: B in 0 ns, C in 100000 ns, A in 101000 ns (keys are +1) */
 	assert_int_equal(policy_evict_key(&e, 2, 0, PG, 0), 1);
 	assert_int_equal(policy_evict_key(&e, 3, 0, PG, 0), 100001);
