@@ -2186,16 +2186,19 @@ static void prefetch_fill(pool_t *p, const struct rref *rr, const passed_t *pass
 }
 
 /* A page mapped from the host for a call before the one just queued
- * (POOL_WAIT_USE): its prefetch for the next call waits on the host for
- * a fence recorded before that call was queued (the one its first try
- * recorded, finding the page in use), with the device busy meanwhile, and
- * the page comes back to the device as an evicted one would.  Left to the
- * call, it would wait for the same use with nothing queued after it
- * (random:1997224889 per-tensor at 1/2: the second slice of a convolution
- * read a page a channel copy two calls back had written from the host - a
- * miss every planned iteration).  A page the call just queued uses is
+ * (POOL_WAIT_USE), or handed off while such a call used it (its chunk
+ * went to another page, handoff.c): its prefetch for the next call waits
+ * on the host for a fence recorded before that call was queued (the one
+ * its first try recorded, finding the page in use), with the device busy
+ * meanwhile, and the page comes back to the device as an evicted one
+ * would.  Left to the call, it would wait for the same use with nothing
+ * queued after it (random:1997224889 per-tensor at 1/2: the second slice
+ * of a convolution read a page a channel copy two calls back had written
+ * from the host - a miss every planned iteration; random:147831307
+ * per-tensor at 1/4: a channel slice's input, handed off to the call
+ * before's, faulted back after it).  A page the call just queued uses is
  * not waited for. */
-static bool hostmap_fenced(pool_t *p, const struct page *pg, pool_wait_t wait)
+static bool use_fenced(pool_t *p, const struct page *pg, pool_wait_t wait)
 {
 	return wait == POOL_WAIT_USE && pool_mark_fenced(p, pg->busy);
 }
@@ -2224,9 +2227,9 @@ pool_status_t pool_prefetch_for(pool_t *p, const pool_range_t *r, pool_wait_t wa
 		if (pass_dead(p, &pass, &floor, k - rr.first, &a->pages[k]))
 			continue;
 		if (a->pages[k].state == PG_HOSTMAP)
-			(void)pool_hostmap_leave(p, &a->pages[k], hostmap_fenced(p, &a->pages[k], wait));
+			(void)pool_hostmap_leave(p, &a->pages[k], use_fenced(p, &a->pages[k], wait));
 		else if (a->pages[k].state == PG_HANDOFF)
-			(void)pool_handoff_leave(p, &a->pages[k], false);
+			(void)pool_handoff_leave(p, &a->pages[k], use_fenced(p, &a->pages[k], wait));
 		lock_page(p, &a->pages[k]);
 		need += !page_mapped(&a->pages[k]);
 	}

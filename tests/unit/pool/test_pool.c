@@ -4193,6 +4193,66 @@ static void test_prefetch_waits_for_a_host_mapped_page_two_calls_back(void **sta
 	}
 }
 
+/* The same for a page handed off (its chunk went to z while the call
+ * before z's read it): prefetched for the call after z's once z's call is
+ * queued (POOL_WAIT_USE), the host waits for the fence its first try
+ * recorded before z's call, the old address is unmapped and the page
+ * comes back with its bytes, z's call still queued.  With the page's
+ * reader the last call queued the prefetch does not wait.
+ * (random:147831307 per-tensor at 1/4: a channel slice's input, handed
+ * to the slice before it, faulted back after that slice - 20 misses a
+ * run.) */
+static void test_prefetch_waits_for_a_handed_off_page_two_calls_back(void **state)
+{
+	static int s1;
+	static uint8_t got_l[CH], got_s[CH];
+	(void)state;
+
+	for (int between = 1; between >= 0; between--) {
+		env_t e;
+		uintptr_t z, s, l, c;
+		order_t o;
+
+		g_handoff = true;
+		full_but_z(&e, &z, &s, &l, &c, &o);
+		g_handoff = false;
+		pool_set_order(e.p, order_fn, &o, 0);
+		pool_range_t rz = range_of(&e, z, CH), rl = range_of(&e, l, CH);
+		e.f.hold = true;
+		call_reads(&e, &s1, l, CH, got_l);   /* the call before z's */
+		assert_int_equal(pool_prefetch(e.p, &rz, POOL_WAIT_USE), POOL_OK);
+		assert_int_equal(stats(&e).handoffs, 1);
+		/* room for l: c, needed after it (dirty: sent out by l's first
+		 * try, its copy waited for by the second) */
+		o.id[3] = range_of(&e, c, CH).alloc_id;
+		o.key[3] = 1000;
+		o.n = 4;
+		/* l's lookahead for the call after z's: its first try */
+		(void)pool_prefetch(e.p, &rl, POOL_WAIT_UNDERWAY);
+		if (between)
+			call_reads(&e, &s1, s, CH, got_s);   /* a call queued after l's reader */
+		uint64_t waits = stats(&e).handoff_waits;
+		pool_status_t st = pool_prefetch(e.p, &rl, POOL_WAIT_USE);
+		bool back = pool_page_state(e.p, l) == POOL_PAGE_RESIDENT;
+		if (between ? st != POOL_OK || !back || stats(&e).handoff_waits != waits + 1 ||
+			      fake_queued(&e.f) == 0
+			    : back || stats(&e).handoff_waits != waits)
+			fail_msg("prefetch for the next call of a page handed off, %s: expected %s; got "
+				 "%s, page state %d, %lu waits, %d operations queued",
+				 between ? "a call queued after its reader" : "its reader the last queued",
+				 between ? "POOL_OK, one wait, the page resident, the call after still "
+					   "queued" : "no wait, the page still handed off",
+				 pool_strerror(st), pool_page_state(e.p, l),
+				 (unsigned long)(stats(&e).handoff_waits - waits), fake_queued(&e.f));
+		e.f.hold = false;
+		fake_drain(&e.f);
+		assert_true(same_bytes(got_l, CH, 62, "what the call before z's read of l"));
+		if (between)
+			assert_true(same_bytes(got_s, CH, 61, "what the call after read of s"));
+		full_but_z_close(&e, z, s, l, 62, c);
+	}
+}
+
 /* The wait of the test above releases the pool's lock: another thread
  * may free the allocation meanwhile (here the fake's wait hook does).
  * The prefetch brings nothing for it and answers POOL_EINVAL; the freed
@@ -5087,6 +5147,7 @@ int main(void)
 		cmocka_unit_test(test_stated_pages_past_the_budget_keep_slabs_on_device),
 		cmocka_unit_test(test_page_leaves_the_host_only_after_its_use),
 		cmocka_unit_test(test_prefetch_waits_for_a_host_mapped_page_two_calls_back),
+		cmocka_unit_test(test_prefetch_waits_for_a_handed_off_page_two_calls_back),
 		cmocka_unit_test(test_prefetch_stops_when_its_allocation_is_freed_in_its_wait),
 		cmocka_unit_test(test_host_map_needs_map_slot),
 	};
