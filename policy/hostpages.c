@@ -33,7 +33,9 @@
  * paged allocations, and for the small ones (which share the pool's slab
  * pages) the fewest pages their bytes fill - a count too low leaves the
  * choice of the rest to the pool, as before this pass; one too high would
- * send away a page the pool then faults back.
+ * send away a page the pool then faults back.  A call over an allocation
+ * whose blocks move between iterations (UNSTABLE) is left to the pool:
+ * the pages it needs next time are not the learned ones.
  */
 #include "policy/program.h"
 

@@ -1,10 +1,10 @@
 #!/bin/bash
 # cost.sh: iteration 7 of 8 (titanx model, computing for real), the
-# twenty-seventh session's library (HEAD 6cc5c30) against this session's (6db8949),
+# twenty-seventh session's library (HEAD 6cc5c30) against this session's (0d49572),
 # beside the unlimited run and vmem-bound's lower bound
 cd /work/main
 export LD_LIBRARY_PATH=/tmp/sw/sim
-OLD=${OLD:-/tmp/sw/libvmem-base.so}; NEW=${NEW:-/tmp/sw/libvmem-hp.so}; M=/tmp/sw/minitrain; T=/tmp/s28/cost; mkdir -p $T
+OLD=${OLD:-/tmp/sw/libvmem-base.so}; NEW=${NEW:-/tmp/sw/libvmem-st.so}; M=/tmp/sw/minitrain; T=/tmp/s28c/cost; mkdir -p $T
 for spec in 185167115:caching:22 1619885934:caching:22 842402907:caching:28 842402907:per-tensor:8 1619885934:caching:10 842402907:caching:14; do
   IFS=: read net st mb <<< "$spec"
   A="--net random:$net --batch 16 --image 64 --iters 8 --alloc $st --conv-api legacy --json"
