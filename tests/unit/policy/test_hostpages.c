@@ -40,28 +40,34 @@
 #define C 22
 #define GUESS (VMEM_ACCESS_RW | VMEM_ACCESS_GUESS)
 
-static void one_iteration(drv_t *d)
+/* The iteration above with B's tensors `sh` bytes further on. */
+static void iteration_at(drv_t *d, uint64_t sh)
 {
 	vmem_range_t r[2];
 
 	r[0] = R(0, 0x1000, PG, VMEM_ACCESS_R, "src");
 	r[1] = R(C, 0, PG, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "dst");
 	drv_op(d, VMEM_OP_MEMCPY, "cudaMemcpyAsync", NULL, 2, r);
-	r[0] = R(B, 2 * PG, 2 * PG, GUESS, "arg0");
+	r[0] = R(B, 2 * PG + sh, 2 * PG, GUESS, "arg0");
 	r[1] = R(A, 0, 4 * PG, GUESS, "arg1");
 	drv_op(d, VMEM_OP_LAUNCH, "k1", NULL, 2, r);
-	r[0] = R(B, PG, 3 * PG, GUESS, "arg0");
+	r[0] = R(B, PG + sh, 3 * PG, GUESS, "arg0");
 	r[1] = R(A, 0, 4 * PG, GUESS, "arg1");
 	drv_op(d, VMEM_OP_LAUNCH, "k2", NULL, 2, r);
 	r[0] = R(A, 0, 4 * PG, VMEM_ACCESS_R, "x");
 	r[1] = R(C, 0, PG, VMEM_ACCESS_W, "y");
 	drv_op(d, VMEM_OP_LAUNCH, "k3", NULL, 2, r);
-	r[0] = R(B, 0, 4 * PG, VMEM_ACCESS_RW, "x");
+	r[0] = R(B, sh, 4 * PG, VMEM_ACCESS_RW, "x");
 	drv_op(d, VMEM_OP_LAUNCH, "k4", NULL, 1, r);
 	r[0] = R(C, 0, 4, VMEM_ACCESS_R, "src");
 	r[1] = R(0, 0x2000, 4, VMEM_ACCESS_W, "dst");
 	drv_op(d, VMEM_OP_MEMCPY, "cudaMemcpyAsync", NULL, 2, r);
 	drv_sync(d);
+}
+
+static void one_iteration(drv_t *d)
+{
+	iteration_at(d, 0);
 }
 
 /* Another, A of 2 pages: #1's own page of B (the first of its guess) is
@@ -100,27 +106,8 @@ static void own_iteration(drv_t *d)
 static void moving_iteration(drv_t *d)
 {
 	static int n;
-	uint64_t sh = (uint64_t)(n++ % 2) * PG;
-	vmem_range_t r[2];
 
-	r[0] = R(0, 0x1000, PG, VMEM_ACCESS_R, "src");
-	r[1] = R(C, 0, PG, VMEM_ACCESS_W | VMEM_ACCESS_WHOLE, "dst");
-	drv_op(d, VMEM_OP_MEMCPY, "cudaMemcpyAsync", NULL, 2, r);
-	r[0] = R(B, 2 * PG + sh, 2 * PG, GUESS, "arg0");
-	r[1] = R(A, 0, 4 * PG, GUESS, "arg1");
-	drv_op(d, VMEM_OP_LAUNCH, "k1", NULL, 2, r);
-	r[0] = R(B, PG + sh, 3 * PG, GUESS, "arg0");
-	r[1] = R(A, 0, 4 * PG, GUESS, "arg1");
-	drv_op(d, VMEM_OP_LAUNCH, "k2", NULL, 2, r);
-	r[0] = R(A, 0, 4 * PG, VMEM_ACCESS_R, "x");
-	r[1] = R(C, 0, PG, VMEM_ACCESS_W, "y");
-	drv_op(d, VMEM_OP_LAUNCH, "k3", NULL, 2, r);
-	r[0] = R(B, sh, 4 * PG, VMEM_ACCESS_RW, "x");
-	drv_op(d, VMEM_OP_LAUNCH, "k4", NULL, 1, r);
-	r[0] = R(C, 0, 4, VMEM_ACCESS_R, "src");
-	r[1] = R(0, 0x2000, 4, VMEM_ACCESS_W, "dst");
-	drv_op(d, VMEM_OP_MEMCPY, "cudaMemcpyAsync", NULL, 2, r);
-	drv_sync(d);
+	iteration_at(d, (uint64_t)(n++ % 2) * PG);
 }
 
 /* A driver under `all` planned from `iter`, with a budget of `pages`
