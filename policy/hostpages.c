@@ -225,21 +225,9 @@ fail:
 
 bool policy_host_page(const policy_hostpages_t *h, int op, uint64_t alloc_id, uint64_t page)
 {
-	int lo = 0, hi = h ? h->n : 0;
 	policy_hpage_t key = { alloc_id, page, op };
 
-	while (lo < hi) {
-		int mid = (lo + hi) / 2;
-		int c = cmp_hpage(&h->v[mid], &key);
-
-		if (c == 0)
-			return true;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
+	return h && h->n && bsearch(&key, h->v, (size_t)h->n, sizeof(*h->v), cmp_hpage);
 }
 
 void policy_host_pages_free(policy_hostpages_t *h)

@@ -500,9 +500,10 @@ struct policy_hostpages {
 	policy_hpage_t *v;   /* sorted by (op, alloc_id, page) */
 };
 
-/* The choice for every op of g, its next uses from e (built without a
- * skip set) and `budget` bytes of g->page_size pages.  0, or -1 (out of
- * memory: *out empty). */
+/* The choice for every op of g, its next uses from e and `budget` bytes
+ * of g->page_size pages (plan.c builds e again without the choice's uses
+ * and chooses again, until the choice holds).  0, or -1 (out of memory:
+ * *out empty). */
 int policy_host_pages(const policy_graph_t *g, const policy_evict_t *e, uint64_t budget,
 		      policy_hostpages_t *out);
 /* Does op `op` map page `page` of alloc_id from the host?  (h may be NULL.) */

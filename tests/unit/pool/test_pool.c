@@ -4140,6 +4140,33 @@ static uintptr_t call_past_the_budget(env_t *e, void *stream, uint32_t seed, uin
 	return hm;
 }
 
+/* The second try of a prefetch for the next call of page pg (range r),
+ * away while a queued call used it (`what`): with `between` - another
+ * call queued after that use - POOL_OK, one host wait (the stat at
+ * `waits_at`), the page resident and the call after still queued; without
+ * (the use the last call queued), no wait and the page still away. */
+static void retry_two_calls_back(env_t *e, const pool_range_t *r, uintptr_t pg, size_t waits_at,
+				 bool between, const char *what)
+{
+	pool_stats_t s0 = stats(e), s1;
+	pool_status_t st = pool_prefetch(e->p, r, POOL_WAIT_USE);
+	bool back = pool_page_state(e->p, pg) == POOL_PAGE_RESIDENT;
+	uint64_t waits;
+
+	s1 = stats(e);
+	waits = *(const uint64_t *)((const char *)&s1 + waits_at) -
+		*(const uint64_t *)((const char *)&s0 + waits_at);
+	if (between ? st != POOL_OK || !back || waits != 1 || fake_queued(&e->f) == 0
+		    : back || waits != 0)
+		fail_msg("prefetch for the next call of %s, %s: expected %s; got %s, page state %d, "
+			 "%lu waits, %d operations queued", what,
+			 between ? "a call queued after its use" : "its use the last call queued",
+			 between ? "POOL_OK, one wait, the page resident, the call after still queued"
+				 : "no wait, the page still away",
+			 pool_strerror(st), pool_page_state(e->p, pg), (unsigned long)waits,
+			 fake_queued(&e->f));
+}
+
 /* A page mapped from the host for a call still queued, prefetched for
  * the next call once another call is queued after it (POOL_WAIT_USE):
  * the host waits for a fence before that other call - the device stays
@@ -4173,19 +4200,8 @@ static void test_prefetch_waits_for_a_host_mapped_page_two_calls_back(void **sta
 		(void)pool_prefetch(e.p, &rh, POOL_WAIT_UNDERWAY);
 		if (between)
 			call_reads(&e, &s1, a, CH, got);   /* a call queued after hm's */
-		uint64_t waits = stats(&e).host_map_waits;
-		pool_status_t st = pool_prefetch(e.p, &rh, POOL_WAIT_USE);
-		bool back = pool_page_state(e.p, hm) == POOL_PAGE_RESIDENT;
-		if (between ? st != POOL_OK || !back || stats(&e).host_map_waits != waits + 1 ||
-			      fake_queued(&e.f) == 0
-			    : back || stats(&e).host_map_waits != waits)
-			fail_msg("prefetch for the next call of a page mapped from the host, %s: "
-				 "expected %s; got %s, page state %d, %lu waits, %d operations queued",
-				 between ? "a call queued after its own" : "its call the last queued",
-				 between ? "POOL_OK, one wait, the page resident, the call after still "
-					   "queued" : "no wait, the page still mapped from the host",
-				 pool_strerror(st), pool_page_state(e.p, hm),
-				 (unsigned long)(stats(&e).host_map_waits - waits), fake_queued(&e.f));
+		retry_two_calls_back(&e, &rh, hm, offsetof(pool_stats_t, host_map_waits), between,
+				     "a page mapped from the host");
 		e.f.hold = false;
 		fake_drain(&e.f);
 		assert_true(check(&e, hm, CH, 53));
@@ -4231,19 +4247,8 @@ static void test_prefetch_waits_for_a_handed_off_page_two_calls_back(void **stat
 		(void)pool_prefetch(e.p, &rl, POOL_WAIT_UNDERWAY);
 		if (between)
 			call_reads(&e, &s1, s, CH, got_s);   /* a call queued after l's reader */
-		uint64_t waits = stats(&e).handoff_waits;
-		pool_status_t st = pool_prefetch(e.p, &rl, POOL_WAIT_USE);
-		bool back = pool_page_state(e.p, l) == POOL_PAGE_RESIDENT;
-		if (between ? st != POOL_OK || !back || stats(&e).handoff_waits != waits + 1 ||
-			      fake_queued(&e.f) == 0
-			    : back || stats(&e).handoff_waits != waits)
-			fail_msg("prefetch for the next call of a page handed off, %s: expected %s; got "
-				 "%s, page state %d, %lu waits, %d operations queued",
-				 between ? "a call queued after its reader" : "its reader the last queued",
-				 between ? "POOL_OK, one wait, the page resident, the call after still "
-					   "queued" : "no wait, the page still handed off",
-				 pool_strerror(st), pool_page_state(e.p, l),
-				 (unsigned long)(stats(&e).handoff_waits - waits), fake_queued(&e.f));
+		retry_two_calls_back(&e, &rl, l, offsetof(pool_stats_t, handoff_waits), between,
+				     "a page handed off");
 		e.f.hold = false;
 		fake_drain(&e.f);
 		assert_true(same_bytes(got_l, CH, 62, "what the call before z's read of l"));
